@@ -1,0 +1,354 @@
+//! `SessionActor`: owns one session's state and serializes its turns.
+
+use std::sync::{Arc, RwLock};
+
+use actix::{Actor, ActorFutureExt, AtomicResponse, Context, Handler, Message, WrapFuture};
+use bytes::Bytes;
+
+use super::chain::{ChainError, StageChain};
+use crate::archive::{StateStore, StateVersion, StoreError};
+use crate::budget::Budget;
+use crate::ids::SessionId;
+use crate::report::TurnReport;
+use crate::stage::StageError;
+use crate::state::SessionState;
+use crate::turn::{Turn, TurnOptions};
+use crate::wire::Wire;
+
+/// How many times a turn is re-run after losing a conditional write to another writer.
+pub const MAX_SAVE_ATTEMPTS: usize = 16;
+
+/// One request for a session.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    /// The wire.
+    pub wire: Wire,
+    /// The request body.
+    pub body: Bytes,
+    /// The budget.
+    pub budget: Budget,
+    /// Per-turn overrides.
+    pub options: TurnOptions,
+}
+
+impl TurnRequest {
+    /// A request with the default budget and no overrides.
+    pub fn new(wire: Wire, body: Bytes) -> Self {
+        TurnRequest {
+            wire,
+            body,
+            budget: Budget::default(),
+            options: TurnOptions::new(),
+        }
+    }
+}
+
+/// What a turn produced.
+#[derive(Debug, Clone)]
+pub struct TurnOutcome {
+    /// The body to forward: the pipeline's output, or the original body unchanged when the
+    /// pipeline failed (fail-open, see `report.fail_open`) or refused (`report.refusal`).
+    pub output: Bytes,
+    /// What happened.
+    pub report: TurnReport,
+}
+
+/// Errors of the actor host.
+#[derive(Debug, thiserror::Error)]
+pub enum HostError {
+    /// The state store failed; the turn's state changes were not saved.
+    #[error("session {session}: {source}")]
+    Store {
+        /// The session.
+        session: String,
+        /// The store error.
+        #[source]
+        source: StoreError,
+    },
+    /// Writers kept conflicting on this session.
+    #[error(
+        "session {session}: state changed underneath this writer {attempts} times in a row; giving up"
+    )]
+    Contention {
+        /// The session.
+        session: String,
+        /// Attempts made.
+        attempts: usize,
+    },
+    /// The actor system is shutting down.
+    #[error("actor system unavailable: {0}")]
+    Unavailable(String),
+}
+
+/// The pipeline chains currently in force, one per worker; swapped atomically.
+pub type ChainSlot = Arc<RwLock<Arc<Vec<StageChain>>>>;
+
+/// Runs one turn for the actor's session.
+#[derive(Debug)]
+pub struct RunTurn(pub TurnRequest);
+
+impl Message for RunTurn {
+    type Result = Result<TurnOutcome, HostError>;
+}
+
+/// Returns a copy of the session's state (loading it if needed).
+#[derive(Debug)]
+pub struct Snapshot;
+
+impl Message for Snapshot {
+    type Result = Result<SessionState, HostError>;
+}
+
+/// A change to a session's state outside a turn (commands such as fold or reset).
+pub type StateUpdate = Box<dyn FnOnce(&mut SessionState) -> serde_json::Value + Send>;
+
+/// Applies a [`StateUpdate`] and saves the result, serialized with the session's turns.
+pub struct Update(pub StateUpdate);
+
+impl std::fmt::Debug for Update {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Update(..)")
+    }
+}
+
+impl Message for Update {
+    type Result = Result<serde_json::Value, HostError>;
+}
+
+type Loaded = Option<(SessionState, Option<StateVersion>)>;
+
+/// Owns one session's state between turns and runs its turns one at a time.
+pub struct SessionActor {
+    session: SessionId,
+    store: Arc<dyn StateStore>,
+    chains: ChainSlot,
+    worker: usize,
+    loaded: Loaded,
+}
+
+impl SessionActor {
+    /// An actor for a session; state loads on its first message.
+    pub fn new(
+        session: SessionId,
+        store: Arc<dyn StateStore>,
+        chains: ChainSlot,
+        worker: usize,
+    ) -> Self {
+        SessionActor {
+            session,
+            store,
+            chains,
+            worker,
+            loaded: None,
+        }
+    }
+
+    fn chain(&self) -> Option<StageChain> {
+        let chains = self
+            .chains
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        chains.get(self.worker % chains.len().max(1)).cloned()
+    }
+}
+
+impl Actor for SessionActor {
+    type Context = Context<Self>;
+}
+
+async fn load(
+    store: &dyn StateStore,
+    session: &SessionId,
+) -> Result<(SessionState, Option<StateVersion>), HostError> {
+    match store.load(session).await {
+        Ok(Some((state, version))) => Ok((state, Some(version))),
+        Ok(None) => Ok((SessionState::new(session.clone()), None)),
+        Err(source) => Err(HostError::Store {
+            session: session.to_string(),
+            source,
+        }),
+    }
+}
+
+async fn execute_turn(
+    store: Arc<dyn StateStore>,
+    session: SessionId,
+    chain: Option<StageChain>,
+    loaded: Loaded,
+    request: TurnRequest,
+) -> (Loaded, Result<TurnOutcome, HostError>) {
+    let Some(chain) = chain else {
+        return (
+            loaded,
+            Err(HostError::Unavailable("no pipeline installed".into())),
+        );
+    };
+    let (mut state, mut version) = match loaded {
+        Some(l) => l,
+        None => match load(store.as_ref(), &session).await {
+            Ok(l) => l,
+            Err(e) => return (None, Err(e)),
+        },
+    };
+    for _ in 0..MAX_SAVE_ATTEMPTS {
+        let before = state.clone();
+        let mut turn = Turn::new(session.clone(), request.wire, request.body.clone(), state);
+        turn.budget = request.budget;
+        turn.options = request.options.clone();
+        turn.report.turn = before.turns + 1;
+        let (mut next, report, output) = match chain.run(turn).await {
+            Ok(turn) => {
+                let output = turn.outgoing();
+                (turn.state, turn.report, output)
+            }
+            Err(ChainError::Stage(failed)) => {
+                // Nothing the client sent is lost: the original body goes on unchanged and
+                // the half-applied state is discarded.
+                let mut report = failed.turn.report;
+                match failed.failure.error {
+                    StageError::Refused(refusal) => report.refusal = Some(refusal),
+                    other => {
+                        tracing::warn!(session = %session, stage = %failed.failure.stage, error = %other, "Pipeline failed; forwarding the request unchanged.");
+                        report.fail_open = Some(format!("{}: {other}", failed.failure.stage));
+                    }
+                }
+                (before.clone(), report, request.body.clone())
+            }
+            Err(ChainError::Unavailable { stage, reason }) => {
+                return (
+                    Some((before, version)),
+                    Err(HostError::Unavailable(format!("{stage}: {reason}"))),
+                );
+            }
+        };
+        next.turns = before.turns + 1;
+        match store.save(&session, &next, version.as_ref()).await {
+            Ok(v) => return (Some((next, Some(v))), Ok(TurnOutcome { output, report })),
+            Err(StoreError::Conflict { .. }) => match load(store.as_ref(), &session).await {
+                Ok((s, v)) => {
+                    state = s;
+                    version = v;
+                }
+                Err(e) => return (None, Err(e)),
+            },
+            Err(source) => {
+                return (
+                    Some((before, version)),
+                    Err(HostError::Store {
+                        session: session.to_string(),
+                        source,
+                    }),
+                );
+            }
+        }
+    }
+    (
+        None,
+        Err(HostError::Contention {
+            session: session.to_string(),
+            attempts: MAX_SAVE_ATTEMPTS,
+        }),
+    )
+}
+
+async fn execute_update(
+    store: Arc<dyn StateStore>,
+    session: SessionId,
+    loaded: Loaded,
+    update: StateUpdate,
+) -> (Loaded, Result<serde_json::Value, HostError>) {
+    let (state, version) = match loaded {
+        Some(l) => l,
+        None => match load(store.as_ref(), &session).await {
+            Ok(l) => l,
+            Err(e) => return (None, Err(e)),
+        },
+    };
+    let mut next = state.clone();
+    let answer = update(&mut next);
+    match store.save(&session, &next, version.as_ref()).await {
+        Ok(v) => (Some((next, Some(v))), Ok(answer)),
+        // A closure runs once; on a conflict the caller retries with fresh state.
+        Err(StoreError::Conflict { .. }) => (
+            None,
+            Err(HostError::Contention {
+                session: session.to_string(),
+                attempts: 1,
+            }),
+        ),
+        Err(source) => (
+            Some((state, version)),
+            Err(HostError::Store {
+                session: session.to_string(),
+                source,
+            }),
+        ),
+    }
+}
+
+impl Handler<RunTurn> for SessionActor {
+    type Result = AtomicResponse<Self, Result<TurnOutcome, HostError>>;
+
+    fn handle(&mut self, msg: RunTurn, _ctx: &mut Self::Context) -> Self::Result {
+        let fut = execute_turn(
+            Arc::clone(&self.store),
+            self.session.clone(),
+            self.chain(),
+            self.loaded.take(),
+            msg.0,
+        );
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
+            |(loaded, result), act, _| {
+                act.loaded = loaded;
+                result
+            },
+        )))
+    }
+}
+
+impl Handler<Update> for SessionActor {
+    type Result = AtomicResponse<Self, Result<serde_json::Value, HostError>>;
+
+    fn handle(&mut self, msg: Update, _ctx: &mut Self::Context) -> Self::Result {
+        let fut = execute_update(
+            Arc::clone(&self.store),
+            self.session.clone(),
+            self.loaded.take(),
+            msg.0,
+        );
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
+            |(loaded, result), act, _| {
+                act.loaded = loaded;
+                result
+            },
+        )))
+    }
+}
+
+impl Handler<Snapshot> for SessionActor {
+    type Result = AtomicResponse<Self, Result<SessionState, HostError>>;
+
+    fn handle(&mut self, _msg: Snapshot, _ctx: &mut Self::Context) -> Self::Result {
+        let store = Arc::clone(&self.store);
+        let session = self.session.clone();
+        let loaded = self.loaded.take();
+        let fut = async move {
+            let l = match loaded {
+                Some(l) => l,
+                None => match load(store.as_ref(), &session).await {
+                    Ok(l) => l,
+                    Err(e) => return (None, Err(e)),
+                },
+            };
+            let copy = l.0.clone();
+            (Some(l), Ok(copy))
+        };
+        AtomicResponse::new(Box::pin(fut.into_actor(self).map(
+            |(loaded, result), act, _| {
+                act.loaded = loaded;
+                result
+            },
+        )))
+    }
+}

@@ -1,0 +1,126 @@
+//! The I/O traits stages use for archived payloads and session state. `core` defines them;
+//! `foldwire-archive` implements them over object_store.
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{Ref, SessionId};
+use crate::state::SessionState;
+
+/// Errors from an archive or state backend.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// No object under that key for this session.
+    #[error("{what} not found for session {session}")]
+    NotFound {
+        /// The session.
+        session: String,
+        /// What was looked up.
+        what: String,
+    },
+    /// A key, ref or session id was refused (traversal, bad characters).
+    #[error("refused key {given:?}: {why}")]
+    InvalidKey {
+        /// What was given.
+        given: String,
+        /// Why it was refused.
+        why: String,
+    },
+    /// A conditional write lost against a concurrent writer; the caller reloads and retries.
+    #[error(
+        "state of session {session} changed underneath this writer (expected version {expected:?})"
+    )]
+    Conflict {
+        /// The session.
+        session: String,
+        /// The version the writer expected.
+        expected: Option<String>,
+    },
+    /// The stored state could not be read.
+    #[error("state of session {session} is unreadable: {source}")]
+    Format {
+        /// The session.
+        session: String,
+        /// The parse error.
+        #[source]
+        source: crate::state::StateFormatError,
+    },
+    /// The backend failed or timed out.
+    #[error("{backend} backend failed on {operation}: {source}")]
+    Backend {
+        /// Backend name (`memory`, `file`, `s3`).
+        backend: String,
+        /// The operation (`put`, `get`, …).
+        operation: String,
+        /// The underlying error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+/// One archived object's description.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchivedObject {
+    /// The content-addressed key (SHA-256 of the bytes, hex).
+    pub key: String,
+    /// The ref it was stored under.
+    pub r#ref: Ref,
+    /// MIME type.
+    pub media_type: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// Where archived payloads go before anything folds them off the wire.
+///
+/// Contract: `put` is create-if-absent and content-addressed, so a retried or duplicate
+/// write is harmless; every operation is scoped to one session and no input can reach
+/// another session's objects.
+#[async_trait]
+pub trait MediaArchive: Send + Sync + std::fmt::Debug {
+    /// Stores bytes under a session and ref; returns the object description.
+    async fn put(
+        &self,
+        session: &SessionId,
+        r#ref: Ref,
+        media_type: &str,
+        bytes: Bytes,
+    ) -> Result<ArchivedObject, StoreError>;
+
+    /// Reads back the bytes stored under a ref (the newest if several).
+    async fn get(
+        &self,
+        session: &SessionId,
+        r#ref: Ref,
+    ) -> Result<(ArchivedObject, Bytes), StoreError>;
+
+    /// Lists the session's archived objects.
+    async fn list(&self, session: &SessionId) -> Result<Vec<ArchivedObject>, StoreError>;
+}
+
+/// An opaque version tag of a stored state (an ETag, a generation number).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StateVersion(pub String);
+
+/// Where session state lives between turns.
+///
+/// Contract: `save` is atomic (a reader sees the old or the new state, never a mix) and
+/// conditional: with `expected = Some(v)` it fails with [`StoreError::Conflict`] unless the
+/// stored version is still `v`; with `None` it fails if any state exists.
+#[async_trait]
+pub trait StateStore: Send + Sync + std::fmt::Debug {
+    /// Loads a session's state and its version, or `None` for a new session.
+    async fn load(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<(SessionState, StateVersion)>, StoreError>;
+
+    /// Saves a session's state if its stored version is still `expected`.
+    async fn save(
+        &self,
+        session: &SessionId,
+        state: &SessionState,
+        expected: Option<&StateVersion>,
+    ) -> Result<StateVersion, StoreError>;
+}

@@ -1,0 +1,62 @@
+//! Blocks: folds of message ranges into summaries.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{BlockId, Ref};
+use crate::message::MessageId;
+
+/// Extra fields kept verbatim so newer state files survive older binaries.
+pub type ExtraFields = serde_json::Map<String, serde_json::Value>;
+
+/// A fold: a summary standing in for a range of messages (tier 1) or of blocks (tiers 2–3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Block {
+    /// `b1`…, never reused.
+    pub id: BlockId,
+    /// 1 for a range of messages; one above the highest consumed block otherwise (max 3).
+    pub tier: u8,
+    /// The summary rendered in place of the covered messages.
+    pub summary: String,
+    /// An optional topic line.
+    pub topic: Option<String>,
+    /// First and last ref of the span it covers.
+    pub span: (Ref, Ref),
+    /// Refs of the messages it covers directly.
+    pub direct: Vec<Ref>,
+    /// Every ref it covers, through consumed blocks too.
+    pub effective: Vec<Ref>,
+    /// The fingerprints of the covered messages, so fold finds them in later requests.
+    pub message_ids: Vec<MessageId>,
+    /// Blocks it consumed (deactivated by it).
+    pub consumed: Vec<BlockId>,
+    /// False once a higher-tier block consumed it.
+    pub active: bool,
+    /// Archive keys of the originals of the covered messages.
+    pub archive_keys: Vec<String>,
+    /// Who wrote the summary (`summarizer.extractive`, `summarizer.model_tool`, a host).
+    pub author: Option<String>,
+    /// Fields written by newer versions.
+    #[serde(flatten)]
+    pub extra: ExtraFields,
+}
+
+impl Default for Block {
+    fn default() -> Self {
+        Block {
+            id: BlockId(1),
+            tier: 1,
+            summary: String::new(),
+            topic: None,
+            span: (Ref(1), Ref(1)),
+            direct: Vec::new(),
+            effective: Vec::new(),
+            message_ids: Vec::new(),
+            consumed: Vec::new(),
+            active: true,
+            archive_keys: Vec::new(),
+            author: None,
+            extra: ExtraFields::new(),
+        }
+    }
+}

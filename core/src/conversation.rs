@@ -1,0 +1,75 @@
+//! The decoded form of one request.
+
+use bytes::Bytes;
+
+use crate::message::{Message, Role};
+use crate::wire::Wire;
+
+/// One wire message as the client sent it (an Anthropic message, an OpenAI Chat message, a
+/// Responses input item, a Gemini content), or one foldwire created.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Entry {
+    /// The author.
+    pub role: Role,
+    /// The exact bytes of the whole wire message; `None` for entries foldwire created.
+    pub raw: Option<Bytes>,
+    /// How many units the decoder cut it into. The codec re-emits `raw` unchanged when
+    /// exactly these units survive, unmodified and in order.
+    pub unit_count: usize,
+}
+
+/// A top-level field a stage sets or replaces in the request body (tools the proxy injects,
+/// a system block with a cache marker). The codec writes it in place of the original field,
+/// or appends it when the body had none.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldOverride {
+    /// The top-level key.
+    pub key: String,
+    /// The new JSON value, serialized.
+    pub value: Bytes,
+}
+
+/// System, tools and the ordered messages of one request, plus everything else in the body
+/// kept verbatim.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conversation {
+    /// The wire it was decoded from and will be encoded to.
+    pub wire: Wire,
+    /// The request body exactly as received; every raw span points into it.
+    pub source: Bytes,
+    /// The byte range of the messages array (`messages`, `input`, `contents`) inside `source`;
+    /// everything outside it is re-emitted verbatim unless overridden.
+    pub messages_span: std::ops::Range<usize>,
+    /// The wire messages, in the order they were received, then any foldwire created.
+    pub entries: Vec<Entry>,
+    /// The foldable units in store order.
+    pub messages: Vec<Message>,
+    /// Top-level fields replaced or added by stages.
+    pub overrides: Vec<FieldOverride>,
+    /// The model named in the body or path, if any.
+    pub model: Option<String>,
+    /// Whether the client asked for a streamed response.
+    pub stream: bool,
+}
+
+impl Conversation {
+    /// Bytes outside the messages array (system, tools, params) — what every request carries.
+    pub fn frame_len(&self) -> usize {
+        self.source.len().saturating_sub(self.messages_span.len())
+    }
+
+    /// Appends a new entry and returns its index.
+    pub fn push_entry(&mut self, role: Role) -> usize {
+        self.entries.push(Entry {
+            role,
+            raw: None,
+            unit_count: 0,
+        });
+        self.entries.len() - 1
+    }
+
+    /// Index of the unit with this ref, if it is on the wire.
+    pub fn position_of_ref(&self, r: crate::ids::Ref) -> Option<usize> {
+        self.messages.iter().position(|m| m.r#ref == Some(r))
+    }
+}

@@ -1,0 +1,237 @@
+//! Identifiers: sessions, message refs and block ids.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The longest session id foldwire accepts.
+pub const MAX_SESSION_ID_LEN: usize = 200;
+
+/// A validated session id: 1–200 characters of `[A-Za-z0-9._-]`, not starting with a dot.
+///
+/// The restriction is what lets every backend use the id as one path segment: no `/`, no
+/// `..`, no NUL, nothing that could escape the session's prefix.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SessionId(String);
+
+/// Why a session id was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SessionIdError {
+    /// The id was empty.
+    #[error("session id is empty")]
+    Empty,
+    /// The id was longer than [`MAX_SESSION_ID_LEN`].
+    #[error("session id is {len} characters long; the limit is {MAX_SESSION_ID_LEN}")]
+    TooLong {
+        /// Its length.
+        len: usize,
+    },
+    /// The id held a character outside `[A-Za-z0-9._-]` or started with a dot.
+    #[error(
+        "session id {id:?} has {bad:?} at byte {at}: use only letters, digits, '.', '_' and '-', not starting with '.'"
+    )]
+    BadChar {
+        /// The id as given (escaped when printed).
+        id: String,
+        /// The offending character.
+        bad: char,
+        /// Its byte offset.
+        at: usize,
+    },
+}
+
+impl SessionId {
+    /// Validates and wraps a session id.
+    pub fn new(id: impl Into<String>) -> Result<Self, SessionIdError> {
+        let id = id.into();
+        if id.is_empty() {
+            return Err(SessionIdError::Empty);
+        }
+        if id.len() > MAX_SESSION_ID_LEN {
+            return Err(SessionIdError::TooLong { len: id.len() });
+        }
+        for (at, c) in id.char_indices() {
+            let ok = c.is_ascii_alphanumeric() || c == '_' || c == '-' || (c == '.' && at > 0);
+            if !ok {
+                return Err(SessionIdError::BadChar { id, bad: c, at });
+            }
+        }
+        Ok(SessionId(id))
+    }
+
+    /// The id as a string.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for SessionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl FromStr for SessionId {
+    type Err = SessionIdError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SessionId::new(s)
+    }
+}
+
+impl Serialize for SessionId {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SessionId {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        SessionId::new(s).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Why a ref or block id failed to parse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{given:?} is not a valid {what}: expected {expected}")]
+pub struct IdParseError {
+    /// What kind of id was expected.
+    pub what: &'static str,
+    /// The text given.
+    pub given: String,
+    /// The expected shape.
+    pub expected: &'static str,
+}
+
+/// A message ref, `m00001`…: per session, monotonic, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Ref(pub u32);
+
+/// A block id, `b1`…: per session, monotonic, never reused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BlockId(pub u32);
+
+macro_rules! numbered_id {
+    ($ty:ident, $prefix:literal, $width:literal, $what:literal, $expected:literal) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, concat!($prefix, "{:0", $width, "}"), self.0)
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = IdParseError;
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                let err = || IdParseError {
+                    what: $what,
+                    given: s.to_owned(),
+                    expected: $expected,
+                };
+                let digits = s.strip_prefix($prefix).ok_or_else(err)?;
+                if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(err());
+                }
+                let n: u32 = digits.parse().map_err(|_| err())?;
+                if n == 0 {
+                    return Err(err());
+                }
+                Ok($ty(n))
+            }
+        }
+
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+numbered_id!(
+    Ref,
+    "m",
+    5,
+    "message ref",
+    "'m' and a positive number, e.g. m00042"
+);
+numbered_id!(
+    BlockId,
+    "b",
+    1,
+    "block id",
+    "'b' and a positive number, e.g. b7"
+);
+
+/// Either a message ref or a block id, as the compress and restore operations accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AnyRef {
+    /// A message ref.
+    Message(Ref),
+    /// A block id.
+    Block(BlockId),
+}
+
+impl FromStr for AnyRef {
+    type Err = IdParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        if s.starts_with('b') {
+            s.parse().map(AnyRef::Block)
+        } else if s.starts_with('m') {
+            s.parse().map(AnyRef::Message)
+        } else {
+            Err(IdParseError {
+                what: "ref",
+                given: s.to_owned(),
+                expected: "a message ref like m00042 or a block id like b7",
+            })
+        }
+    }
+}
+
+impl fmt::Display for AnyRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnyRef::Message(r) => r.fmt(f),
+            AnyRef::Block(b) => b.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_format_and_parse() {
+        assert_eq!(Ref(42).to_string(), "m00042");
+        assert_eq!("m00042".parse::<Ref>(), Ok(Ref(42)));
+        assert_eq!(Ref(123_456).to_string(), "m123456");
+        assert_eq!(BlockId(7).to_string(), "b7");
+        assert_eq!("b7".parse::<BlockId>(), Ok(BlockId(7)));
+        assert!("m0".parse::<Ref>().is_err());
+        assert!("m-1".parse::<Ref>().is_err());
+        assert!("x1".parse::<AnyRef>().is_err());
+        assert_eq!("b3".parse::<AnyRef>(), Ok(AnyRef::Block(BlockId(3))));
+    }
+
+    #[test]
+    fn session_ids_cannot_escape_a_prefix() {
+        assert!(SessionId::new("agent-1.session_2").is_ok());
+        for bad in ["", "../x", "/etc", "a/b", "a\0b", ".hidden", "a b", "é"] {
+            assert!(SessionId::new(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(matches!(
+            SessionId::new("a".repeat(MAX_SESSION_ID_LEN + 1)),
+            Err(SessionIdError::TooLong { .. })
+        ));
+    }
+}

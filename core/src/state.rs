@@ -1,0 +1,233 @@
+//! The persistent state of one session.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::block::{Block, ExtraFields};
+use crate::ids::{BlockId, Ref, SessionId};
+use crate::message::MessageId;
+
+/// The state-file format version this build writes.
+pub const STATE_VERSION: u32 = 1;
+
+/// One row of the refs table: which message a ref names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RefEntry {
+    /// The ref.
+    pub r#ref: Ref,
+    /// The message fingerprint it was minted for.
+    pub message: MessageId,
+    /// Turn number when minted.
+    pub minted_turn: u64,
+    /// Fields written by newer versions.
+    #[serde(flatten)]
+    pub extra: ExtraFields,
+}
+
+impl Default for RefEntry {
+    fn default() -> Self {
+        RefEntry {
+            r#ref: Ref(1),
+            message: MessageId(String::new()),
+            minted_turn: 0,
+            extra: ExtraFields::new(),
+        }
+    }
+}
+
+/// One archived payload of the session (media or the original of a folded message).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct ArchivedItem {
+    /// The ref it was stored under.
+    pub r#ref: Option<Ref>,
+    /// The archive key (content-addressed).
+    pub key: String,
+    /// MIME type.
+    pub media_type: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Fields written by newer versions.
+    #[serde(flatten)]
+    pub extra: ExtraFields,
+}
+
+/// A provider-reported usage sample, used to calibrate token estimates.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(default)]
+pub struct UsageSample {
+    /// Turn number.
+    pub turn: u64,
+    /// Tokens foldwire estimated for the request.
+    pub estimated: u64,
+    /// Input tokens the provider reported.
+    pub reported: u64,
+}
+
+/// Everything foldwire remembers about one session between turns.
+///
+/// Serde, versioned and forward compatible: missing fields take their defaults and unknown
+/// fields are kept and written back.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SessionState {
+    /// State-file format version.
+    pub version: u32,
+    /// The session.
+    pub session: Option<SessionId>,
+    /// Turns applied so far.
+    pub turns: u64,
+    /// The next ref number to mint.
+    pub next_ref: u32,
+    /// The refs table, in mint order.
+    pub refs: Vec<RefEntry>,
+    /// The next block number.
+    pub next_block: u32,
+    /// Every block ever made, active or not.
+    pub blocks: Vec<Block>,
+    /// Originals of folded messages kept in the state until an archive holds them, by ref.
+    pub originals: BTreeMap<Ref, String>,
+    /// The archive index.
+    pub archive: Vec<ArchivedItem>,
+    /// Head-window and reset state, owned by the layout stage.
+    pub head: serde_json::Value,
+    /// Provider usage samples (newest last, bounded by the stage that writes them).
+    pub usage: Vec<UsageSample>,
+    /// Calibration factor real/estimated tokens (1.0 until measured).
+    pub calibration: f64,
+    /// Free counters stages keep across turns.
+    pub counters: BTreeMap<String, u64>,
+    /// Fields written by newer versions, kept verbatim.
+    #[serde(flatten)]
+    pub extra: ExtraFields,
+}
+
+impl Default for SessionState {
+    fn default() -> Self {
+        SessionState {
+            version: STATE_VERSION,
+            session: None,
+            turns: 0,
+            next_ref: 1,
+            refs: Vec::new(),
+            next_block: 1,
+            blocks: Vec::new(),
+            originals: BTreeMap::new(),
+            archive: Vec::new(),
+            head: serde_json::Value::Null,
+            usage: Vec::new(),
+            calibration: 1.0,
+            counters: BTreeMap::new(),
+            extra: ExtraFields::new(),
+        }
+    }
+}
+
+impl SessionState {
+    /// A fresh state for a session.
+    pub fn new(session: SessionId) -> Self {
+        SessionState {
+            session: Some(session),
+            ..SessionState::default()
+        }
+    }
+
+    /// Mints the next ref; refs are never reused.
+    pub fn mint_ref(&mut self, message: MessageId) -> Ref {
+        let r = Ref(self.next_ref.max(1));
+        self.next_ref = r.0 + 1;
+        self.refs.push(RefEntry {
+            r#ref: r,
+            message,
+            minted_turn: self.turns,
+            extra: ExtraFields::new(),
+        });
+        r
+    }
+
+    /// Allocates the next block id; block ids are never reused.
+    pub fn next_block_id(&mut self) -> BlockId {
+        let b = BlockId(self.next_block.max(1));
+        self.next_block = b.0 + 1;
+        b
+    }
+
+    /// The active blocks.
+    pub fn active_blocks(&self) -> impl Iterator<Item = &Block> {
+        self.blocks.iter().filter(|b| b.active)
+    }
+}
+
+/// Errors reading a state file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateFormatError {
+    /// The bytes were not a state document.
+    #[error("session state is not valid JSON for format version {STATE_VERSION}: {0}")]
+    Json(#[from] serde_json::Error),
+    /// Written by a newer format this build cannot read.
+    #[error(
+        "session state has format version {found}, newer than {STATE_VERSION} which this build reads; upgrade foldwire"
+    )]
+    TooNew {
+        /// The version found.
+        found: u32,
+    },
+}
+
+impl SessionState {
+    /// Parses a state document, accepting older versions and unknown fields.
+    pub fn from_json(bytes: &[u8]) -> Result<Self, StateFormatError> {
+        let state: SessionState = serde_json::from_slice(bytes)?;
+        if state.version > STATE_VERSION {
+            return Err(StateFormatError::TooNew {
+                found: state.version,
+            });
+        }
+        Ok(SessionState {
+            version: STATE_VERSION,
+            ..state
+        })
+    }
+
+    /// Serializes the state (pretty JSON, stable field order).
+    pub fn to_json(&self) -> Result<Vec<u8>, StateFormatError> {
+        Ok(serde_json::to_vec_pretty(self)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn older_files_load_and_unknown_fields_survive() {
+        let old = br#"{"version":0,"turns":3,"future_field":{"x":[1,2]},
+            "blocks":[{"id":"b1","summary":"s","span":["m00001","m00002"],"later":true}]}"#;
+        let state = SessionState::from_json(old).unwrap();
+        assert_eq!(state.turns, 3);
+        assert_eq!(state.next_ref, 1);
+        assert_eq!(state.calibration, 1.0);
+        assert!(state.blocks[0].active);
+        let again = SessionState::from_json(&state.to_json().unwrap()).unwrap();
+        assert_eq!(again.extra["future_field"], serde_json::json!({"x":[1,2]}));
+        assert_eq!(again.blocks[0].extra["later"], serde_json::json!(true));
+    }
+
+    #[test]
+    fn newer_versions_are_refused_by_name() {
+        let err = SessionState::from_json(br#"{"version":99}"#).unwrap_err();
+        assert!(err.to_string().contains("99"));
+    }
+
+    #[test]
+    fn refs_and_blocks_are_monotonic() {
+        let mut s = SessionState::default();
+        let a = s.mint_ref(MessageId("x".into()));
+        let b = s.mint_ref(MessageId("y".into()));
+        assert_eq!((a, b), (Ref(1), Ref(2)));
+        assert_eq!(s.next_block_id(), BlockId(1));
+        assert_eq!(s.next_block_id(), BlockId(2));
+    }
+}

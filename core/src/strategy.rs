@@ -1,0 +1,115 @@
+//! Strategy kinds: the policies stages consult. Stages are the fixed steps; strategies are
+//! the plugins.
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::budget::Budget;
+use crate::ids::Ref;
+use crate::message::Message;
+use crate::report::Refusal;
+use crate::wire::Wire;
+
+/// Why a strategy failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{strategy}: {message}")]
+pub struct StrategyError {
+    /// The strategy name.
+    pub strategy: String,
+    /// What failed.
+    pub message: String,
+}
+
+/// A compressible range as fold policies see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeInfo {
+    /// First ref of the range.
+    pub start: Ref,
+    /// Last ref of the range.
+    pub end: Ref,
+    /// Estimated tokens it holds.
+    pub tokens: u64,
+    /// Number of units in it.
+    pub messages: usize,
+}
+
+/// How much pressure the request is under.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FoldDemand {
+    /// Estimated tokens of the request as it stands.
+    pub request_tokens: u64,
+    /// The budget.
+    pub budget: Budget,
+}
+
+/// Decides which compressible ranges to fold, and when.
+pub trait FoldPolicy: Send + Sync + std::fmt::Debug {
+    /// The registered name.
+    fn name(&self) -> &'static str;
+
+    /// Indices into `ranges` of the ranges to fold now (empty when no fold is needed).
+    fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize>;
+}
+
+/// What a summarizer is asked to summarize.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryRequest<'a> {
+    /// The wire of the conversation.
+    pub wire: Wire,
+    /// The units to summarize, in order.
+    pub messages: &'a [Message],
+    /// An upper bound on the summary length, in characters.
+    pub max_chars: usize,
+}
+
+/// A summary and its topic.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    /// The summary text.
+    pub text: String,
+    /// A short topic line.
+    pub topic: Option<String>,
+    /// The summarizer that wrote it.
+    pub author: String,
+}
+
+/// Writes summaries for ranges about to fold.
+#[async_trait]
+pub trait Summarizer: Send + Sync + std::fmt::Debug {
+    /// The registered name.
+    fn name(&self) -> &'static str;
+
+    /// Summarizes a range.
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<Summary, StrategyError>;
+}
+
+/// The zones of a request as a layout sees them.
+#[derive(Debug, Clone, Copy)]
+pub struct LayoutRequest<'a> {
+    /// The units in store order.
+    pub messages: &'a [Message],
+    /// Estimated tokens per unit, parallel to `messages`.
+    pub tokens: &'a [u64],
+    /// The budget.
+    pub budget: Budget,
+    /// The layout's persisted state (head, reset point).
+    pub state: &'a serde_json::Value,
+}
+
+/// An arrangement of the units: the order to send them in, and the new layout state.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayoutPlan {
+    /// Indices into the request's units, in send order; every index appears once.
+    pub order: Vec<usize>,
+    /// The layout state to persist.
+    pub state: serde_json::Value,
+}
+
+/// Head window, recent window, reset behaviour and cache markers.
+pub trait Layout: Send + Sync + std::fmt::Debug {
+    /// The registered name.
+    fn name(&self) -> &'static str;
+
+    /// Arranges a request, or refuses with the numbers and levers when it cannot fit.
+    fn arrange(&self, request: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal>;
+}

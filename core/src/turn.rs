@@ -1,0 +1,113 @@
+//! What flows through the pipeline for one request.
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use crate::budget::Budget;
+use crate::conversation::Conversation;
+use crate::ids::SessionId;
+use crate::report::TurnReport;
+use crate::state::SessionState;
+use crate::wire::Wire;
+
+/// A fact a stage establishes about the turn, which later stages may require.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Fact {
+    /// The body was decoded into a conversation.
+    Decoded,
+    /// Media was classified archivable / unrecoverable.
+    MediaClassified,
+    /// Archivable payloads are stored.
+    Archived,
+    /// Refs are minted.
+    RefsMinted,
+    /// Compressible ranges are known.
+    RangesBuilt,
+    /// Active blocks are applied.
+    Folded,
+    /// Tool pairing is valid.
+    PairingRepaired,
+    /// The head-window layout is applied.
+    LaidOut,
+    /// The output body is encoded.
+    Encoded,
+}
+
+impl Fact {
+    /// The snake_case name used in messages and specs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fact::Decoded => "decoded",
+            Fact::MediaClassified => "media_classified",
+            Fact::Archived => "archived",
+            Fact::RefsMinted => "refs_minted",
+            Fact::RangesBuilt => "ranges_built",
+            Fact::Folded => "folded",
+            Fact::PairingRepaired => "pairing_repaired",
+            Fact::LaidOut => "laid_out",
+            Fact::Encoded => "encoded",
+        }
+    }
+}
+
+impl std::fmt::Display for Fact {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Per-request options that override the pipeline's defaults for one turn (command-line
+/// flags of `foldwire run`, proxy headers). Stages read what concerns them.
+pub type TurnOptions = serde_json::Map<String, serde_json::Value>;
+
+/// One request in flight: body, decoded conversation, the session's state (owned while the
+/// turn runs), budget, report, and the encoded output once a stage produced it.
+#[derive(Debug)]
+pub struct Turn {
+    /// The session.
+    pub session: SessionId,
+    /// The wire of the request.
+    pub wire: Wire,
+    /// The request body exactly as received.
+    pub body: Bytes,
+    /// The decoded conversation, once `wire.decode` ran.
+    pub conversation: Option<Conversation>,
+    /// The session's state; moved in by the session actor and back out after the turn.
+    pub state: SessionState,
+    /// The token budget.
+    pub budget: Budget,
+    /// Per-turn overrides.
+    pub options: TurnOptions,
+    /// What happened.
+    pub report: TurnReport,
+    /// The request body to forward, once `wire.encode` ran.
+    pub output: Option<Bytes>,
+}
+
+impl Turn {
+    /// A new turn for a body.
+    pub fn new(session: SessionId, wire: Wire, body: Bytes, state: SessionState) -> Self {
+        let report = TurnReport {
+            session: session.to_string(),
+            wire: wire.to_string(),
+            ..TurnReport::default()
+        };
+        Turn {
+            session,
+            wire,
+            body,
+            conversation: None,
+            state,
+            budget: Budget::default(),
+            options: TurnOptions::new(),
+            report,
+            output: None,
+        }
+    }
+
+    /// The body to send on: the encoded output, or the original body when no stage encoded.
+    pub fn outgoing(&self) -> Bytes {
+        self.output.clone().unwrap_or_else(|| self.body.clone())
+    }
+}
