@@ -1,1 +1,1 @@
-//! foldwire-archive.
+//! foldwire-archive (not yet implemented).

@@ -1,1 +1,16 @@
-//! foldwire-plugins.
+//! # foldwire-plugins
+//!
+//! The bundled strategies, registered at link time: fold policies (`fold.*`) and
+//! summarizers (`summarizer.*`). Depending on this crate also links every built-in stage.
+//!
+//! inventory only sees crates the final binary references, so every binary and integration
+//! test that relies on registrations calls [`link`]: a crate listed in `Cargo.toml` but never
+//! named in code silently loses its plugins.
+
+pub mod fold_policy;
+pub mod summarizer;
+
+/// Names every crate whose link-time registrations foldwire relies on, so none is dropped.
+pub fn link() {
+    foldwire_stages::link();
+}

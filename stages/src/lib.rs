@@ -1,1 +1,18 @@
-//! foldwire-stages.
+//! # foldwire-stages
+//!
+//! The built-in stages, one module each, registered at link time:
+//! `wire.decode`, `media.classify`, `archive.spill`, `refs.mint`, `ranges.build`, `fold`,
+//! `pairing.repair`, `layout.head_window`, `wire.encode`.
+
+pub mod archive_spill;
+pub mod fold;
+pub mod kernel;
+pub mod media_classify;
+pub mod pairing_repair;
+pub mod ranges_build;
+pub mod refs_mint;
+pub mod wire_codec;
+
+/// Call from a binary or test that needs these stages registered; referencing the crate is
+/// what keeps its link-time registrations in the final binary.
+pub fn link() {}

@@ -1,0 +1,1 @@
+//! Fold policies (not yet implemented).

@@ -1,0 +1,1 @@
+//! Summarizers (not yet implemented).

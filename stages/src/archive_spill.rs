@@ -1,0 +1,1 @@
+//! Stage module `archive_spill` (not yet implemented).

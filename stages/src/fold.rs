@@ -1,0 +1,1 @@
+//! Stage module `fold` (not yet implemented).

@@ -1,0 +1,1 @@
+//! Stage module `kernel` (not yet implemented).

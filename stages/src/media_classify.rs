@@ -1,0 +1,1 @@
+//! Stage module `media_classify` (not yet implemented).

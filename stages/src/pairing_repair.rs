@@ -1,0 +1,1 @@
+//! Stage module `pairing_repair` (not yet implemented).

@@ -1,0 +1,1 @@
+//! Stage module `ranges_build` (not yet implemented).

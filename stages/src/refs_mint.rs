@@ -1,0 +1,1 @@
+//! Stage module `refs_mint` (not yet implemented).

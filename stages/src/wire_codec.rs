@@ -1,0 +1,1 @@
+//! Stage module `wire_codec` (not yet implemented).

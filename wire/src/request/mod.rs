@@ -1,0 +1,1 @@
+//! Request bodies: decode into a `Conversation`, encode back byte-faithfully.
