@@ -20,6 +20,8 @@ pub mod archive;
 pub mod block;
 pub mod budget;
 pub mod conversation;
+#[cfg(feature = "testing")]
+pub mod fixtures;
 pub mod ids;
 pub mod memory_store;
 pub mod message;
