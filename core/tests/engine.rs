@@ -1,0 +1,224 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The actor engine: per-session serialization under concurrency, persistence through the
+//! state store, fail-open, and pipeline swaps.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use foldwire_core::{
+    Engine, MemoryStateStore, Pipeline, Registry, SessionId, Stage, StageCx, StageError,
+    StateStore, Turn, TurnRequest, Wire, async_trait,
+};
+
+/// Appends the body (a turn tag) to a list kept in the session state, with awaits in the
+/// middle of the read-modify-write: without per-session serialization turns would interleave
+/// and lose updates.
+struct AppendTag;
+
+#[async_trait]
+impl Stage for AppendTag {
+    fn name(&self) -> &'static str {
+        "test.append_tag"
+    }
+    async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        let seen = turn.state.counters.get("seen").copied().unwrap_or(0);
+        tokio::task::yield_now().await;
+        tokio::time::sleep(Duration::from_micros(200)).await;
+        let tag = String::from_utf8_lossy(&turn.body).into_owned();
+        let list = turn
+            .state
+            .extra
+            .entry("tags")
+            .or_insert_with(|| serde_json::json!([]));
+        list.as_array_mut().unwrap().push(tag.into());
+        turn.state.counters.insert("seen".into(), seen + 1);
+        turn.output = Some(Bytes::from(format!("seen {}", seen + 1)));
+        Ok(())
+    }
+}
+
+struct Explode;
+
+#[async_trait]
+impl Stage for Explode {
+    fn name(&self) -> &'static str {
+        "test.explode"
+    }
+    async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        turn.state.counters.insert("half-applied".into(), 1);
+        Err(StageError::Failed {
+            stage: "test.explode",
+            message: "boom on purpose".into(),
+        })
+    }
+}
+
+fn engine_with(pipeline: Pipeline, store: Arc<dyn StateStore>, workers: usize) -> Engine {
+    Engine::builder(pipeline, store, Arc::new(Registry::empty()))
+        .workers(workers)
+        .start()
+        .unwrap()
+}
+
+fn append_pipeline(name: &str) -> Pipeline {
+    Pipeline::builder(&Registry::empty())
+        .name(name)
+        .stage(AppendTag)
+        .build()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_thousand_concurrent_turns_over_a_hundred_sessions_apply_in_order() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let engine = engine_with(append_pipeline("append"), store.clone(), 3);
+    let mut tasks = Vec::new();
+    for s in 0..100 {
+        let engine = engine.clone();
+        tasks.push(tokio::spawn(async move {
+            let session = SessionId::new(format!("session-{s}")).unwrap();
+            // All ten turns of a session are in flight at once, submitted in order.
+            let turns = (0..10).map(|i| {
+                let engine = engine.clone();
+                let session = session.clone();
+                async move {
+                    let req = TurnRequest::new(Wire::Anthropic, Bytes::from(format!("{s}:{i}")));
+                    engine.run_turn(&session, req).await.unwrap()
+                }
+            });
+            futures::future::join_all(turns).await
+        }));
+    }
+    for (s, task) in tasks.into_iter().enumerate() {
+        let outcomes = task.await.unwrap();
+        assert_eq!(outcomes.len(), 10);
+        // Each turn saw exactly the turns before it.
+        for (i, o) in outcomes.iter().enumerate() {
+            assert_eq!(o.output, Bytes::from(format!("seen {}", i + 1)));
+            assert_eq!(o.report.turn, i as u64 + 1);
+        }
+        let session = SessionId::new(format!("session-{s}")).unwrap();
+        let (state, _) = store.load(&session).await.unwrap().unwrap();
+        assert_eq!(state.turns, 10);
+        assert_eq!(state.counters["seen"], 10);
+        let expected: Vec<serde_json::Value> = (0..10).map(|i| format!("{s}:{i}").into()).collect();
+        assert_eq!(state.extra["tags"], serde_json::Value::Array(expected));
+    }
+    assert_eq!(engine.sessions().len(), 100);
+}
+
+#[tokio::test]
+async fn state_survives_a_new_engine_on_the_same_store() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let session = SessionId::new("persist").unwrap();
+    {
+        let engine = engine_with(append_pipeline("a"), store.clone(), 1);
+        for i in 0..3 {
+            engine
+                .run_turn(
+                    &session,
+                    TurnRequest::new(Wire::Gemini, Bytes::from(format!("t{i}"))),
+                )
+                .await
+                .unwrap();
+        }
+    }
+    let engine = engine_with(append_pipeline("a"), store.clone(), 2);
+    let out = engine
+        .run_turn(
+            &session,
+            TurnRequest::new(Wire::Gemini, Bytes::from_static(b"t3")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.output, Bytes::from_static(b"seen 4"));
+    assert_eq!(engine.snapshot(&session).await.unwrap().turns, 4);
+}
+
+#[tokio::test]
+async fn a_failing_stage_forwards_the_original_body_and_discards_its_changes() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let pipeline = Pipeline::builder(&Registry::empty())
+        .name("explodes")
+        .stage(AppendTag)
+        .stage(Explode)
+        .build()
+        .unwrap();
+    let engine = engine_with(pipeline, store.clone(), 1);
+    let session = SessionId::new("fails").unwrap();
+    let body = Bytes::from_static(b"{\"keep\":\"me\"}");
+    let out = engine
+        .run_turn(&session, TurnRequest::new(Wire::OpenAiChat, body.clone()))
+        .await
+        .unwrap();
+    assert_eq!(out.output, body, "the body passes through unchanged");
+    let why = out.report.fail_open.unwrap();
+    assert!(
+        why.contains("test.explode") && why.contains("boom on purpose"),
+        "{why}"
+    );
+    let state = engine.snapshot(&session).await.unwrap();
+    assert_eq!(state.turns, 1, "the turn is counted");
+    assert!(
+        state.counters.is_empty(),
+        "half-applied changes are discarded: {:?}",
+        state.counters
+    );
+}
+
+#[tokio::test]
+async fn a_swapped_pipeline_serves_the_next_turns() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let engine = engine_with(append_pipeline("first"), store, 2);
+    let session = SessionId::new("swap").unwrap();
+    let before = engine
+        .run_turn(
+            &session,
+            TurnRequest::new(Wire::Anthropic, Bytes::from_static(b"a")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(before.report.pipeline, "first");
+    engine.swap_pipeline(append_pipeline("second"));
+    let after = engine
+        .run_turn(
+            &session,
+            TurnRequest::new(Wire::Anthropic, Bytes::from_static(b"b")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(after.report.pipeline, "second");
+    assert_eq!(after.output, Bytes::from_static(b"seen 2"));
+    assert_eq!(engine.pipeline().name(), "second");
+}
+
+#[tokio::test]
+async fn updates_between_turns_are_saved_and_serialized() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let engine = engine_with(append_pipeline("u"), store.clone(), 1);
+    let session = SessionId::new("upd").unwrap();
+    let answer = engine
+        .update(
+            &session,
+            Box::new(|s| {
+                s.counters.insert("seen".into(), 41);
+                serde_json::json!("ok")
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answer, "ok");
+    let out = engine
+        .run_turn(
+            &session,
+            TurnRequest::new(Wire::Anthropic, Bytes::from_static(b"x")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.output, Bytes::from_static(b"seen 42"));
+    assert_eq!(
+        store.load(&session).await.unwrap().unwrap().0.counters["seen"],
+        42
+    );
+}

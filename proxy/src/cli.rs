@@ -1,0 +1,122 @@
+//! Command-line parsing. Flags are stable: scripts depend on them.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+use foldwire_core::Wire;
+
+use crate::commands;
+
+/// Exit code when the pipeline failed and the body was passed through unchanged.
+pub const EXIT_PASSED_THROUGH: u8 = 2;
+/// Exit code when the request was refused (cannot fit its budget).
+pub const EXIT_REFUSED: u8 = 3;
+
+/// foldwire keeps long LLM agent sessions inside the model's context window without losing
+/// anything.
+#[derive(Debug, Parser)]
+#[command(name = "foldwire", version, about)]
+pub struct Cli {
+    /// Log filter (tracing `EnvFilter` syntax), e.g. `info` or `foldwire_core=debug`.
+    #[arg(long, global = true, env = "FOLDWIRE_LOG", default_value = "warn")]
+    pub log: String,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List every registered stage and strategy: kind, name, crate.
+    Plugins {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run one request through the pipeline offline: body on stdin (or --input), the body to
+    /// forward on stdout. Exit 2 when the pipeline failed and the body passed through
+    /// unchanged, 3 when the request was refused.
+    Run(RunArgs),
+    /// Pipeline specs.
+    Pipeline {
+        /// The action.
+        #[command(subcommand)]
+        action: PipelineCommand,
+    },
+}
+
+/// `foldwire pipeline …`.
+#[derive(Debug, Subcommand)]
+pub enum PipelineCommand {
+    /// Validate a spec (a TOML/JSON file or a built-in name) and print the resolved ordering.
+    Check {
+        /// The spec file or built-in name.
+        spec: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Where session state lives; every session command takes it.
+#[derive(Debug, Clone, Args)]
+pub struct StateArgs {
+    /// State directory or URL (`file://DIR`, `memory://`, `s3://bucket/prefix`). Default: the
+    /// user's data dir, e.g. `~/.local/share/foldwire`.
+    #[arg(long, env = "FOLDWIRE_STATE")]
+    pub state: Option<String>,
+}
+
+/// `foldwire run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The request's wire.
+    #[arg(long, value_parser = parse_wire)]
+    pub wire: Wire,
+    /// The session id (letters, digits, '.', '_', '-').
+    #[arg(long)]
+    pub session: String,
+    /// State location.
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// A built-in pipeline name (`default`, `passthrough`) or a spec file.
+    #[arg(long, default_value = "default")]
+    pub pipeline: String,
+    /// Write the turn report (JSON: stage timings, counters, warnings) here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Read the request body from this file instead of stdin.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+}
+
+fn parse_wire(s: &str) -> Result<Wire, String> {
+    s.parse::<Wire>().map_err(|e| e.to_string())
+}
+
+/// Parses arguments, runs the command, and maps errors to exit codes.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Plugins { json } => commands::plugins::run(json),
+        Command::Run(args) => commands::run::run(args),
+        Command::Pipeline {
+            action: PipelineCommand::Check { spec, json },
+        } => commands::pipeline::check(&spec, json),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("foldwire: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,30 @@
+//! `foldwire plugins`: every registered stage and strategy.
+
+use std::fmt::Write as _;
+use std::process::ExitCode;
+
+use anyhow::Result;
+
+use super::write_stdout;
+use crate::setup;
+
+/// Prints the registry as a table or JSON.
+///
+/// # Errors
+/// A registry that cannot load.
+pub fn run(json: bool) -> Result<ExitCode> {
+    let list = setup::registry()?.list();
+    let text = if json {
+        let mut s = serde_json::to_string_pretty(&list)?;
+        s.push('\n');
+        s
+    } else {
+        let mut s = format!("{:<12} {:<28} {}\n", "KIND", "NAME", "CRATE");
+        for c in &list {
+            let _ = writeln!(s, "{:<12} {:<28} {}", c.kind.as_str(), c.name, c.crate_name);
+        }
+        s
+    };
+    write_stdout(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}

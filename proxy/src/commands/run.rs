@@ -1,0 +1,70 @@
+//! `foldwire run`: one request through the pipeline, offline.
+
+use std::io::Read as _;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+use bytes::Bytes;
+use foldwire_core::{Engine, SessionId, TurnRequest};
+
+use super::write_stdout;
+use crate::cli::{EXIT_PASSED_THROUGH, EXIT_REFUSED, RunArgs};
+use crate::setup;
+
+/// Runs one turn and writes the body to forward on stdout.
+///
+/// # Errors
+/// Bad arguments, an unreadable input, an unusable state store or pipeline.
+pub fn run(args: RunArgs) -> Result<ExitCode> {
+    let session = SessionId::new(args.session.clone()).context("--session")?;
+    let body = read_body(args.input.as_deref())?;
+    let registry = setup::registry()?;
+    let pipeline = setup::pipeline(&args.pipeline, &registry)?;
+    let store = setup::state_store(args.state.state.as_deref())?;
+    // One worker: a single request needs no parallelism, and one thread starts fastest.
+    let engine = Engine::builder(pipeline, store, registry)
+        .workers(1)
+        .start()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let outcome = runtime.block_on(engine.run_turn(&session, TurnRequest::new(args.wire, body)))?;
+    if let Some(path) = &args.report {
+        let json = serde_json::to_vec_pretty(&outcome.report)?;
+        std::fs::write(path, json)
+            .with_context(|| format!("writing the report to {}", path.display()))?;
+    }
+    write_stdout(&outcome.output)?;
+    if let Some(refusal) = &outcome.report.refusal {
+        eprintln!("foldwire: request refused: {refusal}");
+        return Ok(ExitCode::from(EXIT_REFUSED));
+    }
+    if let Some(why) = &outcome.report.fail_open {
+        eprintln!(
+            "foldwire: the request could not be processed and was passed through unchanged: {why}"
+        );
+        return Ok(ExitCode::from(EXIT_PASSED_THROUGH));
+    }
+    for w in &outcome.report.warnings {
+        eprintln!("foldwire: warning [{}] {}: {}", w.stage, w.code, w.message);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_body(input: Option<&std::path::Path>) -> Result<Bytes> {
+    let mut buf = Vec::new();
+    match input {
+        Some(path) => {
+            buf = std::fs::read(path)
+                .with_context(|| format!("reading the request body from {}", path.display()))?;
+        }
+        None => {
+            std::io::stdin()
+                .lock()
+                .read_to_end(&mut buf)
+                .context("reading the request body from stdin")?;
+        }
+    }
+    Ok(Bytes::from(buf))
+}

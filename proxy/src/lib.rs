@@ -1,0 +1,8 @@
+//! # foldwire-proxy
+//!
+//! The `foldwire` binary: offline pipeline commands for scripts (`plugins`, `run`,
+//! `pipeline check`) and, later, the HTTP proxy (`serve`).
+
+pub mod cli;
+pub mod commands;
+pub mod setup;

@@ -1,0 +1,7 @@
+//! The `foldwire` binary.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    foldwire_proxy::cli::main()
+}

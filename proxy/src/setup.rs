@@ -1,0 +1,70 @@
+//! What every command sets up the same way: the registry, the pipeline, the state store.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result, bail};
+use foldwire_core::{Pipeline, PipelineSpec, Registry, StateStore};
+
+/// A registry holding every linked stage and strategy.
+///
+/// # Errors
+/// Two registrations with one name.
+pub fn registry() -> Result<Arc<Registry>> {
+    foldwire_plugins::link();
+    Ok(Arc::new(
+        Registry::from_inventory().context("loading the link-time registrations")?,
+    ))
+}
+
+/// Reads a pipeline spec given as a built-in name (`default`, `passthrough`) or a file
+/// (TOML or JSON).
+///
+/// # Errors
+/// Neither a file nor a built-in name, or an invalid spec.
+pub fn spec(name_or_file: &str) -> Result<PipelineSpec> {
+    let path = Path::new(name_or_file);
+    if path.is_file() {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading pipeline spec {}", path.display()))?;
+        return Ok(PipelineSpec::parse(&text, &path.display().to_string())?);
+    }
+    match PipelineSpec::builtin(name_or_file) {
+        Ok(spec) => Ok(spec),
+        Err(_) => bail!(
+            "--pipeline {name_or_file:?} is neither a file nor a built-in pipeline (default, passthrough)"
+        ),
+    }
+}
+
+/// Builds and validates a pipeline from a name or file.
+///
+/// # Errors
+/// As [`spec`], or an ordering the registry refuses.
+pub fn pipeline(name_or_file: &str, registry: &Registry) -> Result<Pipeline> {
+    let spec = spec(name_or_file)?;
+    Ok(Pipeline::from_spec(&spec, registry)?)
+}
+
+/// The default state location: `<user data dir>/foldwire`.
+pub fn default_state_dir() -> PathBuf {
+    dirs::data_dir()
+        .or_else(|| dirs::home_dir().map(|h| h.join(".local/share")))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("foldwire")
+}
+
+/// Opens the state store a `--state` value names (a directory or a URL); the default is
+/// the user's data dir.
+///
+/// # Errors
+/// An unusable location.
+pub fn state_store(state: Option<&str>) -> Result<Arc<dyn StateStore>> {
+    let location = match state {
+        Some(s) => s.to_owned(),
+        None => default_state_dir().display().to_string(),
+    };
+    let backends = foldwire_archive::open(&location)
+        .with_context(|| format!("opening the state store at {location}"))?;
+    Ok(backends.state)
+}
