@@ -39,6 +39,9 @@ pub enum Command {
     /// forward on stdout. Exit 2 when the pipeline failed and the body passed through
     /// unchanged, 3 when the request was refused.
     Run(RunArgs),
+    /// Run the proxy: point an agent's base URL at it. Listens on 127.0.0.1:8787 with state
+    /// and archive under the user's data dir unless told otherwise.
+    Serve(ServeArgs),
     /// Pipeline specs.
     Pipeline {
         /// The action.
@@ -92,6 +95,35 @@ pub struct RunArgs {
     pub input: Option<PathBuf>,
 }
 
+/// `foldwire serve`. Precedence: defaults, then `--config FILE`, then environment, then flags.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// TOML config file (every key optional).
+    #[arg(long, env = "FOLDWIRE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Listen address.
+    #[arg(long, env = "FOLDWIRE_LISTEN")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// State and archive location.
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// A built-in pipeline name or a spec file.
+    #[arg(long, env = "FOLDWIRE_PIPELINE")]
+    pub pipeline: Option<String>,
+    /// Anthropic upstream base URL.
+    #[arg(long, env = "FOLDWIRE_UPSTREAM_ANTHROPIC")]
+    pub upstream_anthropic: Option<String>,
+    /// OpenAI upstream base URL (Chat and Responses).
+    #[arg(long, env = "FOLDWIRE_UPSTREAM_OPENAI")]
+    pub upstream_openai: Option<String>,
+    /// Gemini upstream base URL.
+    #[arg(long, env = "FOLDWIRE_UPSTREAM_GEMINI")]
+    pub upstream_gemini: Option<String>,
+    /// Worker threads of the actor engine (0 = one per core).
+    #[arg(long, env = "FOLDWIRE_WORKERS")]
+    pub workers: Option<usize>,
+}
+
 fn parse_wire(s: &str) -> Result<Wire, String> {
     s.parse::<Wire>().map_err(|e| e.to_string())
 }
@@ -108,6 +140,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Plugins { json } => commands::plugins::run(json),
         Command::Run(args) => commands::run::run(args),
+        Command::Serve(args) => commands::serve::run(args),
         Command::Pipeline {
             action: PipelineCommand::Check { spec, json },
         } => commands::pipeline::check(&spec, json),

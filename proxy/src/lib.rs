@@ -1,8 +1,9 @@
 //! # foldwire-proxy
 //!
 //! The `foldwire` binary: offline pipeline commands for scripts (`plugins`, `run`,
-//! `pipeline check`) and, later, the HTTP proxy (`serve`).
+//! `pipeline check`) and the HTTP proxy (`serve`).
 
 pub mod cli;
 pub mod commands;
+pub mod serve;
 pub mod setup;

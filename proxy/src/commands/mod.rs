@@ -3,6 +3,7 @@
 pub mod pipeline;
 pub mod plugins;
 pub mod run;
+pub mod serve;
 
 use std::io::Write as _;
 

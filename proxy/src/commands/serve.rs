@@ -1,0 +1,62 @@
+//! `foldwire serve`: merge the configuration layers and run the proxy until interrupted.
+
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result};
+
+use crate::cli::ServeArgs;
+use crate::serve::{self, ServeConfig};
+
+/// The effective configuration: defaults, then the file, then environment and flags.
+///
+/// # Errors
+/// An unreadable or invalid config file.
+pub fn config(args: ServeArgs) -> Result<ServeConfig> {
+    let mut config = match &args.config {
+        Some(path) => ServeConfig::from_file(path)?,
+        None => ServeConfig::default(),
+    };
+    if let Some(v) = args.listen {
+        config.listen = v;
+    }
+    if let Some(v) = args.state.state {
+        config.state = Some(v);
+    }
+    if let Some(v) = args.pipeline {
+        config.pipeline = v;
+    }
+    if let Some(v) = args.upstream_anthropic {
+        config.upstreams.anthropic = v;
+    }
+    if let Some(v) = args.upstream_openai {
+        config.upstreams.openai = v;
+    }
+    if let Some(v) = args.upstream_gemini {
+        config.upstreams.gemini = v;
+    }
+    if let Some(v) = args.workers {
+        config.workers = v;
+    }
+    Ok(config)
+}
+
+/// Runs the proxy.
+///
+/// # Errors
+/// Bad configuration, or the listener cannot be bound.
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    let config = config(args)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    runtime.block_on(async move {
+        let running = serve::start(config).await?;
+        eprintln!("foldwire: listening on http://{}", running.addr);
+        tokio::select! {
+            result = running.task => { result.context("server task")?.context("server")?; }
+            _ = tokio::signal::ctrl_c() => { eprintln!("foldwire: interrupted, stopping"); }
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,127 @@
+//! The admin API and metrics, served to loopback clients only, with the Host header checked
+//! so a web page cannot reach them through DNS rebinding.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::Json;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use foldwire_core::{Pipeline, PipelineSpec, SessionId};
+use serde_json::json;
+
+use super::AppState;
+
+/// Refuses non-loopback peers and foreign Host headers.
+pub async fn loopback_only(
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let host_ok = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(is_local_host);
+    if !peer.ip().is_loopback() || !host_ok {
+        return (
+            StatusCode::FORBIDDEN,
+            "the admin API answers loopback clients with a localhost Host header only\n",
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+fn is_local_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or_default()
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    matches!(name, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// `GET /admin/sessions`.
+pub async fn sessions(State(app): State<Arc<AppState>>) -> Response {
+    let mut rows = Vec::new();
+    for id in app.engine.sessions() {
+        if let Ok(state) = app.engine.snapshot(&id).await {
+            rows.push(json!({
+                "session": id,
+                "turns": state.turns,
+                "refs": state.refs.len(),
+                "blocks": state.blocks.len(),
+                "active_blocks": state.active_blocks().count(),
+            }));
+        }
+    }
+    Json(json!({ "sessions": rows })).into_response()
+}
+
+/// `GET /admin/sessions/{id}`.
+pub async fn session(State(app): State<Arc<AppState>>, Path(id): Path<String>) -> Response {
+    let id = match SessionId::new(id) {
+        Ok(id) => id,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    match app.engine.snapshot(&id).await {
+        Ok(state) => {
+            let reports: Vec<_> = app
+                .reports
+                .get(&id)
+                .map(|r| r.iter().cloned().collect())
+                .unwrap_or_default();
+            Json(json!({ "session": id, "state": state, "reports": reports })).into_response()
+        }
+        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// `GET /admin/pipeline`.
+pub async fn get_pipeline(State(app): State<Arc<AppState>>) -> Response {
+    let pipeline = app.engine.pipeline();
+    Json(json!({ "name": pipeline.name(), "stages": pipeline.names() })).into_response()
+}
+
+/// `PUT /admin/pipeline`: a spec (TOML or JSON) swapped in atomically once it validates.
+pub async fn put_pipeline(State(app): State<Arc<AppState>>, body: String) -> Response {
+    let built = PipelineSpec::parse(&body, "PUT /admin/pipeline")
+        .map_err(|e| e.to_string())
+        .and_then(|spec| Pipeline::from_spec(&spec, &app.registry).map_err(|e| e.to_string()));
+    match built {
+        Ok(pipeline) => {
+            let names = pipeline.names();
+            let name = pipeline.name().to_owned();
+            app.engine.swap_pipeline(pipeline);
+            Json(json!({ "name": name, "stages": names })).into_response()
+        }
+        Err(e) => (StatusCode::BAD_REQUEST, Json(json!({ "error": e }))).into_response(),
+    }
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        app.metrics.render(),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_local_host;
+
+    #[test]
+    fn only_local_host_names_pass() {
+        for ok in ["localhost", "localhost:8787", "127.0.0.1:1", "[::1]:8787"] {
+            assert!(is_local_host(ok), "{ok}");
+        }
+        for bad in ["evil.example", "127.0.0.1.evil.example", "[::2]:1", "localhost.evil:80"] {
+            assert!(!is_local_host(bad), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! `foldwire serve` configuration: TOML file, then environment, then flags; every option has
+//! a default, so no file is needed.
+
+use std::net::SocketAddr;
+use std::path::Path;
+
+use anyhow::{Context as _, Result};
+use serde::{Deserialize, Serialize};
+
+/// Upstream base URLs per wire family.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Upstreams {
+    /// Anthropic Messages.
+    pub anthropic: String,
+    /// OpenAI Chat and Responses.
+    pub openai: String,
+    /// Gemini.
+    pub gemini: String,
+}
+
+impl Default for Upstreams {
+    fn default() -> Self {
+        Upstreams {
+            anthropic: "https://api.anthropic.com".into(),
+            openai: "https://api.openai.com".into(),
+            gemini: "https://generativelanguage.googleapis.com".into(),
+        }
+    }
+}
+
+/// Everything `foldwire serve` can be told.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Listen address.
+    pub listen: SocketAddr,
+    /// State and archive location (directory or URL); default the user's data dir.
+    pub state: Option<String>,
+    /// Pipeline: a built-in name or a spec file.
+    pub pipeline: String,
+    /// Upstream base URLs.
+    pub upstreams: Upstreams,
+    /// Largest request body accepted, in bytes (413 above).
+    pub max_body_bytes: usize,
+    /// Worker arbiters for the actor engine (0 = one per core).
+    pub workers: usize,
+    /// Key for hashing credentials into session identity; default a random key kept in the
+    /// state dir. Set it when several replicas must agree on anonymous session ids.
+    pub identity_key: Option<String>,
+    /// Reports kept per session for the admin API.
+    pub reports_per_session: usize,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8787)),
+            state: None,
+            pipeline: "default".into(),
+            upstreams: Upstreams::default(),
+            max_body_bytes: 64 * 1024 * 1024,
+            workers: 0,
+            identity_key: None,
+            reports_per_session: 50,
+        }
+    }
+}
+
+impl ServeConfig {
+    /// Reads a TOML config file (missing keys take their defaults).
+    ///
+    /// # Errors
+    /// An unreadable file or an invalid/unknown key, naming the file.
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config {}", path.display()))?;
+        toml::from_str(&text).with_context(|| format!("config {} is invalid", path.display()))
+    }
+}

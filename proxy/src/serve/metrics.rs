@@ -1,0 +1,110 @@
+//! Prometheus metrics, kept as plain atomics and rendered in the text exposition format.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dashmap::DashMap;
+use foldwire_core::{TurnReport, Wire};
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    requests: DashMap<&'static str, AtomicU64>,
+    fail_open: AtomicU64,
+    refused: AtomicU64,
+    upstream_errors: AtomicU64,
+    passthrough: AtomicU64,
+    stage_micros: DashMap<String, (u64, u64)>,
+    counters: DashMap<String, u64>,
+}
+
+impl Metrics {
+    /// Counts a processed request of a wire.
+    pub fn request(&self, wire: Wire) {
+        self.requests
+            .entry(wire.as_str())
+            .or_default()
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request forwarded without processing (unknown shape, count_tokens, GET).
+    pub fn passthrough(&self) {
+        self.passthrough.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request forwarded unchanged because the pipeline failed.
+    pub fn fail_open(&self) {
+        self.fail_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a refused request.
+    pub fn refused(&self) {
+        self.refused.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts an upstream that could not be reached.
+    pub fn upstream_error(&self) {
+        self.upstream_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Folds a turn report's stage timings and counters into the totals.
+    pub fn report(&self, report: &TurnReport) {
+        for s in &report.stages {
+            let mut e = self.stage_micros.entry(s.stage.clone()).or_default();
+            e.0 += 1;
+            e.1 += s.micros;
+        }
+        for (k, v) in &report.counters {
+            *self.counters.entry(k.clone()).or_default() += v;
+        }
+    }
+
+    /// The text exposition.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        out.push_str("# TYPE foldwire_requests_total counter\n");
+        let mut reqs: Vec<_> = self
+            .requests
+            .iter()
+            .map(|e| (*e.key(), e.value().load(Ordering::Relaxed)))
+            .collect();
+        reqs.sort();
+        for (wire, n) in reqs {
+            let _ = writeln!(out, "foldwire_requests_total{{wire=\"{wire}\"}} {n}");
+        }
+        for (name, v) in [
+            ("foldwire_passthrough_total", &self.passthrough),
+            ("foldwire_fail_open_total", &self.fail_open),
+            ("foldwire_refused_total", &self.refused),
+            ("foldwire_upstream_errors_total", &self.upstream_errors),
+        ] {
+            let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Ordering::Relaxed));
+        }
+        out.push_str("# TYPE foldwire_stage_seconds summary\n");
+        let mut stages: Vec<_> = self
+            .stage_micros
+            .iter()
+            .map(|e| (e.key().clone(), *e.value()))
+            .collect();
+        stages.sort();
+        for (stage, (count, micros)) in stages {
+            let _ = writeln!(
+                out,
+                "foldwire_stage_seconds_sum{{stage=\"{stage}\"}} {:.6}\nfoldwire_stage_seconds_count{{stage=\"{stage}\"}} {count}",
+                micros as f64 / 1e6
+            );
+        }
+        out.push_str("# TYPE foldwire_pipeline_counter_total counter\n");
+        let mut counters: Vec<_> = self
+            .counters
+            .iter()
+            .map(|e| (e.key().clone(), *e.value()))
+            .collect();
+        counters.sort();
+        for (name, v) in counters {
+            let name = name.replace(['"', '\\', '\n'], "_");
+            let _ = writeln!(out, "foldwire_pipeline_counter_total{{name=\"{name}\"}} {v}");
+        }
+        out
+    }
+}

@@ -1,0 +1,139 @@
+//! `foldwire serve`: the HTTP proxy. Four provider wires in, the same wires out, every
+//! processed request run through the session's pipeline first.
+
+pub mod admin;
+pub mod config;
+pub mod forward;
+pub mod identity;
+pub mod metrics;
+pub mod route;
+
+use std::collections::VecDeque;
+use std::hash::{BuildHasher as _, Hasher as _};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::{Context as _, Result};
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{any, get};
+use dashmap::DashMap;
+use foldwire_core::{Engine, Registry, SessionId, StageCx, TurnReport};
+use tower_http::decompression::RequestDecompressionLayer;
+
+pub use config::ServeConfig;
+
+use crate::setup;
+
+/// What every handler shares.
+pub struct AppState {
+    /// The actor engine.
+    pub engine: Engine,
+    /// The registry (for pipeline swaps).
+    pub registry: Arc<Registry>,
+    /// The configuration.
+    pub config: ServeConfig,
+    /// The upstream HTTP client.
+    pub client: reqwest::Client,
+    /// Key for hashing credentials into session identity.
+    pub identity_key: Vec<u8>,
+    /// Metrics.
+    pub metrics: metrics::Metrics,
+    /// Recent reports per session.
+    pub reports: DashMap<SessionId, VecDeque<TurnReport>>,
+}
+
+impl AppState {
+    fn remember(&self, session: &SessionId, report: TurnReport) {
+        forward::remember(&self.reports, self.config.reports_per_session, session, report);
+    }
+}
+
+/// Builds the shared state: registry, pipeline, state store and archive, engine.
+///
+/// # Errors
+/// An invalid pipeline, an unusable state location, or an actor system that cannot start.
+pub fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
+    let registry = setup::registry()?;
+    let pipeline = setup::pipeline(&config.pipeline, &registry)?;
+    let location = config
+        .state
+        .clone()
+        .unwrap_or_else(|| setup::default_state_dir().display().to_string());
+    let backends = foldwire_archive::open(&location)
+        .with_context(|| format!("opening state and archive at {location}"))?;
+    let cx = StageCx::new(registry.clone()).with_archive(backends.media);
+    let mut builder = Engine::builder(pipeline, backends.state, registry.clone()).context(cx);
+    if config.workers > 0 {
+        builder = builder.workers(config.workers);
+    }
+    let engine = builder.start()?;
+    let identity_key = match &config.identity_key {
+        Some(k) => k.as_bytes().to_vec(),
+        None => process_key(),
+    };
+    let client = reqwest::Client::builder()
+        .build()
+        .context("building the upstream HTTP client")?;
+    Ok(Arc::new(AppState {
+        engine,
+        registry,
+        config,
+        client,
+        identity_key,
+        metrics: metrics::Metrics::default(),
+        reports: DashMap::new(),
+    }))
+}
+
+/// A random key for this process, from the OS-seeded hasher keys.
+fn process_key() -> Vec<u8> {
+    (0..4u64)
+        .flat_map(|i| {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u64(i);
+            h.finish().to_le_bytes()
+        })
+        .collect()
+}
+
+/// The router: provider routes, admin API, metrics.
+pub fn router(app: Arc<AppState>) -> Router {
+    let admin = Router::new()
+        .route("/admin/sessions", get(admin::sessions))
+        .route("/admin/sessions/{id}", get(admin::session))
+        .route("/admin/pipeline", get(admin::get_pipeline).put(admin::put_pipeline))
+        .route("/metrics", get(admin::metrics))
+        .layer(axum::middleware::from_fn(admin::loopback_only));
+    Router::new()
+        .merge(admin)
+        .fallback(any(forward::handle))
+        .layer(DefaultBodyLimit::max(app.config.max_body_bytes))
+        .layer(RequestDecompressionLayer::new())
+        .with_state(app)
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Running {
+    /// The bound address.
+    pub addr: SocketAddr,
+    /// The server task.
+    pub task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+/// Binds and starts serving on the current tokio runtime.
+///
+/// # Errors
+/// The address cannot be bound, or the state cannot be built.
+pub async fn start(config: ServeConfig) -> Result<Running> {
+    let listen = config.listen;
+    let app = app_state(config)?;
+    let listener = tokio::net::TcpListener::bind(listen)
+        .await
+        .with_context(|| format!("binding {listen}"))?;
+    let addr = listener.local_addr()?;
+    let service = router(app).into_make_service_with_connect_info::<SocketAddr>();
+    let task = tokio::spawn(async move { axum::serve(listener, service).await });
+    Ok(Running { addr, task })
+}

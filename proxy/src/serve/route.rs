@@ -1,0 +1,118 @@
+//! Which wire a request path speaks and where it goes upstream.
+
+use foldwire_core::Wire;
+
+use super::config::Upstreams;
+
+/// A resolved route.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Route {
+    /// The wire, when the path is one foldwire processes; `None` to forward untouched.
+    pub wire: Option<Wire>,
+    /// The upstream base URL (scheme://host[:port], maybe a path prefix).
+    pub upstream: String,
+    /// The path (and query) to request upstream.
+    pub path_and_query: String,
+    /// The model named in the path (Gemini).
+    pub model: Option<String>,
+}
+
+/// Why a path has no route.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RouteError {
+    /// Not one of the provider paths.
+    #[error(
+        "no route for {0:?}: foldwire serves POST /v1/messages, /v1/messages/count_tokens, /v1/chat/completions, /v1/responses, /v1beta/models/{{model}}:generateContent and :streamGenerateContent, each also under /u/{{upstream base URL}}/"
+    )]
+    Unknown(String),
+    /// A `/u/` prefix without a usable URL.
+    #[error("bad upstream in {0:?}: expected /u/http(s)://host[:port]/<provider path>")]
+    BadUpstream(String),
+}
+
+/// Classifies a path (with query) against the provider routes.
+///
+/// # Errors
+/// An unknown path or a malformed `/u/` upstream.
+pub fn resolve(path_and_query: &str, upstreams: &Upstreams) -> Result<Route, RouteError> {
+    let (explicit, rest) = match path_and_query.strip_prefix("/u/") {
+        Some(after) => {
+            let (base, rest) = split_upstream(after)
+                .ok_or_else(|| RouteError::BadUpstream(path_and_query.to_owned()))?;
+            (Some(base), rest)
+        }
+        None => (None, path_and_query.to_owned()),
+    };
+    let path = rest.split('?').next().unwrap_or_default();
+    let (wire, default_upstream, model) = if path == "/v1/messages" {
+        (Some(Wire::Anthropic), &upstreams.anthropic, None)
+    } else if path == "/v1/messages/count_tokens" {
+        (None, &upstreams.anthropic, None)
+    } else if path.ends_with("/chat/completions") {
+        (Some(Wire::OpenAiChat), &upstreams.openai, None)
+    } else if path.ends_with("/responses") {
+        (Some(Wire::OpenAiResponses), &upstreams.openai, None)
+    } else if let Some(model) = gemini_model(path) {
+        (Some(Wire::Gemini), &upstreams.gemini, Some(model))
+    } else {
+        return Err(RouteError::Unknown(path_and_query.to_owned()));
+    };
+    Ok(Route {
+        wire,
+        upstream: explicit.unwrap_or_else(|| default_upstream.trim_end_matches('/').to_owned()),
+        path_and_query: rest,
+        model,
+    })
+}
+
+/// `models/{model}:generateContent` or `:streamGenerateContent` anywhere under a version.
+fn gemini_model(path: &str) -> Option<String> {
+    let idx = path.find("/models/")?;
+    let tail = &path[idx + "/models/".len()..];
+    let (model, method) = tail.rsplit_once(':')?;
+    matches!(method, "generateContent" | "streamGenerateContent").then(|| model.to_owned())
+}
+
+/// Splits `http://host:port/v1/messages` (or `http:/host…` after slash merging) into the
+/// base and the rest.
+fn split_upstream(after: &str) -> Option<(String, String)> {
+    let (scheme, rest) = after.split_once(':')?;
+    if scheme != "http" && scheme != "https" {
+        return None;
+    }
+    let rest = rest.trim_start_matches('/');
+    let (host, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if host.is_empty() || host.contains(['@', ' ']) {
+        return None;
+    }
+    Some((format!("{scheme}://{host}"), path.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provider_paths_and_prefix_form_resolve() {
+        let u = Upstreams::default();
+        let r = resolve("/v1/messages", &u).unwrap();
+        assert_eq!(r.wire, Some(Wire::Anthropic));
+        assert_eq!(r.upstream, "https://api.anthropic.com");
+        let r = resolve("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", &u).unwrap();
+        assert_eq!(r.wire, Some(Wire::Gemini));
+        assert_eq!(r.model.as_deref(), Some("gemini-2.5-pro"));
+        assert_eq!(r.path_and_query, "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse");
+        let r = resolve("/u/http://127.0.0.1:9000/v1/chat/completions", &u).unwrap();
+        assert_eq!(r.upstream, "http://127.0.0.1:9000");
+        assert_eq!(r.path_and_query, "/v1/chat/completions");
+        assert_eq!(r.wire, Some(Wire::OpenAiChat));
+        let r = resolve("/u/https:/api.example.com/v1/responses", &u).unwrap();
+        assert_eq!(r.upstream, "https://api.example.com");
+        assert_eq!(resolve("/v1/messages/count_tokens", &u).unwrap().wire, None);
+        assert!(matches!(resolve("/nope", &u), Err(RouteError::Unknown(_))));
+        assert!(matches!(resolve("/u/ftp://x/v1/messages", &u), Err(RouteError::BadUpstream(_))));
+    }
+}

@@ -1,0 +1,325 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `foldwire serve` end to end: a real proxy on loopback in front of a mock provider that
+//! speaks the real wire formats, streaming included.
+
+use std::io::Write as _;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use foldwire_proxy::serve::{self, ServeConfig, config::Upstreams};
+
+/// What the mock provider received.
+#[derive(Debug, Clone)]
+struct Received {
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+#[derive(Clone, Default)]
+struct Mock {
+    received: Arc<Mutex<Vec<Received>>>,
+}
+
+/// The mock provider: answers with the fixture named in `x-mock-fixture`, streamed in small
+/// uneven chunks with real SSE framing (the fixture bytes themselves), or a small JSON body.
+async fn mock_handler(
+    axum::extract::State(mock): axum::extract::State<Mock>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    mock.received.lock().unwrap().push(Received {
+        path: uri.to_string(),
+        headers: headers.clone(),
+        body,
+    });
+    if let Some(fixture) = headers.get("x-mock-fixture").and_then(|v| v.to_str().ok()) {
+        let bytes = std::fs::read(fixture).unwrap();
+        let sse = fixture.ends_with(".sse");
+        let chunks: Vec<Result<Bytes, std::io::Error>> = bytes
+            .chunks(7)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        let stream = futures::stream::iter(chunks).then(|c| async move {
+            tokio::time::sleep(Duration::from_micros(50)).await;
+            c
+        });
+        return Response::builder()
+            .header(
+                "content-type",
+                if sse { "text/event-stream" } else { "application/json" },
+            )
+            .body(Body::from_stream(stream))
+            .unwrap();
+    }
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from(r#"{"ok":true}"#))
+        .unwrap()
+}
+
+use futures::StreamExt as _;
+
+async fn start_mock() -> (SocketAddr, Mock) {
+    let mock = Mock::default();
+    let app = axum::Router::new()
+        .fallback(axum::routing::any(mock_handler))
+        .with_state(mock.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, mock)
+}
+
+async fn start_proxy(upstream: SocketAddr, pipeline: &str, state: &std::path::Path) -> SocketAddr {
+    let base = format!("http://{upstream}");
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state: Some(state.display().to_string()),
+        pipeline: pipeline.into(),
+        upstreams: Upstreams {
+            anthropic: base.clone(),
+            openai: base.clone(),
+            gemini: base,
+        },
+        max_body_bytes: 1024 * 1024,
+        workers: 2,
+        identity_key: Some("test-key".into()),
+        ..ServeConfig::default()
+    };
+    serve::start(config).await.unwrap().addr
+}
+
+fn wire_of(dir: &str) -> (&'static str, &'static str) {
+    match dir {
+        "anthropic" => (
+            "/v1/messages",
+            r#"{"model":"m","max_tokens":16,"stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        ),
+        "openai-chat" => (
+            "/v1/chat/completions",
+            r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
+        ),
+        "openai-responses" => ("/v1/responses", r#"{"model":"m","stream":true,"input":"hi"}"#),
+        _ => (
+            "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
+            r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
+        ),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stream_fixture_reaches_the_client_byte_identical() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
+    let client = reqwest::Client::new();
+    let mut relayed = 0;
+    for wire_dir in ["anthropic", "openai-chat", "openai-responses", "gemini"] {
+        for fixture in foldwire_core::fixtures::files(wire_dir, "stream-") {
+            let (path, body) = wire_of(wire_dir);
+            let resp = client
+                .post(format!("http://{proxy}{path}"))
+                .header("x-mock-fixture", fixture.display().to_string())
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200, "{}", fixture.display());
+            let got = resp.bytes().await.unwrap();
+            assert_eq!(got.as_ref(), std::fs::read(&fixture).unwrap(), "{}", fixture.display());
+            relayed += 1;
+        }
+    }
+    if foldwire_core::fixtures::dir().is_some() {
+        assert!(relayed >= 20, "only {relayed} stream fixtures relayed");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headers_pass_through_and_the_body_is_forwarded_unchanged() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
+    let body = r#"{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hello there"}]}"#;
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}/v1/messages"))
+        .header("x-api-key", "sk-secret")
+        .header("anthropic-version", "2023-06-01")
+        .header("x-foldwire-session", "explicit-1")
+        .header("connection", "keep-alive, x-drop-me")
+        .header("x-drop-me", "1")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), r#"{"ok":true}"#);
+    let got = mock.received.lock().unwrap().pop().unwrap();
+    assert_eq!(got.path, "/v1/messages");
+    assert_eq!(got.body, body.as_bytes());
+    assert_eq!(got.headers["x-api-key"], "sk-secret");
+    assert_eq!(got.headers["anthropic-version"], "2023-06-01");
+    assert!(got.headers.get("x-foldwire-session").is_none(), "foldwire's own header stays here");
+    assert!(got.headers.get("x-drop-me").is_none(), "connection-named headers are hop-by-hop");
+
+    // The admin API knows the session by its explicit id.
+    let admin: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions/explicit-1"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(admin["state"]["turns"], 1);
+    assert_eq!(admin["reports"][0]["pipeline"], "passthrough");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_body_fails_open_and_is_counted() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
+    let body = r#"{"model":"m","messages":"not a list"}"#;
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}/v1/chat/completions"))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(mock.received.lock().unwrap().pop().unwrap().body, body.as_bytes());
+    let metrics = reqwest::get(format!("http://{proxy}/metrics")).await.unwrap().text().await.unwrap();
+    assert!(metrics.contains("foldwire_fail_open_total 1"), "{metrics}");
+    assert!(metrics.contains("foldwire_requests_total{wire=\"openai-chat\"} 1"), "{metrics}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gzip_bodies_are_decoded_and_oversized_bodies_get_413() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
+    let body = r#"{"model":"m","input":"compressed hello"}"#;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(body.as_bytes()).unwrap();
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}/v1/responses"))
+        .header("content-encoding", "gzip")
+        .body(gz.finish().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let got = mock.received.lock().unwrap().pop().unwrap();
+    assert_eq!(got.body, body.as_bytes());
+    assert!(got.headers.get("content-encoding").is_none());
+
+    let huge = format!(r#"{{"model":"m","input":"{}"}}"#, "x".repeat(2 * 1024 * 1024));
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}/v1/responses"))
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_is_loopback_only_and_swaps_pipelines() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
+    let client = reqwest::Client::new();
+    let forbidden = client
+        .get(format!("http://{proxy}/admin/sessions"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(forbidden.status(), StatusCode::FORBIDDEN);
+
+    let bad = client
+        .put(format!("http://{proxy}/admin/pipeline"))
+        .body(r#"{"stages":["wire.encode"]}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    assert!(bad.text().await.unwrap().contains("put wire.decode before wire.encode"));
+
+    let ok: serde_json::Value = client
+        .put(format!("http://{proxy}/admin/pipeline"))
+        .body("name = \"swapped\"\nstages = [\"wire.decode\", \"wire.encode\"]\n")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(ok["name"], "swapped");
+    let now: serde_json::Value = client
+        .get(format!("http://{proxy}/admin/pipeline"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(now["name"], "swapped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_hundred_sessions_in_parallel_all_arrive() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
+    let client = reqwest::Client::new();
+    let tasks: Vec<_> = (0..200)
+        .map(|i| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":"session {i}"}}]}}"#);
+                let resp = client
+                    .post(format!("http://{proxy}/v1/chat/completions"))
+                    .header("authorization", format!("Bearer user-{i}"))
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), 200);
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    assert_eq!(mock.received.lock().unwrap().len(), 200);
+    let sessions: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sessions["sessions"].as_array().unwrap().len(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_paths_get_a_404_naming_the_routes() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}/v2/whatever"))
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    assert!(resp.text().await.unwrap().contains("/v1/chat/completions"));
+}
