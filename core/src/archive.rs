@@ -72,6 +72,26 @@ pub struct ArchivedObject {
     pub size: u64,
 }
 
+/// A payload stored by content alone, before any ref names its unit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredContent {
+    /// The content-addressed key (SHA-256 of the bytes, lowercase hex).
+    pub key: String,
+    /// MIME type.
+    pub media_type: String,
+    /// Size in bytes.
+    pub size: u64,
+}
+
+/// The error the default content-addressed methods return for archives that lack them.
+fn content_unsupported(operation: &str) -> StoreError {
+    StoreError::Backend {
+        backend: "archive".to_owned(),
+        operation: operation.to_owned(),
+        source: "this MediaArchive does not implement content-addressed storage".into(),
+    }
+}
+
 /// Where archived payloads go before anything folds them off the wire.
 ///
 /// Contract: `put` is create-if-absent and content-addressed, so a retried or duplicate
@@ -97,6 +117,24 @@ pub trait MediaArchive: Send + Sync + std::fmt::Debug {
 
     /// Lists the session's archived objects.
     async fn list(&self, session: &SessionId) -> Result<Vec<ArchivedObject>, StoreError>;
+
+    /// Stores bytes by content alone (create-if-absent), for payloads whose unit has no ref
+    /// yet: `archive.spill` runs before `refs.mint`, and nothing may fold before it is stored.
+    async fn put_content(
+        &self,
+        session: &SessionId,
+        media_type: &str,
+        bytes: Bytes,
+    ) -> Result<StoredContent, StoreError> {
+        let _ = (session, media_type, bytes);
+        Err(content_unsupported("put_content"))
+    }
+
+    /// Reads bytes stored by [`MediaArchive::put_content`] (or `put`) by their content key.
+    async fn get_content(&self, session: &SessionId, key: &str) -> Result<Bytes, StoreError> {
+        let _ = (session, key);
+        Err(content_unsupported("get_content"))
+    }
 }
 
 /// An opaque version tag of a stored state (an ETag, a generation number).

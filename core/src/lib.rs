@@ -39,7 +39,9 @@ pub use inventory;
 pub use actors::{
     Engine, EngineBuilder, HostError, SessionActor, StageActor, TurnOutcome, TurnRequest,
 };
-pub use archive::{ArchivedObject, MediaArchive, StateStore, StateVersion, StoreError};
+pub use archive::{
+    ArchivedObject, MediaArchive, StateStore, StateVersion, StoreError, StoredContent,
+};
 pub use block::Block;
 pub use budget::{Budget, CharEstimator, TokenEstimator};
 pub use conversation::{Conversation, Entry, FieldOverride};

@@ -1,0 +1,150 @@
+//! The archive index kept in [`SessionState::archive`]: one record per spilled payload.
+//!
+//! `archive.spill` runs before `refs.mint`, so a payload is recorded by the fingerprint of
+//! its unit and its JSON pointer inside the unit; the ref is joined in through the session's
+//! refs table (ref → fingerprint) once minted. The two extra fields travel in
+//! [`ArchivedItem::extra`] (`message`, `pointer`), which keeps the core type unchanged and
+//! older state files readable.
+
+use foldwire_core::state::ArchivedItem;
+use foldwire_core::{MessageId, Ref, SessionState};
+
+/// Name of the extra field holding the unit fingerprint.
+const MESSAGE_FIELD: &str = "message";
+/// Name of the extra field holding the JSON pointer of the payload inside the unit.
+const POINTER_FIELD: &str = "pointer";
+
+/// One spilled media payload of a session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MediaRecord {
+    /// Fingerprint of the unit that carried it.
+    pub message: MessageId,
+    /// JSON pointer of the payload inside the unit's raw bytes.
+    pub pointer: String,
+    /// Content key (SHA-256 hex) in the session's archive.
+    pub key: String,
+    /// MIME type.
+    pub media_type: String,
+    /// Decoded size in bytes.
+    pub size: u64,
+    /// The unit's ref, once one was minted and attached.
+    pub r#ref: Option<Ref>,
+}
+
+impl MediaRecord {
+    /// The state-file form.
+    pub fn to_item(&self) -> ArchivedItem {
+        let mut item = ArchivedItem {
+            r#ref: self.r#ref,
+            key: self.key.clone(),
+            media_type: self.media_type.clone(),
+            size: self.size,
+            ..ArchivedItem::default()
+        };
+        item.extra.insert(
+            MESSAGE_FIELD.to_owned(),
+            serde_json::Value::String(self.message.0.clone()),
+        );
+        item.extra.insert(
+            POINTER_FIELD.to_owned(),
+            serde_json::Value::String(self.pointer.clone()),
+        );
+        item
+    }
+
+    /// Reads a record back; `None` for archive items that are not media spills.
+    pub fn from_item(item: &ArchivedItem) -> Option<Self> {
+        let message = item.extra.get(MESSAGE_FIELD)?.as_str()?;
+        let pointer = item.extra.get(POINTER_FIELD)?.as_str()?;
+        Some(MediaRecord {
+            message: MessageId(message.to_owned()),
+            pointer: pointer.to_owned(),
+            key: item.key.clone(),
+            media_type: item.media_type.clone(),
+            size: item.size,
+            r#ref: item.r#ref,
+        })
+    }
+}
+
+/// Every media record of the session, in spill order.
+pub fn records(state: &SessionState) -> Vec<MediaRecord> {
+    state
+        .archive
+        .iter()
+        .filter_map(MediaRecord::from_item)
+        .collect()
+}
+
+/// True when the payload at `pointer` of unit `message` is already archived.
+pub fn is_archived(state: &SessionState, message: &MessageId, pointer: &str) -> bool {
+    state.archive.iter().any(|item| {
+        item.extra.get(MESSAGE_FIELD).and_then(|v| v.as_str()) == Some(message.0.as_str())
+            && item.extra.get(POINTER_FIELD).and_then(|v| v.as_str()) == Some(pointer)
+    })
+}
+
+/// Adds a record unless the same payload of the same unit is already recorded.
+pub fn record(state: &mut SessionState, rec: &MediaRecord) -> bool {
+    if is_archived(state, &rec.message, &rec.pointer) {
+        return false;
+    }
+    state.archive.push(rec.to_item());
+    true
+}
+
+/// The newest ref minted for a unit fingerprint.
+pub fn ref_of(state: &SessionState, message: &MessageId) -> Option<Ref> {
+    state
+        .refs
+        .iter()
+        .filter(|e| &e.message == message)
+        .map(|e| e.r#ref)
+        .max()
+}
+
+/// Fills in the ref of records whose unit has been given one since; returns how many.
+pub fn attach_refs(state: &mut SessionState) -> usize {
+    let mut attached = 0;
+    for i in 0..state.archive.len() {
+        let Some(rec) = state.archive.get(i).and_then(MediaRecord::from_item) else {
+            continue;
+        };
+        let newest = ref_of(state, &rec.message);
+        if newest.is_some() && newest != rec.r#ref {
+            if let Some(item) = state.archive.get_mut(i) {
+                item.r#ref = newest;
+                attached += 1;
+            }
+        }
+    }
+    attached
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_round_trip_through_the_state_file() {
+        let mut state = SessionState::default();
+        let rec = MediaRecord {
+            message: MessageId("fp1".into()),
+            pointer: "/source/data".into(),
+            key: "k".repeat(64),
+            media_type: "image/png".into(),
+            size: 3,
+            r#ref: None,
+        };
+        assert!(record(&mut state, &rec));
+        assert!(!record(&mut state, &rec), "a resend is recorded once");
+        let again = SessionState::from_json(&state.to_json().unwrap()).unwrap();
+        assert_eq!(records(&again), vec![rec.clone()]);
+        let mut again = again;
+        again.mint_ref(MessageId("other".into()));
+        let r = again.mint_ref(MessageId("fp1".into()));
+        assert_eq!(attach_refs(&mut again), 1);
+        assert_eq!(records(&again)[0].r#ref, Some(r));
+        assert_eq!(attach_refs(&mut again), 0);
+    }
+}
