@@ -93,6 +93,38 @@ pub struct RunArgs {
     /// Read the request body from this file instead of stdin.
     #[arg(long)]
     pub input: Option<PathBuf>,
+    /// The budget: the model's context window in tokens (overrides the pipeline's default).
+    #[arg(long)]
+    pub window: Option<u64>,
+    /// The layout strategy for this run (e.g. `layout.store_order_fill`, `layout.head_first`).
+    #[arg(long)]
+    pub layout: Option<String>,
+    /// Head-window size in tokens for this run.
+    #[arg(long)]
+    pub head_tokens: Option<u64>,
+    /// Recent-window size in tokens for this run.
+    #[arg(long)]
+    pub recent_tokens: Option<u64>,
+}
+
+impl RunArgs {
+    /// The per-turn overrides these flags set, as stages read them from `Turn::options`.
+    pub fn turn_options(&self) -> foldwire_core::TurnOptions {
+        let mut o = foldwire_core::TurnOptions::new();
+        if let Some(v) = self.window {
+            o.insert("window".into(), v.into());
+        }
+        if let Some(v) = &self.layout {
+            o.insert("layout".into(), v.clone().into());
+        }
+        if let Some(v) = self.head_tokens {
+            o.insert("head_tokens".into(), v.into());
+        }
+        if let Some(v) = self.recent_tokens {
+            o.insert("recent_tokens".into(), v.into());
+        }
+        o
+    }
 }
 
 /// `foldwire serve`. Precedence: defaults, then `--config FILE`, then environment, then flags.

@@ -29,7 +29,14 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("starting the async runtime")?;
-    let outcome = runtime.block_on(engine.run_turn(&session, TurnRequest::new(args.wire, body)))?;
+    let mut request = TurnRequest::new(args.wire, body);
+    request.options = args.turn_options();
+    if let Some(window) = args.window {
+        request.budget.window = window;
+        // Keep the response reserve proportionate on small windows.
+        request.budget.reserve = request.budget.reserve.min(window / 4);
+    }
+    let outcome = runtime.block_on(engine.run_turn(&session, request))?;
     if let Some(path) = &args.report {
         let json = serde_json::to_vec_pretty(&outcome.report)?;
         std::fs::write(path, json)
