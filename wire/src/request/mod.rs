@@ -56,7 +56,12 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
     let mut cx = Cx::new(wire, src, &body);
     let root = Path::root();
     let start = scan::skip_ws(src.as_bytes(), 0);
-    let end = scan::value_end(src.as_bytes(), start).map_err(|e| cx.syntax(&root, e))?;
+    let end = scan::value_end(src.as_bytes(), start).map_err(|e| WireError::Syntax {
+        wire,
+        path: scan::path_at(src, e.at),
+        at: e.at,
+        expected: e.expected,
+    })?;
     let trailing = scan::skip_ws(src.as_bytes(), end);
     if trailing != src.len() {
         return Err(cx.syntax(

@@ -335,6 +335,96 @@ pub(crate) fn field<'f, 'a>(fields: &'f [Field<'a>], key: &str) -> Option<&'f Fi
     fields.iter().find(|f| f.key == key)
 }
 
+/// The JSON path (`messages[1].content`) of the value being read at byte `at`, found by
+/// walking the (valid) prefix before it; used to place syntax errors.
+pub(crate) fn path_at(src: &str, at: usize) -> String {
+    enum Frame<'a> {
+        Obj {
+            key: Option<Cow<'a, str>>,
+            expecting_key: bool,
+        },
+        Arr {
+            index: usize,
+        },
+    }
+    let bytes = src.as_bytes();
+    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut pos = skip_ws(bytes, 0);
+    while pos < at {
+        match bytes.get(pos) {
+            Some(b'{') => {
+                stack.push(Frame::Obj {
+                    key: None,
+                    expecting_key: true,
+                });
+                pos += 1;
+            }
+            Some(b'[') => {
+                stack.push(Frame::Arr { index: 0 });
+                pos += 1;
+            }
+            Some(b'}' | b']') => {
+                stack.pop();
+                pos += 1;
+            }
+            Some(b',') => {
+                match stack.last_mut() {
+                    Some(Frame::Arr { index }) => *index += 1,
+                    Some(Frame::Obj { expecting_key, .. }) => *expecting_key = true,
+                    None => {}
+                }
+                pos += 1;
+            }
+            Some(b':') => {
+                if let Some(Frame::Obj { expecting_key, .. }) = stack.last_mut() {
+                    *expecting_key = false;
+                }
+                pos += 1;
+            }
+            Some(b'"') => {
+                let Ok(end) = string_end(bytes, pos) else {
+                    break;
+                };
+                if let Some(Frame::Obj {
+                    key,
+                    expecting_key: true,
+                }) = stack.last_mut()
+                {
+                    *key = Some(unescape(src, &(pos..end)));
+                }
+                pos = end;
+            }
+            Some(_) => pos += 1,
+            None => break,
+        }
+        pos = skip_ws(bytes, pos);
+    }
+    let mut out = String::new();
+    for frame in &stack {
+        match frame {
+            Frame::Obj {
+                key: Some(k),
+                expecting_key: false,
+            } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Frame::Obj { .. } => {}
+            Frame::Arr { index } => {
+                out.push('[');
+                out.push_str(&index.to_string());
+                out.push(']');
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("body");
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -352,6 +442,14 @@ mod tests {
         assert!(value_end(b"\"\\q\"", 0).is_err());
         let deep = "[".repeat(100_000);
         assert!(value_end(deep.as_bytes(), 0).is_err());
+    }
+
+    #[test]
+    fn path_at_places_offsets() {
+        let src = r#"{"messages":[{"role":"user","content":[1,{"type":"x"},]}]}"#;
+        let at = src.find(",]").unwrap() + 1;
+        assert_eq!(path_at(src, at), "messages[0].content[2]");
+        assert_eq!(path_at(src, 0), "body");
     }
 
     #[test]
