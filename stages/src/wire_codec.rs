@@ -1,1 +1,187 @@
-//! Stage module `wire_codec` (not yet implemented).
+//! `wire.decode` and `wire.encode`: the first and last stages of every pipeline.
+
+use std::sync::Arc;
+
+use foldwire_core::{
+    BuildError, Component, Fact, Params, Stage, StageCx, StageError, Turn, async_trait,
+};
+use foldwire_wire::request;
+
+/// Decodes the turn's body for its wire into `turn.conversation`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WireDecode;
+
+/// The registered name of [`WireDecode`].
+pub const DECODE: &str = "wire.decode";
+/// The registered name of [`WireEncode`].
+pub const ENCODE: &str = "wire.encode";
+
+#[async_trait]
+impl Stage for WireDecode {
+    fn name(&self) -> &'static str {
+        DECODE
+    }
+
+    fn provides(&self) -> &'static [Fact] {
+        &[Fact::Decoded]
+    }
+
+    async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        let conv =
+            request::decode(turn.wire, turn.body.clone()).map_err(|e| StageError::Malformed {
+                stage: DECODE,
+                message: e.to_string(),
+            })?;
+        turn.report.count("wire.entries", conv.entries.len() as u64);
+        turn.report.count("wire.units", conv.messages.len() as u64);
+        turn.conversation = Some(conv);
+        Ok(())
+    }
+}
+
+/// Encodes `turn.conversation` into `turn.output`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct WireEncode;
+
+#[async_trait]
+impl Stage for WireEncode {
+    fn name(&self) -> &'static str {
+        ENCODE
+    }
+
+    fn requires(&self) -> &'static [Fact] {
+        &[Fact::Decoded]
+    }
+
+    fn provides(&self) -> &'static [Fact] {
+        &[Fact::Encoded]
+    }
+
+    async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        let conv = turn
+            .conversation
+            .as_ref()
+            .ok_or(StageError::NotDecoded { stage: ENCODE })?;
+        let out = request::encode(conv).map_err(|e| StageError::Failed {
+            stage: ENCODE,
+            message: e.to_string(),
+        })?;
+        turn.output = Some(out);
+        Ok(())
+    }
+}
+
+/// Neither stage takes parameters; anything but null or `{}` is refused.
+fn no_params(name: &str, params: &Params) -> Result<(), BuildError> {
+    match params {
+        serde_json::Value::Null => Ok(()),
+        serde_json::Value::Object(m) if m.is_empty() => Ok(()),
+        other => Err(BuildError::new(
+            name,
+            format!("takes no params, got {other}"),
+        )),
+    }
+}
+
+fn build_decode(params: &Params) -> Result<Component, BuildError> {
+    no_params(DECODE, params)?;
+    Ok(Component::Stage(Arc::new(WireDecode)))
+}
+
+fn build_encode(params: &Params) -> Result<Component, BuildError> {
+    no_params(ENCODE, params)?;
+    Ok(Component::Stage(Arc::new(WireEncode)))
+}
+
+foldwire_core::register!(Stage, "wire.decode", build_decode);
+foldwire_core::register!(Stage, "wire.encode", build_encode);
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+    use bytes::Bytes;
+    use foldwire_core::{Registry, SessionId, SessionState, Wire};
+
+    fn turn(wire: Wire, body: &str) -> Turn {
+        Turn::new(
+            SessionId::new("s").unwrap(),
+            wire,
+            Bytes::from(body.to_owned()),
+            SessionState::default(),
+        )
+    }
+
+    fn cx() -> StageCx {
+        StageCx::new(Arc::new(Registry::empty()))
+    }
+
+    const BODY: &str = r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"yo"}]}],"max_tokens":5}"#;
+
+    #[tokio::test]
+    async fn decode_then_encode_passes_the_body_through() {
+        let mut t = turn(Wire::Anthropic, BODY);
+        WireDecode.run(&mut t, &cx()).await.unwrap();
+        let conv = t.conversation.as_ref().unwrap();
+        assert_eq!(conv.messages.len(), 2);
+        assert_eq!(t.report.counter("wire.units"), 2);
+        WireEncode.run(&mut t, &cx()).await.unwrap();
+        assert_eq!(t.output.as_deref(), Some(BODY.as_bytes()));
+    }
+
+    #[tokio::test]
+    async fn encode_writes_stage_changes() {
+        let mut t = turn(Wire::Anthropic, BODY);
+        WireDecode.run(&mut t, &cx()).await.unwrap();
+        t.conversation.as_mut().unwrap().messages.remove(1);
+        WireEncode.run(&mut t, &cx()).await.unwrap();
+        let out = String::from_utf8(t.output.unwrap().to_vec()).unwrap();
+        assert_eq!(
+            out,
+            r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5}"#
+        );
+    }
+
+    #[tokio::test]
+    async fn malformed_body_is_a_malformed_error_with_the_path() {
+        let mut t = turn(
+            Wire::OpenAiChat,
+            r#"{"messages":[{"role":"user","content":7}]}"#,
+        );
+        let err = WireDecode.run(&mut t, &cx()).await.unwrap_err();
+        match err {
+            StageError::Malformed { stage, message } => {
+                assert_eq!(stage, "wire.decode");
+                assert!(message.contains("openai-chat"), "{message}");
+                assert!(message.contains("messages[0].content"), "{message}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert!(t.conversation.is_none());
+    }
+
+    #[tokio::test]
+    async fn encode_without_decode_says_so() {
+        let mut t = turn(Wire::Gemini, "{}");
+        let err = WireEncode.run(&mut t, &cx()).await.unwrap_err();
+        assert!(matches!(
+            err,
+            StageError::NotDecoded {
+                stage: "wire.encode"
+            }
+        ));
+    }
+
+    #[test]
+    fn stages_declare_facts_and_are_registered() {
+        assert_eq!(WireDecode.provides(), &[Fact::Decoded]);
+        assert_eq!(WireEncode.requires(), &[Fact::Decoded]);
+        assert_eq!(WireEncode.provides(), &[Fact::Encoded]);
+        let registry = Registry::from_inventory().unwrap();
+        let names = registry.names(foldwire_core::ComponentKind::Stage);
+        assert!(names.contains(&"wire.decode".to_owned()), "{names:?}");
+        assert!(names.contains(&"wire.encode".to_owned()), "{names:?}");
+        assert!(build_decode(&serde_json::json!({"x": 1})).is_err());
+        assert!(build_encode(&Params::Null).is_ok());
+    }
+}

@@ -1,1 +1,365 @@
-//! Request bodies: decode into a `Conversation`, encode back byte-faithfully.
+//! Request bodies: decode each wire into a [`Conversation`] of foldable units and encode it
+//! back, byte for byte where nothing changed.
+//!
+//! - [`decode`] scans the body once, keeps every span (the messages array, each wire message,
+//!   each unit) as a zero-copy slice of the body, and cuts each wire message into units.
+//! - [`encode`] re-emits every wire message whose units are untouched from its original bytes,
+//!   rebuilds the others from their surviving units, and keeps everything outside the messages
+//!   array verbatim except top-level overrides.
+//! - [`detect`] tells the wire from the request path, or the body's shape as a fallback.
+
+mod anthropic;
+mod detect;
+mod error;
+mod gemini;
+mod identity;
+mod openai_chat;
+mod openai_responses;
+mod rebuild;
+mod scan;
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use bytes::Bytes;
+use foldwire_core::{
+    Conversation, Entry, Message, MessageId, MessageKind, Origin, Role, ToolLink, UnitSlot, Wire,
+};
+
+pub use detect::detect;
+pub use error::{DetectError, WireError};
+pub use identity::fingerprint;
+pub use rebuild::encode;
+
+use scan::{Field, Syntax};
+
+/// The key of the messages array on each wire.
+pub fn messages_key(wire: Wire) -> &'static str {
+    match wire {
+        Wire::Anthropic | Wire::OpenAiChat => "messages",
+        Wire::OpenAiResponses => "input",
+        Wire::Gemini => "contents",
+    }
+}
+
+/// Decodes a request body of `wire` into a conversation whose spans all point into `body`.
+pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
+    let src = match std::str::from_utf8(&body) {
+        Ok(s) => s,
+        Err(e) => {
+            return Err(WireError::NotUtf8 {
+                wire,
+                at: e.valid_up_to(),
+            });
+        }
+    };
+    let mut cx = Cx::new(wire, src, &body);
+    let root = Path::root();
+    let start = scan::skip_ws(src.as_bytes(), 0);
+    let end = scan::value_end(src.as_bytes(), start).map_err(|e| WireError::Syntax {
+        wire,
+        path: scan::path_at(src, e.at),
+        at: e.at,
+        expected: e.expected,
+    })?;
+    let trailing = scan::skip_ws(src.as_bytes(), end);
+    if trailing != src.len() {
+        return Err(cx.syntax(
+            &root,
+            Syntax {
+                at: trailing,
+                expected: "the end of the body after the top-level object",
+            },
+        ));
+    }
+    let top = cx.fields(&root, &(start..end))?;
+    let key = messages_key(wire);
+    let Some(messages) = scan::field(&top, key) else {
+        return Err(cx.shape_msg(&root, &format!("a `{key}` field"), "none"));
+    };
+    let messages_span = messages.value.clone();
+    let model = scan::field(&top, "model")
+        .and_then(|f| scan::string_value(src, &f.value))
+        .map(Cow::into_owned);
+    let stream =
+        scan::field(&top, "stream").is_some_and(|f| src.get(f.value.clone()) == Some("true"));
+    let path = root.key(key);
+    match wire {
+        Wire::Anthropic => anthropic::decode_messages(&mut cx, &path, &messages_span)?,
+        Wire::OpenAiChat => openai_chat::decode_messages(&mut cx, &path, &messages_span)?,
+        Wire::OpenAiResponses => openai_responses::decode_input(&mut cx, &path, &messages_span)?,
+        Wire::Gemini => gemini::decode_contents(&mut cx, &path, &messages_span)?,
+    }
+    let Cx {
+        entries,
+        mut messages,
+        ..
+    } = cx;
+    identity::assign_ids(&mut messages);
+    Ok(Conversation {
+        wire,
+        source: body,
+        messages_span,
+        entries,
+        messages,
+        overrides: Vec::new(),
+        model,
+        stream,
+    })
+}
+
+/// A JSON path, built on the stack while decoding and rendered only for errors.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Path<'p> {
+    parent: Option<&'p Path<'p>>,
+    seg: Seg,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Seg {
+    Root,
+    Key(&'static str),
+    Index(usize),
+}
+
+impl<'p> Path<'p> {
+    /// The body itself.
+    pub(crate) fn root() -> Path<'static> {
+        Path {
+            parent: None,
+            seg: Seg::Root,
+        }
+    }
+
+    /// A child key.
+    pub(crate) fn key(&'p self, key: &'static str) -> Path<'p> {
+        Path {
+            parent: Some(self),
+            seg: Seg::Key(key),
+        }
+    }
+
+    /// A child index.
+    pub(crate) fn index(&'p self, i: usize) -> Path<'p> {
+        Path {
+            parent: Some(self),
+            seg: Seg::Index(i),
+        }
+    }
+
+    /// `messages[3].content[1].type`, or `body` for the root.
+    pub(crate) fn render(&self) -> String {
+        let mut segs = Vec::new();
+        let mut cur = Some(self);
+        while let Some(p) = cur {
+            segs.push(p.seg);
+            cur = p.parent;
+        }
+        let mut out = String::new();
+        for seg in segs.iter().rev() {
+            match seg {
+                Seg::Root => {}
+                Seg::Key(k) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(k);
+                }
+                Seg::Index(i) => {
+                    out.push('[');
+                    out.push_str(&i.to_string());
+                    out.push(']');
+                }
+            }
+        }
+        if out.is_empty() {
+            out.push_str("body");
+        }
+        out
+    }
+}
+
+/// One unit as a decoder describes it.
+pub(crate) struct UnitSpec {
+    /// Where it sits in its wire message.
+    pub slot: UnitSlot,
+    /// Its author.
+    pub role: Role,
+    /// Its kind.
+    pub kind: MessageKind,
+    /// Its plain text.
+    pub text: String,
+    /// Tool identity.
+    pub tool: Option<ToolLink>,
+    /// Its bytes in the body.
+    pub span: Range<usize>,
+}
+
+/// Decoding state: the body and the entries and units found so far.
+pub(crate) struct Cx<'a> {
+    /// The wire.
+    pub wire: Wire,
+    /// The body as text.
+    pub src: &'a str,
+    body: &'a Bytes,
+    /// Wire messages found.
+    pub entries: Vec<Entry>,
+    /// Units found.
+    pub messages: Vec<Message>,
+}
+
+impl<'a> Cx<'a> {
+    fn new(wire: Wire, src: &'a str, body: &'a Bytes) -> Self {
+        Cx {
+            wire,
+            src,
+            body,
+            entries: Vec::new(),
+            messages: Vec::new(),
+        }
+    }
+
+    /// The body bytes.
+    pub(crate) fn bytes(&self) -> &'a [u8] {
+        self.src.as_bytes()
+    }
+
+    /// A syntax error at `path`.
+    pub(crate) fn syntax(&self, path: &Path<'_>, e: Syntax) -> WireError {
+        WireError::Syntax {
+            wire: self.wire,
+            path: path.render(),
+            at: e.at,
+            expected: e.expected,
+        }
+    }
+
+    /// A shape error naming the JSON type found at `span`.
+    pub(crate) fn shape(&self, path: &Path<'_>, expected: &str, span: &Range<usize>) -> WireError {
+        self.shape_msg(path, expected, scan::kind_name(self.bytes(), span))
+    }
+
+    /// A shape error with a described finding.
+    pub(crate) fn shape_msg(&self, path: &Path<'_>, expected: &str, found: &str) -> WireError {
+        WireError::Shape {
+            wire: self.wire,
+            path: path.render(),
+            expected: expected.to_owned(),
+            found: found.to_owned(),
+        }
+    }
+
+    /// The fields of the object at `span`, or an error naming `path`.
+    pub(crate) fn fields(
+        &self,
+        path: &Path<'_>,
+        span: &Range<usize>,
+    ) -> Result<Vec<Field<'a>>, WireError> {
+        if self.bytes().get(span.start) != Some(&b'{') {
+            return Err(self.shape(path, "an object", span));
+        }
+        scan::object_fields(self.src, span).map_err(|e| self.syntax(path, e))
+    }
+
+    /// The items of the array at `span`, or an error naming `path`.
+    pub(crate) fn items(
+        &self,
+        path: &Path<'_>,
+        span: &Range<usize>,
+    ) -> Result<Vec<Range<usize>>, WireError> {
+        if self.bytes().get(span.start) != Some(&b'[') {
+            return Err(self.shape(path, "an array", span));
+        }
+        scan::array_items(self.bytes(), span).map_err(|e| self.syntax(path, e))
+    }
+
+    /// The string value of field `key`, erroring when present but not a string.
+    pub(crate) fn opt_str(
+        &self,
+        path: &Path<'_>,
+        fields: &[Field<'a>],
+        key: &'static str,
+    ) -> Result<Option<Cow<'a, str>>, WireError> {
+        match scan::field(fields, key) {
+            None => Ok(None),
+            Some(f) => match scan::string_value(self.src, &f.value) {
+                Some(s) => Ok(Some(s)),
+                None => Err(self.shape(&path.key(key), "a string", &f.value)),
+            },
+        }
+    }
+
+    /// The string value of field `key`, which must be present.
+    pub(crate) fn req_str(
+        &self,
+        path: &Path<'_>,
+        fields: &[Field<'a>],
+        key: &'static str,
+    ) -> Result<Cow<'a, str>, WireError> {
+        self.opt_str(path, fields, key)?
+            .ok_or_else(|| self.shape_msg(&path.key(key), "a string", "no such field"))
+    }
+
+    /// The raw text of a span (JSON as written).
+    pub(crate) fn text(&self, span: &Range<usize>) -> &'a str {
+        self.src.get(span.clone()).unwrap_or_default()
+    }
+
+    /// Starts a wire message.
+    pub(crate) fn begin_entry(&mut self, role: Role, span: &Range<usize>) -> usize {
+        self.entries.push(Entry {
+            role,
+            raw: Some(self.body.slice(span.clone())),
+            unit_count: 0,
+        });
+        self.entries.len() - 1
+    }
+
+    /// Adds a unit to entry `entry`.
+    pub(crate) fn unit(&mut self, entry: usize, spec: UnitSpec) {
+        if let Some(e) = self.entries.get_mut(entry) {
+            e.unit_count += 1;
+        }
+        self.messages.push(Message {
+            id: MessageId(String::new()),
+            r#ref: None,
+            entry,
+            slot: spec.slot,
+            role: spec.role,
+            kind: spec.kind,
+            text: spec.text,
+            tool: spec.tool,
+            media: Vec::new(),
+            origin: Origin::Client,
+            pin: None,
+            raw: self.body.slice(spec.span),
+            modified: false,
+        });
+    }
+}
+
+/// Text of a tool result's content: the string itself, or the `text` of its text blocks
+/// joined by newlines (images and other blocks contribute nothing).
+pub(crate) fn text_of_content(src: &str, span: &Range<usize>) -> String {
+    if let Some(s) = scan::string_value(src, span) {
+        return s.into_owned();
+    }
+    let Ok(items) = scan::array_items(src.as_bytes(), span) else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for item in items {
+        let Ok(fields) = scan::object_fields(src, &item) else {
+            continue;
+        };
+        if let Some(text) =
+            scan::field(&fields, "text").and_then(|f| scan::string_value(src, &f.value))
+        {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(&text);
+        }
+    }
+    out
+}

@@ -1,0 +1,168 @@
+//! Anthropic Messages: each message is an entry; string content is one unit, each content
+//! block is a unit. `system`, `tools` and every other top-level field stay in the frame.
+
+use std::ops::Range;
+
+use foldwire_core::{MessageKind, Role, ToolLink, UnitSlot};
+
+use super::{Cx, Path, UnitSpec, WireError, scan, text_of_content};
+
+/// Decodes the `messages` array at `span`.
+pub(crate) fn decode_messages(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    span: &Range<usize>,
+) -> Result<(), WireError> {
+    let items = cx.items(path, span)?;
+    for (i, item) in items.iter().enumerate() {
+        let mpath = path.index(i);
+        let fields = cx.fields(&mpath, item)?;
+        let role = match cx.req_str(&mpath, &fields, "role")?.as_ref() {
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "system" => Role::System,
+            other => {
+                return Err(cx.shape_msg(
+                    &mpath.key("role"),
+                    "\"user\" or \"assistant\"",
+                    &format!("{other:?}"),
+                ));
+            }
+        };
+        let entry = cx.begin_entry(role, item);
+        let Some(content) = scan::field(&fields, "content") else {
+            return Err(cx.shape_msg(
+                &mpath.key("content"),
+                "a string or an array of blocks",
+                "no such field",
+            ));
+        };
+        let cpath = mpath.key("content");
+        match cx.bytes().get(content.value.start) {
+            Some(b'"') => {
+                let text = scan::unescape(cx.src, &content.value).into_owned();
+                cx.unit(
+                    entry,
+                    UnitSpec {
+                        slot: UnitSlot::StringContent,
+                        role,
+                        kind: MessageKind::Text,
+                        text,
+                        tool: None,
+                        span: content.value.clone(),
+                    },
+                );
+            }
+            Some(b'[') => {
+                let blocks = cx.items(&cpath, &content.value)?;
+                if blocks.is_empty() {
+                    // Nothing to cut: the whole message is one unit so it is never lost.
+                    whole(cx, entry, role, item);
+                }
+                for (j, block) in blocks.iter().enumerate() {
+                    let spec = decode_block(cx, &cpath.index(j), block, role, j)?;
+                    cx.unit(entry, spec);
+                }
+            }
+            _ => return Err(cx.shape(&cpath, "a string or an array of blocks", &content.value)),
+        }
+    }
+    Ok(())
+}
+
+fn whole(cx: &mut Cx<'_>, entry: usize, role: Role, span: &Range<usize>) {
+    cx.unit(
+        entry,
+        UnitSpec {
+            slot: UnitSlot::Whole,
+            role,
+            kind: MessageKind::Other,
+            text: String::new(),
+            tool: None,
+            span: span.clone(),
+        },
+    );
+}
+
+fn decode_block(
+    cx: &Cx<'_>,
+    path: &Path<'_>,
+    span: &Range<usize>,
+    role: Role,
+    index: usize,
+) -> Result<UnitSpec, WireError> {
+    let fields = cx.fields(path, span)?;
+    let ty = cx.req_str(path, &fields, "type")?;
+    let src = cx.src;
+    let str_of = |key: &str| {
+        scan::field(&fields, key)
+            .and_then(|f| scan::string_value(src, &f.value))
+            .map(|s| s.into_owned())
+    };
+    let (kind, text, tool) = match ty.as_ref() {
+        "text" => (
+            MessageKind::Text,
+            cx.req_str(path, &fields, "text")?.into_owned(),
+            None,
+        ),
+        "image" | "document" | "search_result" | "container_upload" => (
+            MessageKind::Media,
+            str_of("title").unwrap_or_default(),
+            None,
+        ),
+        "tool_use" => {
+            let id = cx.req_str(path, &fields, "id")?.into_owned();
+            let name = cx.req_str(path, &fields, "name")?.into_owned();
+            let input = scan::field(&fields, "input")
+                .map(|f| cx.text(&f.value))
+                .unwrap_or_default();
+            (
+                MessageKind::ToolCall,
+                input.to_owned(),
+                Some(ToolLink {
+                    call_id: id,
+                    name: Some(name),
+                }),
+            )
+        }
+        "tool_result" => {
+            let id = cx.req_str(path, &fields, "tool_use_id")?.into_owned();
+            let text = scan::field(&fields, "content")
+                .map(|f| text_of_content(src, &f.value))
+                .unwrap_or_default();
+            (
+                MessageKind::ToolResult,
+                text,
+                Some(ToolLink {
+                    call_id: id,
+                    name: None,
+                }),
+            )
+        }
+        "thinking" => (
+            MessageKind::Reasoning,
+            str_of("thinking").unwrap_or_default(),
+            None,
+        ),
+        "redacted_thinking" => (MessageKind::Reasoning, String::new(), None),
+        // Server tool calls and results, and any block type this codec does not know, are
+        // kept verbatim and fold as plain units; their JSON is their text.
+        _ => (MessageKind::Other, cx.text(span).to_owned(), None),
+    };
+    Ok(UnitSpec {
+        slot: UnitSlot::Content(u32::try_from(index).unwrap_or(u32::MAX)),
+        role,
+        kind,
+        text,
+        tool,
+        span: span.clone(),
+    })
+}
+
+/// The role name a new Anthropic message gets.
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Assistant => "assistant",
+        Role::User | Role::Tool | Role::System => "user",
+    }
+}

@@ -1,0 +1,183 @@
+//! Gemini: each `contents[i]` is an entry and each `parts[j]` a unit.
+//!
+//! Function calls and responses may lack an `id`; the codec then derives a positional one,
+//! `gemini:<entry>:<name>:<n>` (the n-th call of that name in that entry), and gives each
+//! id-less response the oldest unanswered derived id of its name, so a call and its response
+//! always share a `call_id`.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
+
+use foldwire_core::{MessageKind, Role, ToolLink, UnitSlot};
+
+use super::{Cx, Path, UnitSpec, WireError, scan};
+
+/// The prefix of derived call ids; the encoder omits such ids when it writes a response.
+pub(crate) const DERIVED_ID_PREFIX: &str = "gemini:";
+
+/// Decodes the `contents` array at `span`.
+pub(crate) fn decode_contents(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    span: &Range<usize>,
+) -> Result<(), WireError> {
+    let items = cx.items(path, span)?;
+    // Derived call ids not yet answered, per function name, oldest first.
+    let mut pending: HashMap<String, VecDeque<String>> = HashMap::new();
+    for (i, item) in items.iter().enumerate() {
+        let cpath = path.index(i);
+        let fields = cx.fields(&cpath, item)?;
+        let role = match cx.opt_str(&cpath, &fields, "role")?.as_deref() {
+            None | Some("user") => Role::User,
+            Some("model") => Role::Assistant,
+            Some("function" | "tool") => Role::Tool,
+            Some("system") => Role::System,
+            Some(other) => {
+                return Err(cx.shape_msg(
+                    &cpath.key("role"),
+                    "\"user\" or \"model\"",
+                    &format!("{other:?}"),
+                ));
+            }
+        };
+        let entry = cx.begin_entry(role, item);
+        let ppath = cpath.key("parts");
+        let parts = match scan::field(&fields, "parts") {
+            Some(p) => cx.items(&ppath, &p.value)?,
+            None => Vec::new(),
+        };
+        if parts.is_empty() {
+            cx.unit(
+                entry,
+                UnitSpec {
+                    slot: UnitSlot::Whole,
+                    role,
+                    kind: MessageKind::Other,
+                    text: String::new(),
+                    tool: None,
+                    span: item.clone(),
+                },
+            );
+        }
+        let mut calls_by_name: HashMap<String, usize> = HashMap::new();
+        for (j, part) in parts.iter().enumerate() {
+            let spec = decode_part(
+                cx,
+                &ppath.index(j),
+                part,
+                role,
+                j,
+                entry,
+                &mut calls_by_name,
+                &mut pending,
+            )?;
+            cx.unit(entry, spec);
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn decode_part(
+    cx: &Cx<'_>,
+    path: &Path<'_>,
+    span: &Range<usize>,
+    role: Role,
+    index: usize,
+    entry: usize,
+    calls_by_name: &mut HashMap<String, usize>,
+    pending: &mut HashMap<String, VecDeque<String>>,
+) -> Result<UnitSpec, WireError> {
+    let fields = cx.fields(path, span)?;
+    let thought = scan::field(&fields, "thought").is_some_and(|f| cx.text(&f.value) == "true");
+    let (kind, text, tool) = if let Some(t) = scan::field(&fields, "text") {
+        let text = scan::string_value(cx.src, &t.value)
+            .ok_or_else(|| cx.shape(&path.key("text"), "a string", &t.value))?
+            .into_owned();
+        let kind = if thought {
+            MessageKind::Reasoning
+        } else {
+            MessageKind::Text
+        };
+        (kind, text, None)
+    } else if let Some(call) = scan::field(&fields, "functionCall") {
+        let fpath = path.key("functionCall");
+        let cf = cx.fields(&fpath, &call.value)?;
+        let name = cx.req_str(&fpath, &cf, "name")?.into_owned();
+        let args = scan::field(&cf, "args")
+            .map(|a| cx.text(&a.value).to_owned())
+            .unwrap_or_default();
+        let call_id = match cx.opt_str(&fpath, &cf, "id")? {
+            Some(id) => id.into_owned(),
+            None => {
+                let n = calls_by_name.entry(name.clone()).or_insert(0);
+                let id = format!("{DERIVED_ID_PREFIX}{entry}:{name}:{n}");
+                *n += 1;
+                pending
+                    .entry(name.clone())
+                    .or_default()
+                    .push_back(id.clone());
+                id
+            }
+        };
+        (
+            MessageKind::ToolCall,
+            args,
+            Some(ToolLink {
+                call_id,
+                name: Some(name),
+            }),
+        )
+    } else if let Some(resp) = scan::field(&fields, "functionResponse") {
+        let fpath = path.key("functionResponse");
+        let rf = cx.fields(&fpath, &resp.value)?;
+        let name = cx.req_str(&fpath, &rf, "name")?.into_owned();
+        let text = scan::field(&rf, "response")
+            .map(|r| cx.text(&r.value).to_owned())
+            .unwrap_or_default();
+        let call_id = match cx.opt_str(&fpath, &rf, "id")? {
+            Some(id) => id.into_owned(),
+            None => pending
+                .get_mut(&name)
+                .and_then(VecDeque::pop_front)
+                .unwrap_or_else(|| format!("{DERIVED_ID_PREFIX}{entry}:{name}:unmatched")),
+        };
+        (
+            MessageKind::ToolResult,
+            text,
+            Some(ToolLink {
+                call_id,
+                name: Some(name),
+            }),
+        )
+    } else if scan::field(&fields, "inlineData").is_some()
+        || scan::field(&fields, "fileData").is_some()
+        || scan::field(&fields, "videoMetadata").is_some()
+    {
+        (MessageKind::Media, String::new(), None)
+    } else {
+        // executableCode, codeExecutionResult, a bare thoughtSignature, unknown parts.
+        let kind = if thought {
+            MessageKind::Reasoning
+        } else {
+            MessageKind::Other
+        };
+        (kind, cx.text(span).to_owned(), None)
+    };
+    Ok(UnitSpec {
+        slot: UnitSlot::Content(u32::try_from(index).unwrap_or(u32::MAX)),
+        role,
+        kind,
+        text,
+        tool,
+        span: span.clone(),
+    })
+}
+
+/// The role name a new Gemini content gets.
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::Assistant => "model",
+        Role::User | Role::Tool | Role::System => "user",
+    }
+}

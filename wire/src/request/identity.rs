@@ -1,0 +1,55 @@
+//! Message identity: a content fingerprint that is the same whenever a client resends the
+//! same unit, so refs and blocks stay attached to it across turns.
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use foldwire_core::{Message, MessageId, Role, UnitSlot};
+use sha2::{Digest, Sha256};
+
+/// How many hex digits of the SHA-256 an id keeps (64 bits: collisions within a session are
+/// negligible, ids stay short in reports).
+const ID_HEX_LEN: usize = 16;
+
+/// The fingerprint of a unit: SHA-256 over its role, the shape of its slot (a string content
+/// and a reasoning field with equal text are different units) and its exact bytes.
+pub fn fingerprint(role: Role, slot: UnitSlot, raw: &[u8]) -> MessageId {
+    let role_tag: u8 = match role {
+        Role::System => b's',
+        Role::User => b'u',
+        Role::Assistant => b'a',
+        Role::Tool => b't',
+    };
+    let slot_tag: u8 = match slot {
+        UnitSlot::Whole => b'w',
+        UnitSlot::StringContent => b's',
+        UnitSlot::Content(_) => b'c',
+        UnitSlot::ToolCalls(_) => b'k',
+        UnitSlot::ReasoningField => b'r',
+    };
+    let mut h = Sha256::new();
+    h.update([role_tag, slot_tag, 0]);
+    h.update(raw);
+    let digest = h.finalize();
+    let mut out = String::with_capacity(ID_HEX_LEN + 3);
+    for b in digest.iter().take(ID_HEX_LEN / 2) {
+        let _ = write!(out, "{b:02x}");
+    }
+    MessageId(out)
+}
+
+/// Gives every unit its fingerprint; the second and later copies of an identical unit in one
+/// request get `#2`, `#3`, … in order, so ids are unique and still stable across turns.
+pub(crate) fn assign_ids(messages: &mut [Message]) {
+    let mut seen: HashMap<MessageId, u32> = HashMap::with_capacity(messages.len());
+    for m in messages.iter_mut() {
+        let base = fingerprint(m.role, m.slot, &m.raw);
+        let n = seen.entry(base.clone()).or_insert(0);
+        *n += 1;
+        m.id = if *n == 1 {
+            base
+        } else {
+            MessageId(format!("{}#{}", base.0, n))
+        };
+    }
+}

@@ -1,0 +1,264 @@
+//! OpenAI Responses: each input item is an entry and, except for messages, one whole unit.
+//! A message item's string content is one unit; each content part of an array is a unit.
+//! Compaction items are opaque and protected: they reach the provider unchanged.
+//! `input` given as a plain string is one user entry with one string unit.
+
+use std::ops::Range;
+
+use foldwire_core::{MessageKind, Pin, Role, ToolLink, UnitSlot};
+
+use super::{Cx, Path, UnitSpec, WireError, scan, text_of_content};
+
+/// Decodes the `input` value at `span` (a string or an array of items).
+pub(crate) fn decode_input(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    span: &Range<usize>,
+) -> Result<(), WireError> {
+    if cx.bytes().get(span.start) == Some(&b'"') {
+        let entry = cx.begin_entry(Role::User, span);
+        let text = scan::unescape(cx.src, span).into_owned();
+        cx.unit(
+            entry,
+            UnitSpec {
+                slot: UnitSlot::StringContent,
+                role: Role::User,
+                kind: MessageKind::Text,
+                text,
+                tool: None,
+                span: span.clone(),
+            },
+        );
+        return Ok(());
+    }
+    if cx.bytes().get(span.start) != Some(&b'[') {
+        return Err(cx.shape(path, "a string or an array of items", span));
+    }
+    let items = cx.items(path, span)?;
+    for (i, item) in items.iter().enumerate() {
+        decode_item(cx, &path.index(i), item)?;
+    }
+    Ok(())
+}
+
+fn parse_role(cx: &Cx<'_>, path: &Path<'_>, name: &str) -> Result<Role, WireError> {
+    match name {
+        "user" => Ok(Role::User),
+        "assistant" => Ok(Role::Assistant),
+        "system" | "developer" => Ok(Role::System),
+        other => Err(cx.shape_msg(
+            &path.key("role"),
+            "one of \"user\", \"assistant\", \"system\", \"developer\"",
+            &format!("{other:?}"),
+        )),
+    }
+}
+
+fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<(), WireError> {
+    let fields = cx.fields(path, span)?;
+    let ty = cx.opt_str(path, &fields, "type")?;
+    let role_field = cx.opt_str(path, &fields, "role")?;
+    let is_message = match ty.as_deref() {
+        Some("message") => true,
+        None => role_field.is_some(),
+        Some(_) => false,
+    };
+    if is_message {
+        let role_name = role_field
+            .ok_or_else(|| cx.shape_msg(&path.key("role"), "a string", "no such field"))?;
+        let role = parse_role(cx, path, &role_name)?;
+        let entry = cx.begin_entry(role, span);
+        let cpath = path.key("content");
+        let Some(content) = scan::field(&fields, "content") else {
+            return Err(cx.shape_msg(&cpath, "a string or an array of parts", "no such field"));
+        };
+        match cx.bytes().get(content.value.start) {
+            Some(b'"') => {
+                let text = scan::unescape(cx.src, &content.value).into_owned();
+                cx.unit(
+                    entry,
+                    UnitSpec {
+                        slot: UnitSlot::StringContent,
+                        role,
+                        kind: MessageKind::Text,
+                        text,
+                        tool: None,
+                        span: content.value.clone(),
+                    },
+                );
+            }
+            Some(b'[') => {
+                let parts = cx.items(&cpath, &content.value)?;
+                if parts.is_empty() {
+                    whole(
+                        cx,
+                        entry,
+                        role,
+                        MessageKind::Other,
+                        String::new(),
+                        None,
+                        span,
+                    );
+                }
+                for (j, part) in parts.iter().enumerate() {
+                    let spec = decode_part(cx, &cpath.index(j), part, role, j)?;
+                    cx.unit(entry, spec);
+                }
+            }
+            _ => return Err(cx.shape(&cpath, "a string or an array of parts", &content.value)),
+        }
+        return Ok(());
+    }
+    let ty = ty.unwrap_or_default();
+    let str_of = |key: &str| {
+        scan::field(&fields, key)
+            .and_then(|f| scan::string_value(cx.src, &f.value))
+            .map(|s| s.into_owned())
+    };
+    let (role, kind, text, tool) = match ty.as_ref() {
+        "function_call" | "custom_tool_call" => {
+            let call_id = cx.req_str(path, &fields, "call_id")?.into_owned();
+            let name = cx.opt_str(path, &fields, "name")?.map(|s| s.into_owned());
+            let args = str_of("arguments")
+                .or_else(|| str_of("input"))
+                .unwrap_or_default();
+            (
+                Role::Assistant,
+                MessageKind::ToolCall,
+                args,
+                Some(ToolLink { call_id, name }),
+            )
+        }
+        "function_call_output" | "custom_tool_call_output" => {
+            let call_id = cx.req_str(path, &fields, "call_id")?.into_owned();
+            let text = scan::field(&fields, "output")
+                .map(|f| text_of_content(cx.src, &f.value))
+                .unwrap_or_default();
+            (
+                Role::Tool,
+                MessageKind::ToolResult,
+                text,
+                Some(ToolLink {
+                    call_id,
+                    name: None,
+                }),
+            )
+        }
+        "reasoning" => {
+            let mut text = scan::field(&fields, "summary")
+                .map(|f| text_of_content(cx.src, &f.value))
+                .unwrap_or_default();
+            if let Some(c) = scan::field(&fields, "content") {
+                let more = text_of_content(cx.src, &c.value);
+                if !more.is_empty() {
+                    if !text.is_empty() {
+                        text.push('\n');
+                    }
+                    text.push_str(&more);
+                }
+            }
+            (Role::Assistant, MessageKind::Reasoning, text, None)
+        }
+        "compaction" | "compaction_summary" => {
+            let entry = cx.begin_entry(Role::Assistant, span);
+            whole(
+                cx,
+                entry,
+                Role::Assistant,
+                MessageKind::Opaque,
+                String::new(),
+                None,
+                span,
+            );
+            if let Some(last) = cx.messages.last_mut() {
+                last.pin = Some(Pin::Protected(
+                    "Responses compaction item: never modified".to_owned(),
+                ));
+            }
+            return Ok(());
+        }
+        // Hosted tool calls, item references and unknown items: kept verbatim, foldable.
+        _ => (
+            Role::Assistant,
+            MessageKind::Other,
+            cx.text(span).to_owned(),
+            None,
+        ),
+    };
+    let entry = cx.begin_entry(role, span);
+    whole(cx, entry, role, kind, text, tool, span);
+    Ok(())
+}
+
+fn whole(
+    cx: &mut Cx<'_>,
+    entry: usize,
+    role: Role,
+    kind: MessageKind,
+    text: String,
+    tool: Option<ToolLink>,
+    span: &Range<usize>,
+) {
+    cx.unit(
+        entry,
+        UnitSpec {
+            slot: UnitSlot::Whole,
+            role,
+            kind,
+            text,
+            tool,
+            span: span.clone(),
+        },
+    );
+}
+
+fn decode_part(
+    cx: &Cx<'_>,
+    path: &Path<'_>,
+    span: &Range<usize>,
+    role: Role,
+    index: usize,
+) -> Result<UnitSpec, WireError> {
+    let fields = cx.fields(path, span)?;
+    let ty = cx.req_str(path, &fields, "type")?;
+    let (kind, text) = match ty.as_ref() {
+        "input_text" | "output_text" | "text" => (
+            MessageKind::Text,
+            cx.req_str(path, &fields, "text")?.into_owned(),
+        ),
+        "refusal" => (
+            MessageKind::Text,
+            cx.opt_str(path, &fields, "refusal")?
+                .map(|s| s.into_owned())
+                .unwrap_or_default(),
+        ),
+        "input_image" | "input_file" | "input_audio" => (MessageKind::Media, String::new()),
+        _ => (MessageKind::Other, cx.text(span).to_owned()),
+    };
+    Ok(UnitSpec {
+        slot: UnitSlot::Content(u32::try_from(index).unwrap_or(u32::MAX)),
+        role,
+        kind,
+        text,
+        tool: None,
+        span: span.clone(),
+    })
+}
+
+/// The role name a new Responses message item gets.
+pub(crate) fn role_name(role: Role) -> &'static str {
+    match role {
+        Role::System => "developer",
+        Role::Assistant => "assistant",
+        Role::User | Role::Tool => "user",
+    }
+}
+
+/// The text part type for a role: the model's own words are `output_text`.
+pub(crate) fn text_part_type(role: Role) -> &'static str {
+    if role == Role::Assistant {
+        "output_text"
+    } else {
+        "input_text"
+    }
+}

@@ -1,0 +1,579 @@
+//! Encoding: re-emit untouched wire messages from their original bytes, rebuild the others
+//! from their surviving units, keep the frame verbatim except top-level overrides.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+use bytes::Bytes;
+use foldwire_core::{Conversation, Entry, Message, MessageKind, Role, UnitSlot, Wire};
+
+use super::{WireError, anthropic, gemini, messages_key, openai_chat, openai_responses, scan};
+
+/// Encodes a conversation back to its wire's request body.
+///
+/// Consecutive units with the same `entry` form one wire message. A group that is exactly its
+/// entry's original units (same count, none modified, in decode order, all slices of the
+/// entry's bytes) is copied from the entry's raw bytes; any other group is rebuilt. With no
+/// change at all the body comes back byte-identical (without copying).
+pub fn encode(conv: &Conversation) -> Result<Bytes, WireError> {
+    let groups = groups(conv)?;
+    let unchanged = groups.len() == conv.entries.len()
+        && groups.iter().enumerate().all(|(i, (e, _, units))| {
+            *e == i
+                && conv
+                    .entries
+                    .get(i)
+                    .is_some_and(|entry| verbatim(entry, units))
+        });
+    if unchanged && conv.overrides.is_empty() {
+        return Ok(conv.source.clone());
+    }
+    let array: Cow<'_, [u8]> = if unchanged {
+        Cow::Borrowed(
+            conv.source
+                .get(conv.messages_span.clone())
+                .unwrap_or_default(),
+        )
+    } else {
+        Cow::Owned(build_array(conv, &groups)?)
+    };
+    assemble(conv, &array)
+}
+
+/// A run of units of one entry: the entry, the index of its first unit, the units.
+type Group<'c> = (usize, usize, &'c [Message]);
+
+fn encode_err(wire: Wire, path: String, expected: &str, found: String) -> WireError {
+    WireError::Encode {
+        wire,
+        path,
+        expected: expected.to_owned(),
+        found,
+    }
+}
+
+/// Runs of consecutive units sharing an entry.
+fn groups(conv: &Conversation) -> Result<Vec<Group<'_>>, WireError> {
+    let mut out: Vec<Group<'_>> = Vec::new();
+    let mut start = 0;
+    for (i, m) in conv.messages.iter().enumerate() {
+        if m.entry >= conv.entries.len() {
+            return Err(encode_err(
+                conv.wire,
+                format!("messages[{i}].entry"),
+                &format!("an entry index below {}", conv.entries.len()),
+                m.entry.to_string(),
+            ));
+        }
+        let next_differs = conv.messages.get(i + 1).is_none_or(|n| n.entry != m.entry);
+        if next_differs {
+            out.push((
+                m.entry,
+                start,
+                conv.messages.get(start..=i).unwrap_or_default(),
+            ));
+            start = i + 1;
+        }
+    }
+    Ok(out)
+}
+
+/// Decode order of slots within one wire message.
+fn rank(slot: UnitSlot) -> u64 {
+    match slot {
+        UnitSlot::ReasoningField => 0,
+        UnitSlot::StringContent => 1,
+        UnitSlot::Content(i) => 2 + u64::from(i),
+        UnitSlot::ToolCalls(i) => (1 << 33) + u64::from(i),
+        UnitSlot::Whole => 1 << 34,
+    }
+}
+
+/// True when `inner` is a sub-slice of `outer`'s memory (a unit cut from this entry).
+fn within(outer: &[u8], inner: &[u8]) -> bool {
+    let o = outer.as_ptr() as usize;
+    let i = inner.as_ptr() as usize;
+    i >= o && i + inner.len() <= o + outer.len()
+}
+
+/// True when a group is exactly its entry's original units, so the entry's raw bytes stand.
+fn verbatim(entry: &Entry, units: &[Message]) -> bool {
+    let Some(raw) = &entry.raw else {
+        return false;
+    };
+    units.len() == entry.unit_count
+        && units.iter().all(|m| !m.modified && within(raw, &m.raw))
+        && units.windows(2).all(|w| match w {
+            [a, b] => rank(a.slot) < rank(b.slot),
+            _ => true,
+        })
+}
+
+/// What one unit contributes to its wire message.
+enum Piece<'m> {
+    /// A whole wire message of its own.
+    Item(Cow<'m, [u8]>),
+    /// A JSON string that is the message's whole content when alone.
+    Str(Cow<'m, [u8]>),
+    /// A content block / part.
+    Part(Cow<'m, [u8]>),
+    /// An OpenAI Chat `tool_calls` element.
+    ToolCall(&'m [u8]),
+    /// An OpenAI Chat `reasoning_content` string.
+    Reasoning(&'m [u8]),
+}
+
+fn json_string(s: &str) -> String {
+    serde_json::to_string(s).unwrap_or_else(|_| String::from("\"\""))
+}
+
+/// The piece of a unit foldwire synthesized (modified, empty raw), rendered for the wire.
+fn synthesized_piece(wire: Wire, unit: &Message, entry_role: Role) -> Piece<'static> {
+    let text = json_string(&unit.text);
+    let result_for = match (&unit.kind, &unit.tool) {
+        (MessageKind::ToolResult, Some(tool)) => Some(tool),
+        _ => None,
+    };
+    let bytes = |s: String| Cow::Owned(s.into_bytes());
+    match (wire, result_for) {
+        (Wire::Anthropic, None) => {
+            Piece::Part(bytes(format!(r#"{{"type":"text","text":{text}}}"#)))
+        }
+        (Wire::Anthropic, Some(t)) => Piece::Part(bytes(format!(
+            r#"{{"type":"tool_result","tool_use_id":{},"content":{text}}}"#,
+            json_string(&t.call_id)
+        ))),
+        (Wire::OpenAiChat, None) => Piece::Str(bytes(text)),
+        (Wire::OpenAiChat, Some(t)) => Piece::Item(bytes(format!(
+            r#"{{"role":"tool","tool_call_id":{},"content":{text}}}"#,
+            json_string(&t.call_id)
+        ))),
+        (Wire::OpenAiResponses, None) => Piece::Part(bytes(format!(
+            r#"{{"type":"{}","text":{text}}}"#,
+            openai_responses::text_part_type(entry_role)
+        ))),
+        (Wire::OpenAiResponses, Some(t)) => Piece::Item(bytes(format!(
+            r#"{{"type":"function_call_output","call_id":{},"output":{text}}}"#,
+            json_string(&t.call_id)
+        ))),
+        (Wire::Gemini, None) => Piece::Part(bytes(format!(r#"{{"text":{text}}}"#))),
+        (Wire::Gemini, Some(t)) => {
+            let name = json_string(t.name.as_deref().unwrap_or("tool"));
+            let id = if t.call_id.starts_with(gemini::DERIVED_ID_PREFIX) {
+                String::new()
+            } else {
+                format!(r#""id":{},"#, json_string(&t.call_id))
+            };
+            Piece::Part(bytes(format!(
+                r#"{{"functionResponse":{{{id}"name":{name},"response":{{"content":{text}}}}}}}"#
+            )))
+        }
+    }
+}
+
+fn piece<'m>(
+    conv: &Conversation,
+    index: usize,
+    unit: &'m Message,
+    entry_role: Role,
+) -> Result<Piece<'m>, WireError> {
+    if unit.modified && unit.raw.is_empty() {
+        return Ok(synthesized_piece(conv.wire, unit, entry_role));
+    }
+    if unit.modified {
+        // Bytes a stage supplied: they must be one JSON value, or the body would be corrupt.
+        let raw: &[u8] = &unit.raw;
+        let start = scan::skip_ws(raw, 0);
+        let ok = scan::value_end(raw, start).is_ok_and(|end| scan::skip_ws(raw, end) == raw.len());
+        if !ok {
+            return Err(encode_err(
+                conv.wire,
+                format!("messages[{index}].raw"),
+                "one JSON value",
+                format!("{} bytes that do not parse", raw.len()),
+            ));
+        }
+    }
+    let raw = Cow::Borrowed(&unit.raw[..]);
+    Ok(match (unit.slot, conv.wire) {
+        (UnitSlot::Whole, _) => Piece::Item(raw),
+        (UnitSlot::StringContent, _) => Piece::Str(raw),
+        (UnitSlot::ToolCalls(_), Wire::OpenAiChat) => Piece::ToolCall(&unit.raw),
+        (UnitSlot::ReasoningField, Wire::OpenAiChat) => Piece::Reasoning(&unit.raw),
+        (UnitSlot::ReasoningField, _) => Piece::Str(raw),
+        (UnitSlot::Content(_) | UnitSlot::ToolCalls(_), _) => Piece::Part(raw),
+    })
+}
+
+/// Appends items to a JSON array body, separating them with commas.
+struct ArrayOut {
+    buf: Vec<u8>,
+    empty: bool,
+}
+
+impl ArrayOut {
+    fn push(&mut self, item: &[u8]) {
+        if !self.empty {
+            self.buf.push(b',');
+        }
+        self.empty = false;
+        self.buf.extend_from_slice(item);
+    }
+}
+
+fn build_array(conv: &Conversation, groups: &[Group<'_>]) -> Result<Vec<u8>, WireError> {
+    let mut out = ArrayOut {
+        buf: Vec::with_capacity(conv.messages_span.len() + 256),
+        empty: true,
+    };
+    out.buf.push(b'[');
+    for (entry_index, base, units) in groups {
+        let Some(entry) = conv.entries.get(*entry_index) else {
+            continue;
+        };
+        if let Some(raw) = &entry.raw
+            && raw.first() == Some(&b'{')
+            && verbatim(entry, units)
+        {
+            out.push(raw);
+            continue;
+        }
+        let template = entry.raw.as_deref().filter(|r| r.first() == Some(&b'{'));
+        let mut run: Vec<Piece<'_>> = Vec::new();
+        for (k, unit) in units.iter().enumerate() {
+            match piece(conv, base + k, unit, entry.role)? {
+                Piece::Item(bytes) => {
+                    flush(conv, *entry_index, entry, template, &mut run, &mut out)?;
+                    out.push(&bytes);
+                }
+                p => run.push(p),
+            }
+        }
+        flush(conv, *entry_index, entry, template, &mut run, &mut out)?;
+    }
+    out.buf.push(b']');
+    Ok(out.buf)
+}
+
+/// Wraps a run of content pieces into one wire message and appends it.
+fn flush(
+    conv: &Conversation,
+    entry_index: usize,
+    entry: &Entry,
+    template: Option<&[u8]>,
+    run: &mut Vec<Piece<'_>>,
+    out: &mut ArrayOut,
+) -> Result<(), WireError> {
+    if run.is_empty() {
+        return Ok(());
+    }
+    let pieces = std::mem::take(run);
+    let wire = conv.wire;
+    let role = entry.role;
+    // Renders a string piece as a text block where an array is needed.
+    let text_block = |s: &[u8]| -> Vec<u8> {
+        let s = String::from_utf8_lossy(s);
+        match wire {
+            Wire::Anthropic | Wire::OpenAiChat => format!(r#"{{"type":"text","text":{s}}}"#),
+            Wire::OpenAiResponses => {
+                format!(
+                    r#"{{"type":"{}","text":{s}}}"#,
+                    openai_responses::text_part_type(role)
+                )
+            }
+            Wire::Gemini => format!(r#"{{"text":{s}}}"#),
+        }
+        .into_bytes()
+    };
+    let content_value = |parts: &[&Piece<'_>]| -> Option<Vec<u8>> {
+        match parts {
+            [] => None,
+            [Piece::Str(s)] if wire != Wire::Gemini => Some(s.to_vec()),
+            many => {
+                let mut v = vec![b'['];
+                for (i, p) in many.iter().enumerate() {
+                    if i > 0 {
+                        v.push(b',');
+                    }
+                    match p {
+                        Piece::Str(s) => v.extend_from_slice(&text_block(s)),
+                        Piece::Reasoning(s) => v.extend_from_slice(&text_block(s)),
+                        Piece::Part(b) | Piece::Item(b) => v.extend_from_slice(b),
+                        Piece::ToolCall(b) => v.extend_from_slice(b),
+                    }
+                }
+                v.push(b']');
+                Some(v)
+            }
+        }
+    };
+    let message = match wire {
+        Wire::OpenAiChat => {
+            let content: Vec<&Piece<'_>> = pieces
+                .iter()
+                .filter(|p| matches!(p, Piece::Str(_) | Piece::Part(_)))
+                .collect();
+            let calls: Vec<&[u8]> = pieces
+                .iter()
+                .filter_map(|p| match p {
+                    Piece::ToolCall(b) => Some(*b),
+                    _ => None,
+                })
+                .collect();
+            let reasoning = chat_reasoning(&pieces);
+            let mut content = content_value(&content);
+            if content.is_none() {
+                // A message needs some content; beside tool calls, keep an explicit null if
+                // the client wrote one.
+                if calls.is_empty() {
+                    content = Some(b"\"\"".to_vec());
+                } else if template.is_some_and(|t| has_field(t, "content")) {
+                    content = Some(b"null".to_vec());
+                }
+            }
+            let calls = (!calls.is_empty()).then(|| {
+                let mut v = vec![b'['];
+                v.extend_from_slice(&calls.join(&b','));
+                v.push(b']');
+                v
+            });
+            let repl = [
+                ("reasoning_content", reasoning),
+                ("content", content),
+                ("tool_calls", calls),
+            ];
+            object_with(
+                conv,
+                entry_index,
+                template,
+                &[("role", openai_chat::role_name(role))],
+                &repl,
+            )?
+        }
+        Wire::Anthropic => {
+            let all: Vec<&Piece<'_>> = pieces.iter().collect();
+            let repl = [("content", content_value(&all))];
+            object_with(
+                conv,
+                entry_index,
+                template,
+                &[("role", anthropic::role_name(role))],
+                &repl,
+            )?
+        }
+        Wire::OpenAiResponses => {
+            let all: Vec<&Piece<'_>> = pieces.iter().collect();
+            let repl = [("content", content_value(&all))];
+            // Only a message item can take content parts; any other item gets a new message.
+            let template = template.filter(|t| has_field(t, "content"));
+            object_with(
+                conv,
+                entry_index,
+                template,
+                &[
+                    ("type", "message"),
+                    ("role", openai_responses::role_name(role)),
+                ],
+                &repl,
+            )?
+        }
+        Wire::Gemini => {
+            let all: Vec<&Piece<'_>> = pieces.iter().collect();
+            let parts = content_value(&all);
+            let repl = [("parts", parts)];
+            object_with(
+                conv,
+                entry_index,
+                template,
+                &[("role", gemini::role_name(role))],
+                &repl,
+            )?
+        }
+    };
+    out.push(&message);
+    Ok(())
+}
+
+/// The `reasoning_content` value from the run's reasoning pieces (joined if several).
+fn chat_reasoning(pieces: &[Piece<'_>]) -> Option<Vec<u8>> {
+    let parts: Vec<&[u8]> = pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Reasoning(b) => Some(*b),
+            _ => None,
+        })
+        .collect();
+    match parts.as_slice() {
+        [] => None,
+        [one] => Some(one.to_vec()),
+        many => {
+            let joined: Vec<String> = many
+                .iter()
+                .map(|b| {
+                    let s = String::from_utf8_lossy(b);
+                    scan::unescape(&s, &(0..s.len())).into_owned()
+                })
+                .collect();
+            Some(json_string(&joined.join("\n")).into_bytes())
+        }
+    }
+}
+
+fn has_field(template: &[u8], key: &str) -> bool {
+    std::str::from_utf8(template)
+        .ok()
+        .and_then(|s| scan::object_fields(s, &(0..s.len())).ok())
+        .is_some_and(|f| scan::field(&f, key).is_some())
+}
+
+/// Rebuilds an object: the template's fields in order and verbatim, with each replacement key
+/// written in place (or dropped when its value is `None`), and replacements the template
+/// lacks appended. Without a template, `fresh` fields (JSON strings) come first.
+fn object_with(
+    conv: &Conversation,
+    entry_index: usize,
+    template: Option<&[u8]>,
+    fresh: &[(&str, &str)],
+    replacements: &[(&str, Option<Vec<u8>>)],
+) -> Result<Vec<u8>, WireError> {
+    let mut out = Vec::with_capacity(template.map_or(64, <[u8]>::len));
+    out.push(b'{');
+    let mut first = true;
+    let mut put = |out: &mut Vec<u8>, bytes: &[u8]| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        out.extend_from_slice(bytes);
+    };
+    let field_bytes = |key: &str, value: &[u8]| {
+        let mut f = json_string(key).into_bytes();
+        f.push(b':');
+        f.extend_from_slice(value);
+        f
+    };
+    let mut used = vec![false; replacements.len()];
+    match template {
+        Some(t) => {
+            let bad = |found: String| {
+                encode_err(
+                    conv.wire,
+                    format!("entries[{entry_index}].raw"),
+                    "a JSON object",
+                    found,
+                )
+            };
+            let src =
+                std::str::from_utf8(t).map_err(|_| bad("bytes that are not UTF-8".to_owned()))?;
+            let fields = scan::object_fields(src, &(0..src.len())).map_err(|e| {
+                bad(format!(
+                    "invalid JSON at byte {}: expected {}",
+                    e.at, e.expected
+                ))
+            })?;
+            for f in &fields {
+                match replacements.iter().position(|(k, _)| f.key == *k) {
+                    Some(i) => {
+                        if let (Some(flag), Some((k, Some(v)))) =
+                            (used.get_mut(i), replacements.get(i))
+                        {
+                            if !*flag {
+                                *flag = true;
+                                put(&mut out, &field_bytes(k, v));
+                            }
+                        } else if let Some(flag) = used.get_mut(i) {
+                            *flag = true;
+                        }
+                    }
+                    None => put(
+                        &mut out,
+                        t.get(f.key_start..f.value.end).unwrap_or_default(),
+                    ),
+                }
+            }
+        }
+        None => {
+            for (k, v) in fresh {
+                put(&mut out, &field_bytes(k, json_string(v).as_bytes()));
+            }
+        }
+    }
+    for ((k, v), done) in replacements.iter().zip(used) {
+        if let (Some(v), false) = (v, done) {
+            put(&mut out, &field_bytes(k, v));
+        }
+    }
+    out.push(b'}');
+    Ok(out)
+}
+
+/// The body: the frame verbatim around the new messages array, with top-level overrides.
+fn assemble(conv: &Conversation, array: &[u8]) -> Result<Bytes, WireError> {
+    let src = &conv.source;
+    let span = conv.messages_span.clone();
+    let mut edits: Vec<(Range<usize>, Cow<'_, [u8]>)> = vec![(span, Cow::Borrowed(array))];
+    if !conv.overrides.is_empty() {
+        let bad_source =
+            |found: String| encode_err(conv.wire, "source".to_owned(), "a JSON object body", found);
+        let text = std::str::from_utf8(src)
+            .map_err(|_| bad_source("bytes that are not UTF-8".to_owned()))?;
+        let start = scan::skip_ws(src, 0);
+        let end = scan::value_end(src, start)
+            .map_err(|e| bad_source(format!("invalid JSON at byte {}", e.at)))?;
+        let fields = scan::object_fields(text, &(start..end))
+            .map_err(|e| bad_source(format!("invalid JSON at byte {}", e.at)))?;
+        let mut appended = Vec::new();
+        let mut any_field = !fields.is_empty();
+        for (i, o) in conv.overrides.iter().enumerate() {
+            let path = format!("overrides[{i}]");
+            if o.key == messages_key(conv.wire) {
+                return Err(encode_err(
+                    conv.wire,
+                    path,
+                    "a top-level key other than the messages array",
+                    format!("{:?}", o.key),
+                ));
+            }
+            let v: &[u8] = &o.value;
+            let vs = scan::skip_ws(v, 0);
+            if !scan::value_end(v, vs).is_ok_and(|e| scan::skip_ws(v, e) == v.len()) {
+                return Err(encode_err(
+                    conv.wire,
+                    path,
+                    "one JSON value",
+                    format!("{} bytes that do not parse", v.len()),
+                ));
+            }
+            match fields.iter().find(|f| f.key == o.key.as_str()) {
+                Some(f) => edits.push((f.value.clone(), Cow::Borrowed(v))),
+                None => {
+                    if any_field {
+                        appended.push(b',');
+                    }
+                    any_field = true;
+                    appended.extend_from_slice(json_string(&o.key).as_bytes());
+                    appended.push(b':');
+                    appended.extend_from_slice(v);
+                }
+            }
+        }
+        if !appended.is_empty() {
+            // Just before the closing brace of the top-level object.
+            let close = end.saturating_sub(1);
+            edits.push((close..close, Cow::Owned(appended)));
+        }
+    }
+    edits.sort_by_key(|(r, _)| r.start);
+    let mut out = Vec::with_capacity(src.len() + array.len());
+    let mut pos = 0;
+    for (range, bytes) in &edits {
+        if range.start < pos {
+            continue; // two overrides of one key: the first wins
+        }
+        out.extend_from_slice(src.get(pos..range.start).unwrap_or_default());
+        out.extend_from_slice(bytes);
+        pos = range.end;
+    }
+    out.extend_from_slice(src.get(pos..).unwrap_or_default());
+    Ok(Bytes::from(out))
+}

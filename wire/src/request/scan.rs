@@ -1,0 +1,475 @@
+//! A validating JSON scanner over the request body that reports byte spans instead of
+//! building values, so untouched messages can be re-emitted as the exact bytes they came from.
+//!
+//! It never recurses (a bracket stack keeps nesting), so no input can exhaust the call stack.
+//! Strings are skipped with `memchr`; their contents are only decoded where a unit needs text.
+
+use std::borrow::Cow;
+use std::ops::Range;
+
+/// A syntax error: the byte offset and what the scanner expected there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Syntax {
+    /// Byte offset into the scanned text.
+    pub at: usize,
+    /// What was expected at that offset.
+    pub expected: &'static str,
+}
+
+fn syntax<T>(at: usize, expected: &'static str) -> Result<T, Syntax> {
+    Err(Syntax { at, expected })
+}
+
+/// Index of the first non-whitespace byte at or after `pos`.
+pub(crate) fn skip_ws(src: &[u8], mut pos: usize) -> usize {
+    while let Some(b) = src.get(pos) {
+        if matches!(b, b' ' | b'\n' | b'\r' | b'\t') {
+            pos += 1;
+        } else {
+            break;
+        }
+    }
+    pos
+}
+
+/// End (exclusive) of the string literal starting at `start` (which must hold `"`).
+pub(crate) fn string_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
+    if src.get(start) != Some(&b'"') {
+        return syntax(start, "a string");
+    }
+    let mut pos = start + 1;
+    loop {
+        let rest = src.get(pos..).unwrap_or_default();
+        let Some(off) = memchr::memchr2(b'"', b'\\', rest) else {
+            return syntax(src.len(), "the closing quote of a string");
+        };
+        pos += off;
+        if src.get(pos) == Some(&b'"') {
+            return Ok(pos + 1);
+        }
+        // A backslash: validate the escape and skip it.
+        match src.get(pos + 1) {
+            Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => pos += 2,
+            Some(b'u') => {
+                let hex = src.get(pos + 2..pos + 6).unwrap_or_default();
+                if hex.len() != 4 || !hex.iter().all(u8::is_ascii_hexdigit) {
+                    return syntax(pos, "four hex digits after \\u");
+                }
+                pos += 6;
+            }
+            _ => return syntax(pos, "a valid escape sequence"),
+        }
+    }
+}
+
+fn number_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
+    let mut pos = start;
+    if src.get(pos) == Some(&b'-') {
+        pos += 1;
+    }
+    let digits = |mut p: usize| {
+        while src.get(p).is_some_and(u8::is_ascii_digit) {
+            p += 1;
+        }
+        p
+    };
+    let int_end = digits(pos);
+    if int_end == pos {
+        return syntax(pos, "a digit");
+    }
+    pos = int_end;
+    if src.get(pos) == Some(&b'.') {
+        let frac_end = digits(pos + 1);
+        if frac_end == pos + 1 {
+            return syntax(pos + 1, "a digit after the decimal point");
+        }
+        pos = frac_end;
+    }
+    if matches!(src.get(pos), Some(b'e' | b'E')) {
+        pos += 1;
+        if matches!(src.get(pos), Some(b'+' | b'-')) {
+            pos += 1;
+        }
+        let exp_end = digits(pos);
+        if exp_end == pos {
+            return syntax(pos, "a digit in the exponent");
+        }
+        pos = exp_end;
+    }
+    Ok(pos)
+}
+
+fn literal_end(src: &[u8], start: usize, word: &'static [u8]) -> Result<usize, Syntax> {
+    if src.get(start..start + word.len()) == Some(word) {
+        Ok(start + word.len())
+    } else {
+        syntax(start, "true, false or null")
+    }
+}
+
+/// End (exclusive) of the JSON value starting at `start` (no leading whitespace), fully
+/// validated.
+pub(crate) fn value_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
+    // Open containers, innermost last.
+    let mut stack: Vec<u8> = Vec::new();
+    let mut pos = start;
+    'value: loop {
+        // Parse one value at `pos`.
+        match src.get(pos) {
+            Some(b'"') => pos = string_end(src, pos)?,
+            Some(b'{') => {
+                pos = skip_ws(src, pos + 1);
+                if src.get(pos) == Some(&b'}') {
+                    pos += 1;
+                } else {
+                    stack.push(b'{');
+                    pos = key_and_colon(src, pos)?;
+                    continue 'value;
+                }
+            }
+            Some(b'[') => {
+                pos = skip_ws(src, pos + 1);
+                if src.get(pos) == Some(&b']') {
+                    pos += 1;
+                } else {
+                    stack.push(b'[');
+                    continue 'value;
+                }
+            }
+            Some(b't') => pos = literal_end(src, pos, b"true")?,
+            Some(b'f') => pos = literal_end(src, pos, b"false")?,
+            Some(b'n') => pos = literal_end(src, pos, b"null")?,
+            Some(b'-' | b'0'..=b'9') => pos = number_end(src, pos)?,
+            _ => return syntax(pos, "a JSON value"),
+        }
+        // After a value: close containers or move to the next element.
+        loop {
+            let Some(&open) = stack.last() else {
+                return Ok(pos);
+            };
+            pos = skip_ws(src, pos);
+            match (open, src.get(pos)) {
+                (b'{', Some(b',')) => {
+                    pos = key_and_colon(src, skip_ws(src, pos + 1))?;
+                    continue 'value;
+                }
+                (b'[', Some(b',')) => {
+                    pos = skip_ws(src, pos + 1);
+                    continue 'value;
+                }
+                (b'{', Some(b'}')) | (b'[', Some(b']')) => {
+                    stack.pop();
+                    pos += 1;
+                }
+                (b'{', _) => return syntax(pos, "',' or '}'"),
+                _ => return syntax(pos, "',' or ']'"),
+            }
+        }
+    }
+}
+
+/// Parses `"key" :` at `pos` and returns the start of the value after it.
+fn key_and_colon(src: &[u8], pos: usize) -> Result<usize, Syntax> {
+    if src.get(pos) != Some(&b'"') {
+        return syntax(pos, "an object key");
+    }
+    let after_key = skip_ws(src, string_end(src, pos)?);
+    if src.get(after_key) != Some(&b':') {
+        return syntax(after_key, "':' after an object key");
+    }
+    Ok(skip_ws(src, after_key + 1))
+}
+
+/// One field of a scanned object.
+#[derive(Debug, Clone)]
+pub(crate) struct Field<'a> {
+    /// The decoded key.
+    pub key: Cow<'a, str>,
+    /// Where the key's opening quote sits (a field is `src[key_start..value.end]`).
+    pub key_start: usize,
+    /// The value's span.
+    pub value: Range<usize>,
+}
+
+/// The JSON type a value starts with, in words.
+pub(crate) fn kind_name(src: &[u8], span: &Range<usize>) -> &'static str {
+    match src.get(span.start) {
+        Some(b'"') => "a string",
+        Some(b'{') => "an object",
+        Some(b'[') => "an array",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        Some(_) => "a number",
+        None => "nothing",
+    }
+}
+
+/// The fields of the object value at `span` (which must start with `{`).
+pub(crate) fn object_fields<'a>(
+    src: &'a str,
+    span: &Range<usize>,
+) -> Result<Vec<Field<'a>>, Syntax> {
+    let bytes = src.as_bytes();
+    if bytes.get(span.start) != Some(&b'{') {
+        return syntax(span.start, "an object");
+    }
+    let mut fields = Vec::new();
+    let mut pos = skip_ws(bytes, span.start + 1);
+    if bytes.get(pos) == Some(&b'}') {
+        return Ok(fields);
+    }
+    loop {
+        let key_start = pos;
+        let key_end = string_end(bytes, pos)?;
+        let key = unescape(src, &(key_start..key_end));
+        let colon = skip_ws(bytes, key_end);
+        if bytes.get(colon) != Some(&b':') {
+            return syntax(colon, "':' after an object key");
+        }
+        let vstart = skip_ws(bytes, colon + 1);
+        let vend = value_end(bytes, vstart)?;
+        fields.push(Field {
+            key,
+            key_start,
+            value: vstart..vend,
+        });
+        pos = skip_ws(bytes, vend);
+        match bytes.get(pos) {
+            Some(b',') => pos = skip_ws(bytes, pos + 1),
+            Some(b'}') => return Ok(fields),
+            _ => return syntax(pos, "',' or '}'"),
+        }
+    }
+}
+
+/// The element spans of the array value at `span` (which must start with `[`).
+pub(crate) fn array_items(src: &[u8], span: &Range<usize>) -> Result<Vec<Range<usize>>, Syntax> {
+    if src.get(span.start) != Some(&b'[') {
+        return syntax(span.start, "an array");
+    }
+    let mut items = Vec::new();
+    let mut pos = skip_ws(src, span.start + 1);
+    if src.get(pos) == Some(&b']') {
+        return Ok(items);
+    }
+    loop {
+        let end = value_end(src, pos)?;
+        items.push(pos..end);
+        pos = skip_ws(src, end);
+        match src.get(pos) {
+            Some(b',') => pos = skip_ws(src, pos + 1),
+            Some(b']') => return Ok(items),
+            _ => return syntax(pos, "',' or ']'"),
+        }
+    }
+}
+
+/// Decodes the string literal at `span` (quotes included). Borrowed when it has no escapes.
+/// Lone surrogates become U+FFFD rather than an error: the bytes are kept verbatim anyway,
+/// the decoded text is only for previews and estimates.
+pub(crate) fn unescape<'a>(src: &'a str, span: &Range<usize>) -> Cow<'a, str> {
+    let inner = src
+        .get(span.start + 1..span.end.saturating_sub(1))
+        .unwrap_or_default();
+    if !inner.contains('\\') {
+        return Cow::Borrowed(inner);
+    }
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.char_indices();
+    while let Some((i, c)) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next().map(|(_, e)| e) {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let unit = hex4(inner, i + 2);
+                for _ in 0..4 {
+                    chars.next();
+                }
+                let ch = match unit {
+                    Some(hi @ 0xD800..=0xDBFF) => {
+                        let low = if inner.get(i + 6..i + 8) == Some("\\u") {
+                            hex4(inner, i + 8)
+                        } else {
+                            None
+                        };
+                        match low {
+                            Some(lo @ 0xDC00..=0xDFFF) => {
+                                for _ in 0..6 {
+                                    chars.next();
+                                }
+                                char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                            }
+                            _ => None,
+                        }
+                    }
+                    Some(u) => char::from_u32(u),
+                    None => None,
+                };
+                out.push(ch.unwrap_or('\u{FFFD}'));
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn hex4(s: &str, at: usize) -> Option<u32> {
+    u32::from_str_radix(s.get(at..at + 4)?, 16).ok()
+}
+
+/// The decoded string at `span`, or `None` when the value is not a string.
+pub(crate) fn string_value<'a>(src: &'a str, span: &Range<usize>) -> Option<Cow<'a, str>> {
+    (src.as_bytes().get(span.start) == Some(&b'"')).then(|| unescape(src, span))
+}
+
+/// The field named `key`, if present.
+pub(crate) fn field<'f, 'a>(fields: &'f [Field<'a>], key: &str) -> Option<&'f Field<'a>> {
+    fields.iter().find(|f| f.key == key)
+}
+
+/// The JSON path (`messages[1].content`) of the value being read at byte `at`, found by
+/// walking the (valid) prefix before it; used to place syntax errors.
+pub(crate) fn path_at(src: &str, at: usize) -> String {
+    enum Frame<'a> {
+        Obj {
+            key: Option<Cow<'a, str>>,
+            expecting_key: bool,
+        },
+        Arr {
+            index: usize,
+        },
+    }
+    let bytes = src.as_bytes();
+    let mut stack: Vec<Frame<'_>> = Vec::new();
+    let mut pos = skip_ws(bytes, 0);
+    while pos < at {
+        match bytes.get(pos) {
+            Some(b'{') => {
+                stack.push(Frame::Obj {
+                    key: None,
+                    expecting_key: true,
+                });
+                pos += 1;
+            }
+            Some(b'[') => {
+                stack.push(Frame::Arr { index: 0 });
+                pos += 1;
+            }
+            Some(b'}' | b']') => {
+                stack.pop();
+                pos += 1;
+            }
+            Some(b',') => {
+                match stack.last_mut() {
+                    Some(Frame::Arr { index }) => *index += 1,
+                    Some(Frame::Obj { expecting_key, .. }) => *expecting_key = true,
+                    None => {}
+                }
+                pos += 1;
+            }
+            Some(b':') => {
+                if let Some(Frame::Obj { expecting_key, .. }) = stack.last_mut() {
+                    *expecting_key = false;
+                }
+                pos += 1;
+            }
+            Some(b'"') => {
+                let Ok(end) = string_end(bytes, pos) else {
+                    break;
+                };
+                if let Some(Frame::Obj {
+                    key,
+                    expecting_key: true,
+                }) = stack.last_mut()
+                {
+                    *key = Some(unescape(src, &(pos..end)));
+                }
+                pos = end;
+            }
+            Some(_) => pos += 1,
+            None => break,
+        }
+        pos = skip_ws(bytes, pos);
+    }
+    let mut out = String::new();
+    for frame in &stack {
+        match frame {
+            Frame::Obj {
+                key: Some(k),
+                expecting_key: false,
+            } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            Frame::Obj { .. } => {}
+            Frame::Arr { index } => {
+                out.push('[');
+                out.push_str(&index.to_string());
+                out.push(']');
+            }
+        }
+    }
+    if out.is_empty() {
+        out.push_str("body");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn value_end_spans_nested_values_and_rejects_garbage() {
+        let s = br#"{"a":[1,-2.5e3,"x\"y",{"b":null}],"c":true} tail"#;
+        assert_eq!(value_end(s, 0), Ok(43));
+        assert!(value_end(b"{\"a\" 1}", 0).is_err());
+        assert!(value_end(b"[1,]", 0).is_err());
+        assert!(value_end(b"\"abc", 0).is_err());
+        assert_eq!(value_end(b"12x", 0), Ok(2));
+        assert!(value_end(b"-", 0).is_err());
+        assert!(value_end(b"\"\\q\"", 0).is_err());
+        let deep = "[".repeat(100_000);
+        assert!(value_end(deep.as_bytes(), 0).is_err());
+    }
+
+    #[test]
+    fn path_at_places_offsets() {
+        let src = r#"{"messages":[{"role":"user","content":[1,{"type":"x"},]}]}"#;
+        let at = src.find(",]").unwrap() + 1;
+        assert_eq!(path_at(src, at), "messages[0].content[2]");
+        assert_eq!(path_at(src, 0), "body");
+    }
+
+    #[test]
+    fn unescape_handles_escapes_and_surrogates() {
+        let src = r#""a\n\u00e9\ud83d\ude00\ud800x\\""#;
+        assert_eq!(unescape(src, &(0..src.len())), "a\né😀\u{FFFD}x\\");
+        let plain = r#""plain""#;
+        assert!(matches!(
+            unescape(plain, &(0..plain.len())),
+            Cow::Borrowed("plain")
+        ));
+    }
+
+    #[test]
+    fn object_fields_keep_key_positions() {
+        let src = r#"{ "k" : [1] , "é\"" : {} }"#;
+        let f = object_fields(src, &(0..src.len())).unwrap();
+        assert_eq!(f.len(), 2);
+        assert_eq!(f[0].key, "k");
+        assert_eq!(&src[f[0].key_start..f[0].value.end], r#""k" : [1]"#);
+        assert_eq!(f[1].key, "é\"");
+    }
+}

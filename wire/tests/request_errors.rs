@@ -1,0 +1,138 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Malformed bodies: an error naming the wire, the JSON path and what was expected.
+
+use bytes::Bytes;
+use foldwire_core::Wire;
+use foldwire_wire::request::{WireError, decode};
+
+fn err(wire: Wire, body: &[u8]) -> WireError {
+    decode(wire, Bytes::copy_from_slice(body)).unwrap_err()
+}
+
+fn shape(e: &WireError) -> (&str, &str, &str) {
+    match e {
+        WireError::Shape {
+            path,
+            expected,
+            found,
+            ..
+        } => (path, expected, found),
+        other => panic!("expected a shape error, got {other:?}"),
+    }
+}
+
+#[test]
+fn wrong_types_name_the_path_and_the_expectation() {
+    let e = err(Wire::Anthropic, br#"{"messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"text","text":"x"},{"text":"no type"}]}]}"#);
+    assert_eq!(
+        shape(&e),
+        ("messages[1].content[1].type", "a string", "no such field")
+    );
+    let text = e.to_string();
+    assert!(
+        text.starts_with("anthropic request: at messages[1].content[1].type: expected a string"),
+        "{text}"
+    );
+
+    let e = err(
+        Wire::OpenAiChat,
+        br#"{"messages":[{"role":"user","content":42}]}"#,
+    );
+    assert_eq!(
+        shape(&e),
+        (
+            "messages[0].content",
+            "a string, an array of parts or null",
+            "a number"
+        )
+    );
+
+    let e = err(
+        Wire::OpenAiChat,
+        br#"{"messages":[{"role":"wizard","content":"x"}]}"#,
+    );
+    assert_eq!(shape(&e).0, "messages[0].role");
+    assert!(shape(&e).2.contains("wizard"));
+
+    let e = err(
+        Wire::OpenAiResponses,
+        br#"{"input":[{"type":"function_call","name":"x","arguments":"{}"}]}"#,
+    );
+    assert_eq!(shape(&e), ("input[0].call_id", "a string", "no such field"));
+
+    let e = err(Wire::OpenAiResponses, br#"{"input":5}"#);
+    assert_eq!(
+        shape(&e),
+        ("input", "a string or an array of items", "a number")
+    );
+
+    let e = err(
+        Wire::Gemini,
+        br#"{"contents":[{"role":"user","parts":[{"functionCall":{"args":{}}}]}]}"#,
+    );
+    assert_eq!(
+        shape(&e),
+        (
+            "contents[0].parts[0].functionCall.name",
+            "a string",
+            "no such field"
+        )
+    );
+    assert!(e.to_string().starts_with("gemini request"));
+
+    let e = err(Wire::Gemini, br#"{"contents":{"parts":[]}}"#);
+    assert_eq!(shape(&e), ("contents", "an array", "an object"));
+
+    let e = err(Wire::Anthropic, br#"{"model":"x"}"#);
+    assert_eq!(shape(&e), ("body", "a `messages` field", "none"));
+
+    let e = err(Wire::Anthropic, br#"[1,2]"#);
+    assert_eq!(shape(&e), ("body", "an object", "an array"));
+}
+
+#[test]
+fn syntax_errors_name_the_offset_and_expectation() {
+    let body = br#"{"messages":[{"role":"user","content":"a"},]}"#;
+    match err(Wire::Anthropic, body) {
+        WireError::Syntax {
+            wire,
+            path,
+            at,
+            expected,
+        } => {
+            assert_eq!(wire, Wire::Anthropic);
+            assert_eq!(path, "messages[1]");
+            assert_eq!(at, body.len() - 2);
+            assert_eq!(expected, "a JSON value");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(err(Wire::Gemini, b"{\"contents\":[]} x"), WireError::Syntax { expected, .. } if expected.contains("end of the body"))
+    );
+    assert!(matches!(
+        err(Wire::OpenAiChat, b"{\"messages\":\"unterminated"),
+        WireError::Syntax { .. }
+    ));
+    let e = err(
+        Wire::Gemini,
+        br#"{"contents":[{"parts":[{"text":"a"}]},{"parts":[{"text" "b"}]}]}"#,
+    );
+    assert!(
+        e.to_string().starts_with(
+            "gemini request: invalid JSON in contents[1].parts[0] at byte 56: expected ':'"
+        ),
+        "{e}"
+    );
+    assert!(matches!(
+        err(Wire::OpenAiChat, b""),
+        WireError::Syntax { at: 0, .. }
+    ));
+    match err(Wire::OpenAiResponses, b"{\"input\":\"\xff\xfe\"}") {
+        WireError::NotUtf8 { wire, at } => {
+            assert_eq!(wire, Wire::OpenAiResponses);
+            assert_eq!(at, 10);
+        }
+        other => panic!("{other:?}"),
+    }
+}
