@@ -5,7 +5,6 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -42,12 +41,17 @@ async fn mock_handler(
     if let Some(fixture) = headers.get("x-mock-fixture").and_then(|v| v.to_str().ok()) {
         let bytes = std::fs::read(fixture).unwrap();
         let sse = fixture.ends_with(".sse");
-        let chunks: Vec<Result<Bytes, std::io::Error>> = bytes
-            .chunks(7)
-            .map(|c| Ok(Bytes::copy_from_slice(c)))
-            .collect();
+        // Uneven chunks (1..=97 bytes) that split lines, events and UTF-8 sequences.
+        let mut chunks: Vec<Result<Bytes, std::io::Error>> = Vec::new();
+        let (mut at, mut n) = (0, 1);
+        while at < bytes.len() {
+            let end = (at + n).min(bytes.len());
+            chunks.push(Ok(Bytes::copy_from_slice(&bytes[at..end])));
+            at = end;
+            n = n * 7 % 97 + 1;
+        }
         let stream = futures::stream::iter(chunks).then(|c| async move {
-            tokio::time::sleep(Duration::from_micros(50)).await;
+            tokio::task::yield_now().await;
             c
         });
         return Response::builder()
@@ -251,7 +255,7 @@ async fn admin_is_loopback_only_and_swaps_pipelines() {
         .await
         .unwrap();
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
-    assert!(bad.text().await.unwrap().contains("put wire.decode before wire.encode"));
+    assert!(bad.text().await.unwrap().contains("add wire.decode before wire.encode"));
 
     let ok: serde_json::Value = client
         .put(format!("http://{proxy}/admin/pipeline"))
