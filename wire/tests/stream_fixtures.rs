@@ -309,7 +309,11 @@ fn every_stream_fixture_has_the_expected_content() {
     if foldwire_core::fixtures::dir().is_none() {
         return;
     }
-    assert_eq!(fixtures.len(), EXPECTED.len(), "a stream fixture has no expectation");
+    assert_eq!(
+        fixtures.len(),
+        EXPECTED.len(),
+        "a stream fixture has no expectation"
+    );
     for (wire, path) in fixtures {
         let name = path.file_name().unwrap().to_str().unwrap();
         let expect = EXPECTED
@@ -318,10 +322,22 @@ fn every_stream_fixture_has_the_expected_content() {
             .unwrap_or_else(|| panic!("no expectation for {name}"));
         let events = parse_ok(wire, &stream_bytes(wire, &path));
         let s = summarize_stream(&events);
-        assert_eq!(s.text.chars().count(), expect.text_chars, "{name}: text length");
-        assert!(s.text.starts_with(expect.text_start), "{name}: {:?}", s.text);
+        assert_eq!(
+            s.text.chars().count(),
+            expect.text_chars,
+            "{name}: text length"
+        );
+        assert!(
+            s.text.starts_with(expect.text_start),
+            "{name}: {:?}",
+            s.text
+        );
         assert!(s.text.ends_with(expect.text_end), "{name}: {:?}", s.text);
-        assert_eq!(s.reasoning.chars().count(), expect.reasoning_chars, "{name}: reasoning");
+        assert_eq!(
+            s.reasoning.chars().count(),
+            expect.reasoning_chars,
+            "{name}: reasoning"
+        );
         assert_eq!(s.signatures.len(), expect.signatures, "{name}: signatures");
         assert!(s.signatures.iter().all(|sig| sig.len() > 20), "{name}");
         assert_eq!(s.stops, expect.stops, "{name}: stops");
@@ -332,12 +348,21 @@ fn every_stream_fixture_has_the_expected_content() {
             expect.usage,
             "{name}: usage"
         );
-        assert_eq!(s.calls.len(), expect.calls.len(), "{name}: calls {:?}", s.calls);
+        assert_eq!(
+            s.calls.len(),
+            expect.calls.len(),
+            "{name}: calls {:?}",
+            s.calls
+        );
         for (call, (id, tool, args)) in s.calls.iter().zip(expect.calls) {
             assert_eq!(call.id, *id, "{name}");
             assert_eq!(call.name, *tool, "{name}");
             assert!(call.ended, "{name}: call {tool} never ended");
-            let got = if call.args.is_empty() { "{}" } else { &call.args };
+            let got = if call.args.is_empty() {
+                "{}"
+            } else {
+                &call.args
+            };
             let got = json(got);
             assert!(got.is_object(), "{name}: arguments are not an object");
             if !args.is_empty() {
@@ -455,7 +480,10 @@ fn gemini_framings_are_recognized() {
         let events = parse_ok(wire, &bytes);
         let name = path.file_name().unwrap().to_str().unwrap();
         if name.ends_with(".json") {
-            assert!(matches!(events[0].framing, Framing::ArrayElement { start: 1, .. }));
+            assert!(matches!(
+                events[0].framing,
+                Framing::ArrayElement { start: 1, .. }
+            ));
             assert!(matches!(events[1].framing, Framing::ArrayElement { .. }));
             assert!(matches!(events[2].framing, Framing::ArrayTrailer));
             assert_eq!(&events[2].raw[..], b"\n]");
@@ -479,10 +507,18 @@ fn assert_split_invariant(wire: Wire, bytes: &[u8], label: &str, exhaustive: boo
     assert!(whole.1.is_none(), "{label}: {:?}", whole.1);
     // One byte at a time: every boundary at once.
     let every: Vec<usize> = (1..bytes.len()).collect();
-    assert_eq!(parse_cut(wire, bytes, &every), whole, "{label}: byte by byte");
+    assert_eq!(
+        parse_cut(wire, bytes, &every),
+        whole,
+        "{label}: byte by byte"
+    );
     if exhaustive && bytes.len() <= 3000 {
         for cut in 0..=bytes.len() {
-            assert_eq!(parse_cut(wire, bytes, &[cut]), whole, "{label}: cut at {cut}");
+            assert_eq!(
+                parse_cut(wire, bytes, &[cut]),
+                whole,
+                "{label}: cut at {cut}"
+            );
         }
         for a in (0..=bytes.len()).step_by(61) {
             for b in (a..=bytes.len()).step_by(89) {
@@ -493,7 +529,11 @@ fn assert_split_invariant(wire: Wire, bytes: &[u8], label: &str, exhaustive: boo
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15 ^ bytes.len() as u64);
     for round in 0..60 {
         let cuts = rng.cuts(bytes.len(), 1 + round % 12);
-        assert_eq!(parse_cut(wire, bytes, &cuts), whole, "{label}: cuts {cuts:?}");
+        assert_eq!(
+            parse_cut(wire, bytes, &cuts),
+            whole,
+            "{label}: cuts {cuts:?}"
+        );
     }
 }
 
@@ -517,7 +557,12 @@ fn line_ending_variants_give_the_same_events() {
         for ending in ["\r\n", "\r"] {
             let variant = text.replace('\n', ending);
             let events = parse_ok(wire, variant.as_bytes());
-            assert_eq!(summarize_stream(&events), base, "{} {ending:?}", path.display());
+            assert_eq!(
+                summarize_stream(&events),
+                base,
+                "{} {ending:?}",
+                path.display()
+            );
             assert_split_invariant(wire, variant.as_bytes(), "variant", false);
         }
     }

@@ -72,8 +72,13 @@ fn hide(wire: Wire, bytes: &[u8], name: &str) -> Hidden {
                 let after = payload(&b, wire);
                 let keys = allowed_changes(wire);
                 assert_eq!(without(before, keys), without(after, keys));
-                if wire != Wire::Gemini || !matches!(e.framing, foldwire_wire::stream::Framing::ArrayElement { .. }) {
-                    assert_eq!(b.ends_with(b"\n\n") || b.ends_with(b"\r\n\r\n"), true);
+                if wire != Wire::Gemini
+                    || !matches!(
+                        e.framing,
+                        foldwire_wire::stream::Framing::ArrayElement { .. }
+                    )
+                {
+                    assert!(b.ends_with(b"\n\n") || b.ends_with(b"\r\n\r\n"));
                 }
                 output.extend_from_slice(&b);
             }
@@ -113,7 +118,10 @@ fn assert_consistent(wire: Wire, output: &[u8], hidden_name: &str) {
                         assert_ne!(p["content_block"]["name"], hidden_name);
                     }
                     "content_block_delta" | "content_block_stop" => {
-                        assert!(started.contains(&index), "event for unknown block {index:?}")
+                        assert!(
+                            started.contains(&index),
+                            "event for unknown block {index:?}"
+                        )
                     }
                     _ => {}
                 }
@@ -180,11 +188,18 @@ fn check_hiding(wire: Wire, bytes: &[u8], label: &str) -> usize {
             assert_eq!(got.id, want.id);
             assert_eq!(&got.name, name);
             assert!(got.complete);
-            let want_args = if want.args.is_empty() { "{}" } else { &want.args };
+            let want_args = if want.args.is_empty() {
+                "{}"
+            } else {
+                &want.args
+            };
             let got_args: Value = serde_json::from_str(&got.arguments).unwrap();
             assert_eq!(got_args, serde_json::from_str::<Value>(want_args).unwrap());
         }
-        assert!(hidden.dropped > 0 || wire == Wire::Gemini, "{label}: nothing dropped");
+        assert!(
+            hidden.dropped > 0 || wire == Wire::Gemini,
+            "{label}: nothing dropped"
+        );
         let seen = summarize_stream(&parse_ok(wire, &hidden.output));
         let kept: Vec<(&str, &str, &str)> = original
             .calls
@@ -197,7 +212,10 @@ fn check_hiding(wire: Wire, bytes: &[u8], label: &str) -> usize {
             .iter()
             .map(|c| (c.id.as_str(), c.name.as_str(), c.args.as_str()))
             .collect();
-        assert_eq!(got, kept, "{label}: the other calls reach the client unchanged");
+        assert_eq!(
+            got, kept,
+            "{label}: the other calls reach the client unchanged"
+        );
         assert_eq!(seen.text, original.text, "{label}");
         assert_eq!(seen.reasoning, original.reasoning, "{label}");
         assert_eq!(seen.usage, original.usage, "{label}");
@@ -240,12 +258,20 @@ fn anthropic_later_blocks_are_renumbered_and_earlier_untouched() {
     // Blocks 3 (start, stop) and 4 (start, 8 deltas, stop) move down by one.
     assert_eq!(hidden.rewritten, 12);
     let text = String::from_utf8(hidden.output.clone()).unwrap();
-    assert!(text.contains(r#"{"type":"content_block_start","index":3,"content_block":{"type":"text","text":""}}"#));
+    assert!(text.contains(
+        r#"{"type":"content_block_start","index":3,"content_block":{"type":"text","text":""}}"#
+    ));
     assert!(!text.contains(r#""index":4"#));
     // Everything up to the hidden block is byte-identical.
-    let cut = String::from_utf8(bytes.clone()).unwrap().find("srvtoolu_").unwrap();
+    let cut = String::from_utf8(bytes.clone())
+        .unwrap()
+        .find("srvtoolu_")
+        .unwrap();
     let prefix_end = bytes[..cut].iter().rposition(|b| *b == b'\n').unwrap();
-    let prefix_end = bytes[..prefix_end].iter().rposition(|b| *b == b'\n').unwrap();
+    let prefix_end = bytes[..prefix_end]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .unwrap();
     assert_eq!(&hidden.output[..prefix_end], &bytes[..prefix_end]);
 
     // Hiding the last block changes nothing but removing its frames.
@@ -263,8 +289,14 @@ fn chat_parallel_calls_renumber_the_survivor() {
         return;
     };
     let hidden = hide(Wire::OpenAiChat, &bytes, "get_country");
-    assert_eq!(hidden.dropped, 2, "the two chunks that only carried get_country");
-    assert_eq!(hidden.rewritten, 2, "get_product_name's two chunks now say index 0");
+    assert_eq!(
+        hidden.dropped, 2,
+        "the two chunks that only carried get_country"
+    );
+    assert_eq!(
+        hidden.rewritten, 2,
+        "get_product_name's two chunks now say index 0"
+    );
     let seen = summarize_stream(&parse_ok(Wire::OpenAiChat, &hidden.output));
     assert_eq!(seen.calls.len(), 1);
     assert_eq!(seen.calls[0].index, 0);
@@ -277,12 +309,17 @@ fn chat_parallel_calls_renumber_the_survivor() {
 
 #[test]
 fn chat_chunk_with_role_survives_without_its_hidden_call() {
-    let Some(bytes) = fixture(Wire::OpenAiChat, "stream-tool-call-arguments-many-fragments.sse")
-    else {
+    let Some(bytes) = fixture(
+        Wire::OpenAiChat,
+        "stream-tool-call-arguments-many-fragments.sse",
+    ) else {
         return;
     };
     let hidden = hide(Wire::OpenAiChat, &bytes, "final_result");
-    assert_eq!(hidden.rewritten, 1, "the first chunk keeps role and content");
+    assert_eq!(
+        hidden.rewritten, 1,
+        "the first chunk keeps role and content"
+    );
     let text = String::from_utf8(hidden.output).unwrap();
     assert!(text.contains(r#""delta":{"role":"assistant","content":null,"refusal":null}"#));
     assert!(!text.contains("tool_calls\":["));
@@ -327,7 +364,10 @@ fn responses_later_items_and_sequence_numbers_shift() {
     assert_eq!(hidden.dropped, 4);
     assert_eq!(hidden.rewritten, 4);
     assert_eq!(hidden.calls.len(), 1);
-    assert_eq!(hidden.calls[0].arguments, r#"{"from":"m00001","to":"m00009"}"#);
+    assert_eq!(
+        hidden.calls[0].arguments,
+        r#"{"from":"m00001","to":"m00009"}"#
+    );
     assert_eq!(hidden.calls[0].id, "call_1");
     let text = String::from_utf8(hidden.output.clone()).unwrap();
     assert!(text.contains(r#""sequence_number":2,"output_index":0,"item_id":"msg_1""#));
@@ -399,7 +439,11 @@ fn gemini_function_call_part_is_removed_in_both_framings() {
         let Some(bytes) = fixture(Wire::Gemini, name) else {
             return;
         };
-        let tool = if name.ends_with(".json") { "multiply" } else { "get_country" };
+        let tool = if name.ends_with(".json") {
+            "multiply"
+        } else {
+            "get_country"
+        };
         let hidden = hide(Wire::Gemini, &bytes, tool);
         assert_eq!((hidden.dropped, hidden.rewritten), (0, 1), "{name}");
         assert_eq!(hidden.calls.len(), 1);
@@ -407,7 +451,11 @@ fn gemini_function_call_part_is_removed_in_both_framings() {
         assert!(seen.calls.is_empty());
         assert_eq!(seen.stops, ["STOP"]);
         // The second element (the finish) is byte-identical.
-        let tail_len = bytes.len() - bytes.windows(12).position(|w| w == b"finishReason").unwrap();
+        let tail_len = bytes.len()
+            - bytes
+                .windows(12)
+                .position(|w| w == b"finishReason")
+                .unwrap();
         assert_eq!(
             &hidden.output[hidden.output.len() - tail_len..],
             &bytes[bytes.len() - tail_len..]

@@ -98,10 +98,10 @@ impl AnthropicStream {
                 }
             }
             "content_block_start" => {
-                if let Some(block) = at(v, &["content_block"]) {
-                    if block_events(index, block, &mut out) {
-                        self.tool_blocks.insert(index);
-                    }
+                if let Some(block) = at(v, &["content_block"])
+                    && block_events(index, block, &mut out)
+                {
+                    self.tool_blocks.insert(index);
                 }
             }
             "content_block_delta" => {
@@ -126,10 +126,8 @@ impl AnthropicStream {
                     });
                 }
             }
-            "content_block_stop" => {
-                if self.tool_blocks.remove(&index) {
-                    out.push(StreamEvent::ToolCallEnd { index });
-                }
+            "content_block_stop" if self.tool_blocks.remove(&index) => {
+                out.push(StreamEvent::ToolCallEnd { index });
             }
             "message_delta" => {
                 if let Some(u) = at(v, &["usage"]) {

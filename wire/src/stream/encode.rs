@@ -227,11 +227,11 @@ impl StreamFilter {
                         continue;
                     };
                     let shift = self.shift(i);
-                    if shift > 0 {
-                        if let Some(slot) = call.get_mut("index") {
-                            *slot = Value::from(i - shift);
-                            changed = true;
-                        }
+                    if shift > 0
+                        && let Some(slot) = call.get_mut("index")
+                    {
+                        *slot = Value::from(i - shift);
+                        changed = true;
                     }
                 }
                 if calls.is_empty() {
@@ -270,11 +270,13 @@ impl StreamFilter {
                 changed = true;
             }
         }
-        if let Some(seq) = value.get("sequence_number").and_then(Value::as_u64) {
-            if let Some(slot) = value.get_mut("sequence_number").filter(|_| self.dropped > 0) {
-                *slot = Value::from(seq.saturating_sub(self.dropped));
-                changed = true;
-            }
+        if let Some(seq) = value.get("sequence_number").and_then(Value::as_u64)
+            && let Some(slot) = value
+                .get_mut("sequence_number")
+                .filter(|_| self.dropped > 0)
+        {
+            *slot = Value::from(seq.saturating_sub(self.dropped));
+            changed = true;
         }
         let output = value
             .get_mut("response")
@@ -308,8 +310,7 @@ impl StreamFilter {
             .into_iter()
             .flatten();
         for candidate in candidates {
-            let Some(content) = candidate.get_mut("content").and_then(Value::as_object_mut)
-            else {
+            let Some(content) = candidate.get_mut("content").and_then(Value::as_object_mut) else {
                 continue;
             };
             if let Some(parts) = content.get_mut("parts").and_then(Value::as_array_mut) {

@@ -161,8 +161,8 @@ impl ArrayFramer {
                         State::AfterElement => "',' or ']' after an array element",
                         State::Done | State::InElement => "only whitespace after the closing ']'",
                     };
-                    let found = self.buf.get(at..).unwrap_or_default();
-                    let found = found.get(..found.len().min(40)).unwrap_or_default().to_vec();
+                    // Only the offending byte: what else is buffered depends on chunking.
+                    let found = vec![byte];
                     return (
                         pieces,
                         Some(ArrayError {
@@ -231,7 +231,10 @@ mod tests {
             pieces.extend(p2);
             let (p3, e3) = f.finish();
             pieces.extend(p3);
-            assert!(e1.is_none() && e2.is_none() && e3.is_none(), "split {split}");
+            assert!(
+                e1.is_none() && e2.is_none() && e3.is_none(),
+                "split {split}"
+            );
             assert_eq!(pieces.len(), 4, "split {split}: {pieces:?}");
             let mut joined = Vec::new();
             for p in &pieces {
@@ -242,7 +245,10 @@ mod tests {
                 }
             }
             assert_eq!(joined, input);
-            let ArrayPiece::Element { raw, start, end, .. } = &pieces[0] else {
+            let ArrayPiece::Element {
+                raw, start, end, ..
+            } = &pieces[0]
+            else {
                 panic!("first piece is not an element");
             };
             assert_eq!(&raw[*start..*end], b"{\"a\": \"}]\\\"\"}");

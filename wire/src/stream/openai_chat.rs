@@ -23,8 +23,8 @@ fn usage(v: &Value) -> Usage {
 /// Reasoning and answer text of a `delta` or `message` object.
 fn text_events(index: u64, m: &Value, out: &mut Vec<StreamEvent>) {
     // DeepSeek says `reasoning_content`, OpenRouter says `reasoning`.
-    let reasoning = nonempty_str_at(m, &["reasoning_content"])
-        .or_else(|| nonempty_str_at(m, &["reasoning"]));
+    let reasoning =
+        nonempty_str_at(m, &["reasoning_content"]).or_else(|| nonempty_str_at(m, &["reasoning"]));
     if let Some(text) = reasoning {
         out.push(StreamEvent::ReasoningDelta {
             index,

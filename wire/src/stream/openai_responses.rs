@@ -60,13 +60,13 @@ fn call_start(index: u64, item: &Value, out: &mut Vec<StreamEvent>) -> bool {
 
 /// The encrypted reasoning of a reasoning item, as a signature event.
 fn reasoning_signature(index: u64, item: &Value, out: &mut Vec<StreamEvent>) {
-    if str_at(item, &["type"]) == Some("reasoning") {
-        if let Some(sig) = nonempty_str_at(item, &["encrypted_content"]) {
-            out.push(StreamEvent::ReasoningSignature {
-                index,
-                signature: sig.to_owned(),
-            });
-        }
+    if str_at(item, &["type"]) == Some("reasoning")
+        && let Some(sig) = nonempty_str_at(item, &["encrypted_content"])
+    {
+        out.push(StreamEvent::ReasoningSignature {
+            index,
+            signature: sig.to_owned(),
+        });
     }
 }
 

@@ -37,6 +37,15 @@ enum Interpreter {
     Gemini(GeminiStream),
 }
 
+/// A structural problem found by a framer; it becomes a [`StreamError`] once the pieces cut
+/// before it are numbered.
+enum FramingError {
+    /// A byte that does not fit the structure.
+    Unexpected(ArrayError),
+    /// The stream ended mid-structure.
+    Truncated(ArrayError),
+}
+
 /// One cut frame before interpretation.
 enum Piece {
     Sse(SseFrame),
@@ -130,7 +139,7 @@ impl StreamParser {
     }
 
     /// Feeds the framer (or, at the end, finishes it).
-    fn frame(&mut self, chunk: &[u8], at_end: bool) -> (Vec<Piece>, Option<StreamError>) {
+    fn frame(&mut self, chunk: &[u8], at_end: bool) -> (Vec<Piece>, Option<FramingError>) {
         if let Framer::Detect(buf) = &mut self.framer {
             buf.extend_from_slice(chunk);
             let first = buf.iter().find(|b| !b.is_ascii_whitespace()).copied();
@@ -150,7 +159,7 @@ impl StreamParser {
                 Framer::Array(f) => {
                     let (p, e) = f.feed(&buffered);
                     pieces.extend(p.into_iter().map(Piece::Array));
-                    error = e.map(|e| self.array_error(e));
+                    error = e.map(FramingError::Unexpected);
                 }
                 Framer::Detect(_) => {}
             }
@@ -166,7 +175,11 @@ impl StreamParser {
         let (pieces, error, framer) = match framer {
             Framer::Sse(mut f) if !at_end => {
                 let p = f.feed(chunk);
-                (p.into_iter().map(Piece::Sse).collect(), None, Framer::Sse(f))
+                (
+                    p.into_iter().map(Piece::Sse).collect(),
+                    None,
+                    Framer::Sse(f),
+                )
             }
             Framer::Sse(f) => {
                 let p = f.finish();
@@ -177,14 +190,14 @@ impl StreamParser {
                 let (p, e) = f.feed(chunk);
                 (
                     p.into_iter().map(Piece::Array).collect(),
-                    e.map(|e| self.array_error(e)),
+                    e.map(FramingError::Unexpected),
                     Framer::Array(f),
                 )
             }
             Framer::Array(f) => {
                 let (p, e) = f.finish();
                 let empty = Framer::Array(ArrayFramer::default());
-                let e = e.map(|e| self.truncated(e));
+                let e = e.map(FramingError::Truncated);
                 (p.into_iter().map(Piece::Array).collect(), e, empty)
             }
             detect @ Framer::Detect(_) => (Vec::new(), None, detect),
@@ -197,7 +210,7 @@ impl StreamParser {
     fn interpret_all(
         &mut self,
         pieces: Vec<Piece>,
-        framing_error: Option<StreamError>,
+        framing_error: Option<FramingError>,
         can_defer: bool,
     ) -> Result<Vec<ParsedEvent>, StreamError> {
         let mut out = Vec::with_capacity(pieces.len());
@@ -211,7 +224,13 @@ impl StreamParser {
                 }
             }
         }
-        let Some(error) = error.or(framing_error) else {
+        let error = error.or_else(|| {
+            framing_error.map(|e| match e {
+                FramingError::Unexpected(e) => self.array_error(e),
+                FramingError::Truncated(e) => self.truncated(e),
+            })
+        });
+        let Some(error) = error else {
             return Ok(out);
         };
         self.failed_at = Some(error.event());
@@ -228,9 +247,7 @@ impl StreamParser {
         self.number += 1;
         match piece {
             Piece::Sse(frame) => {
-                let name = frame
-                    .name
-                    .map(|n| String::from_utf8_lossy(&n).into_owned());
+                let name = frame.name.map(|n| String::from_utf8_lossy(&n).into_owned());
                 let data = match frame.data {
                     Some(d) => Some(String::from_utf8(d).map_err(|_| StreamError::Utf8 {
                         wire: self.wire,
@@ -301,10 +318,10 @@ impl StreamParser {
         number: usize,
         offset: u64,
     ) -> Result<Vec<StreamEvent>, StreamError> {
-        if let Interpreter::Chat(chat) = &mut self.interpreter {
-            if data.trim() == "[DONE]" {
-                return Ok(chat.done());
-            }
+        if let Interpreter::Chat(chat) = &mut self.interpreter
+            && data.trim() == "[DONE]"
+        {
+            return Ok(chat.done());
         }
         let value: Value = serde_json::from_str(data).map_err(|e| StreamError::Json {
             wire: self.wire,

@@ -190,7 +190,9 @@ mod tests {
         let mut out = f.feed(a);
         out.extend(f.feed(b));
         out.extend(f.finish());
-        out.into_iter().map(|fr| (fr.raw.to_vec(), fr.data)).collect()
+        out.into_iter()
+            .map(|fr| (fr.raw.to_vec(), fr.data))
+            .collect()
     }
 
     #[test]
