@@ -34,6 +34,9 @@ use object_store::prefix::PrefixStore;
 
 use foldwire_core::{MediaArchive, StateStore};
 
+/// object_store, re-exported so hosts and tests can build custom backends and wrappers.
+pub use object_store;
+
 pub use error::{ArchiveError, RestoreError};
 pub use index::MediaRecord;
 pub use media::ObjectMediaArchive;
