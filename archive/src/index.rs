@@ -111,11 +111,12 @@ pub fn attach_refs(state: &mut SessionState) -> usize {
             continue;
         };
         let newest = ref_of(state, &rec.message);
-        if newest.is_some() && newest != rec.r#ref {
-            if let Some(item) = state.archive.get_mut(i) {
-                item.r#ref = newest;
-                attached += 1;
-            }
+        if newest.is_some()
+            && newest != rec.r#ref
+            && let Some(item) = state.archive.get_mut(i)
+        {
+            item.r#ref = newest;
+            attached += 1;
         }
     }
     attached

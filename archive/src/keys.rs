@@ -155,7 +155,15 @@ mod tests {
     fn hostile_session_segments_are_refused() {
         let long = "a".repeat(MAX_SESSION_SEGMENT + 1);
         for bad in [
-            "", "..", "../other", "/etc/passwd", "a/b", "a\0b", ".hidden", "a\\b", &long,
+            "",
+            "..",
+            "../other",
+            "/etc/passwd",
+            "a/b",
+            "a\0b",
+            ".hidden",
+            "a\\b",
+            &long,
         ] {
             assert!(
                 matches!(session_segment(bad), Err(StoreError::InvalidKey { .. })),

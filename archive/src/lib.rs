@@ -14,8 +14,9 @@
 //! - [`conformance`] is the suite every backend runs; [`faults`] holds stores that fail on
 //!   purpose, for tests of the spill path.
 
-
+pub mod conformance;
 pub mod error;
+pub mod faults;
 
 pub mod index;
 pub mod keys;
@@ -32,6 +33,9 @@ use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
 
 use foldwire_core::{MediaArchive, StateStore};
+
+/// object_store, re-exported so hosts and tests can build custom backends and wrappers.
+pub use object_store;
 
 pub use error::{ArchiveError, RestoreError};
 pub use index::MediaRecord;
@@ -79,13 +83,12 @@ impl Backends {
             path: dir.clone(),
             source,
         })?;
-        let fs = LocalFileSystem::new_with_prefix(&dir).map_err(|source| {
-            ArchiveError::Backend {
+        let fs =
+            LocalFileSystem::new_with_prefix(&dir).map_err(|source| ArchiveError::Backend {
                 backend: "file",
                 url: dir.display().to_string(),
                 source,
-            }
-        })?;
+            })?;
         let store: Arc<dyn ObjectStore> = Arc::new(fs);
         Ok(Backends {
             media: Arc::new(ObjectMediaArchive::new(Arc::clone(&store), "file")),

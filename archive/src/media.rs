@@ -13,9 +13,7 @@ use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
-use foldwire_core::{
-    ArchivedObject, MediaArchive, Ref, SessionId, StoreError, StoredContent,
-};
+use foldwire_core::{ArchivedObject, MediaArchive, Ref, SessionId, StoreError, StoredContent};
 
 use crate::keys;
 

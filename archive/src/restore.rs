@@ -90,13 +90,13 @@ pub async fn restore_media_part(
     part: usize,
 ) -> Result<RestoredMedia, RestoreError> {
     // The state must be this session's: refs of another session name other units.
-    if let Some(owner) = &state.session {
-        if owner != session {
-            return Err(RestoreError::Store(StoreError::InvalidKey {
-                given: format!("{session}/{r}"),
-                why: format!("the state given belongs to session {owner}, not {session}"),
-            }));
-        }
+    if let Some(owner) = &state.session
+        && owner != session
+    {
+        return Err(RestoreError::Store(StoreError::InvalidKey {
+            given: format!("{session}/{r}"),
+            why: format!("the state given belongs to session {owner}, not {session}"),
+        }));
     }
     let message = state
         .refs

@@ -265,15 +265,14 @@ impl StateStore for LocalStateStore {
         let dir = self.session_dir(session)?;
         let bytes = Bytes::from(state.to_json().map_err(|e| format_error(session, e))?);
         let want = expected.map(|v| v.0.clone());
-        let outcome = tokio::task::spawn_blocking(move || {
-            Self::save_blocking(&dir, &bytes, want.as_deref())
-        })
-        .await
-        .map_err(|e| StoreError::Backend {
-            backend: "file".to_owned(),
-            operation: "save state".to_owned(),
-            source: Box::new(e),
-        })??;
+        let outcome =
+            tokio::task::spawn_blocking(move || Self::save_blocking(&dir, &bytes, want.as_deref()))
+                .await
+                .map_err(|e| StoreError::Backend {
+                    backend: "file".to_owned(),
+                    operation: "save state".to_owned(),
+                    source: Box::new(e),
+                })??;
         match outcome {
             LocalSave::Saved(v) => Ok(StateVersion(v)),
             LocalSave::Conflict => Err(conflict(session, expected)),

@@ -87,7 +87,10 @@ impl ArchiveLocation {
         // Checked on the raw text: URL parsing would silently resolve `..` segments.
         let raw_path = trimmed.split(['?', '#']).next().unwrap_or_default();
         if raw_path.split('/').skip(3).any(|s| s == "." || s == "..") {
-            return Err(bad(given, "the key prefix may not contain '.' or '..' segments"));
+            return Err(bad(
+                given,
+                "the key prefix may not contain '.' or '..' segments",
+            ));
         }
         let parsed = url::Url::parse(trimmed).map_err(|e| bad(given, e.to_string()))?;
         let bucket = parsed
