@@ -31,6 +31,9 @@ pub struct RangeInfo {
     pub tokens: u64,
     /// Number of units in it.
     pub messages: usize,
+    /// Its tool calls, counted by tool name (the range's composition besides `messages`).
+    #[serde(default)]
+    pub tool_calls: std::collections::BTreeMap<String, u32>,
 }
 
 /// How much pressure the request is under.

@@ -83,6 +83,9 @@ pub struct Turn {
     pub report: TurnReport,
     /// The request body to forward, once `wire.encode` ran.
     pub output: Option<Bytes>,
+    /// The compressible ranges `ranges.build` found this turn (oldest first), for the fold
+    /// stage, its policy and the CLI.
+    pub ranges: Vec<crate::strategy::RangeInfo>,
 }
 
 impl Turn {
@@ -103,6 +106,7 @@ impl Turn {
             options: TurnOptions::new(),
             report,
             output: None,
+            ranges: Vec::new(),
         }
     }
 

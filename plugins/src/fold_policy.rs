@@ -1,1 +1,130 @@
-//! Fold policies (not yet implemented).
+//! Fold policies: which compressible ranges to fold, and when.
+//!
+//! Both policies act only when the request is over `threshold` × the budget's available
+//! tokens, and then pick ranges until the folded tokens bring the request down to `target`
+//! × available (a summary is assumed to keep about a tenth of its range, so the estimate
+//! counts nine tenths of each range as saved). They differ in the order they pick:
+//! - `fold.oldest_first` — oldest ranges first: the prompt-cache prefix that changes is the
+//!   oldest one either way, and old history is the least likely to be needed verbatim.
+//! - `fold.largest_first` — largest ranges first: the fewest folds (and summaries) for the
+//!   tokens needed.
+
+use std::sync::Arc;
+
+use foldwire_core::{BuildError, Component, FoldDemand, FoldPolicy, Params, RangeInfo};
+use serde::{Deserialize, Serialize};
+
+/// Settings shared by both policies.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PolicyConfig {
+    /// Fold when the request exceeds this fraction of the available budget.
+    pub threshold: f64,
+    /// Fold until the request is estimated at this fraction of the available budget.
+    pub target: f64,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            threshold: 0.8,
+            target: 0.6,
+        }
+    }
+}
+
+impl PolicyConfig {
+    fn validate(self, name: &str) -> Result<Self, BuildError> {
+        let ok = |f: f64| f.is_finite() && f > 0.0 && f <= 1.0;
+        if !ok(self.threshold) || !ok(self.target) || self.target > self.threshold {
+            return Err(BuildError::new(
+                name,
+                format!(
+                    "threshold ({}) and target ({}) must be fractions in (0, 1] with target <= threshold",
+                    self.threshold, self.target
+                ),
+            ));
+        }
+        Ok(self)
+    }
+
+    /// Tokens to save, or `None` when the request is under the threshold.
+    fn need(&self, demand: &FoldDemand) -> Option<u64> {
+        let available = demand.budget.available() as f64;
+        let request = demand.request_tokens as f64;
+        (request > self.threshold * available)
+            .then(|| (request - self.target * available).max(0.0) as u64)
+    }
+}
+
+/// Picks ranges in `order` until `need` tokens are saved.
+fn pick(ranges: &[RangeInfo], order: Vec<usize>, need: u64) -> Vec<usize> {
+    let mut saved = 0u64;
+    let mut out = Vec::new();
+    for i in order {
+        if saved >= need {
+            break;
+        }
+        if let Some(r) = ranges.get(i) {
+            saved += r.tokens - r.tokens / 10;
+            out.push(i);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// `fold.oldest_first`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OldestFirst(pub PolicyConfig);
+
+impl FoldPolicy for OldestFirst {
+    fn name(&self) -> &'static str {
+        "fold.oldest_first"
+    }
+    fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
+        let Some(need) = self.0.need(demand) else {
+            return Vec::new();
+        };
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_by_key(|&i| ranges.get(i).map(|r| r.start));
+        pick(ranges, order, need)
+    }
+}
+
+/// `fold.largest_first`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LargestFirst(pub PolicyConfig);
+
+impl FoldPolicy for LargestFirst {
+    fn name(&self) -> &'static str {
+        "fold.largest_first"
+    }
+    fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
+        let Some(need) = self.0.need(demand) else {
+            return Vec::new();
+        };
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_by_key(|&i| {
+            ranges
+                .get(i)
+                .map(|r| (std::cmp::Reverse(r.tokens), r.start))
+        });
+        pick(ranges, order, need)
+    }
+}
+
+fn build_oldest(params: &Params) -> Result<Component, BuildError> {
+    let name = "fold.oldest_first";
+    let config = BuildError::parse_params::<PolicyConfig>(name, params)?.validate(name)?;
+    Ok(Component::FoldPolicy(Arc::new(OldestFirst(config))))
+}
+
+fn build_largest(params: &Params) -> Result<Component, BuildError> {
+    let name = "fold.largest_first";
+    let config = BuildError::parse_params::<PolicyConfig>(name, params)?.validate(name)?;
+    Ok(Component::FoldPolicy(Arc::new(LargestFirst(config))))
+}
+
+foldwire_core::register!(FoldPolicy, "fold.oldest_first", build_oldest);
+foldwire_core::register!(FoldPolicy, "fold.largest_first", build_largest);

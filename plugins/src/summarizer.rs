@@ -1,1 +1,236 @@
-//! Summarizers (not yet implemented).
+//! `summarizer.extractive`: a deterministic, offline summarizer.
+//!
+//! It writes no prose; it keeps the lines and tokens an agent most needs to carry on:
+//! file paths, identifiers, error lines, commands (tool calls with their arguments) and
+//! decisions, each deduplicated in first-seen order, under a bounded length. The summary
+//! starts with `(extractive summary of N messages)` so readers — and the model — know no
+//! model wrote it.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use foldwire_core::{
+    BuildError, Component, Message, MessageKind, Params, StrategyError, Summarizer, Summary,
+    SummaryRequest, async_trait,
+};
+use serde::{Deserialize, Serialize};
+
+/// Registered name.
+pub const NAME: &str = "summarizer.extractive";
+
+/// Settings of the extractive summarizer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExtractiveConfig {
+    /// Upper bound on the summary, in characters (the request's bound applies too).
+    pub max_chars: usize,
+    /// At most this many items per section.
+    pub max_items: usize,
+}
+
+impl Default for ExtractiveConfig {
+    fn default() -> Self {
+        ExtractiveConfig {
+            max_chars: 1500,
+            max_items: 12,
+        }
+    }
+}
+
+/// The extractive summarizer.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Extractive(pub ExtractiveConfig);
+
+const ERROR_WORDS: [&str; 7] = [
+    "error",
+    "failed",
+    "failure",
+    "panic",
+    "exception",
+    "traceback",
+    "fatal",
+];
+const DECISION_WORDS: [&str; 8] = [
+    "decided", "decision", "we will", "i will", "i'll", "let's", "plan:", "instead",
+];
+
+/// True when a token looks like a file path (`src/a.rs`, `./x.py`, `Cargo.toml`).
+fn is_path(token: &str) -> bool {
+    let has_ext = token.rsplit_once('.').is_some_and(|(stem, ext)| {
+        !stem.is_empty()
+            && (1..=5).contains(&ext.len())
+            && ext.chars().all(|c| c.is_ascii_alphanumeric())
+            && ext.chars().any(|c| c.is_ascii_alphabetic())
+    });
+    let slashy = token.contains('/') && token.len() > 2 && !token.starts_with("http");
+    (slashy && (has_ext || token.matches('/').count() >= 2))
+        || (has_ext && token.contains('/'))
+        || (has_ext
+            && token
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic())
+            && token.contains('_'))
+}
+
+/// True when a token looks like a code identifier (`snake_case`, `CamelCase`, `a::b`, `f()`).
+fn is_identifier(token: &str) -> bool {
+    let core = token.trim_end_matches("()");
+    if core.len() < 4
+        || !core
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphabetic() || c == '_')
+    {
+        return false;
+    }
+    if !core
+        .chars()
+        .all(|c| c.is_alphanumeric() || c == '_' || c == ':')
+    {
+        return false;
+    }
+    let snake = core.contains('_') && core.chars().any(|c| c.is_alphabetic());
+    let path = core.contains("::");
+    let camel =
+        core.chars().skip(1).any(|c| c.is_uppercase()) && core.chars().any(|c| c.is_lowercase());
+    snake || path || camel || token.ends_with("()")
+}
+
+fn clean(token: &str) -> &str {
+    token.trim_matches(|c: char| {
+        matches!(
+            c,
+            '"' | '\'' | '`' | ',' | ';' | ':' | '(' | ')' | '[' | ']' | '{' | '}' | '<' | '>'
+        )
+    })
+}
+
+/// Pushes a new item, keeping first-seen order and the section bound.
+fn add(items: &mut Vec<String>, seen: &mut HashSet<String>, item: String, max: usize) {
+    if items.len() < max && !item.is_empty() && seen.insert(item.clone()) {
+        items.push(item);
+    }
+}
+
+fn line_of(text: &str, max: usize) -> String {
+    let t = text.trim();
+    if t.chars().count() <= max {
+        t.to_owned()
+    } else {
+        let mut s: String = t.chars().take(max.saturating_sub(1)).collect();
+        s.push('…');
+        s
+    }
+}
+
+impl Extractive {
+    /// Summarizes units (synchronous core of [`Summarizer::summarize`]).
+    pub fn summarize_units(&self, units: &[Message], max_chars: usize) -> Summary {
+        let max = self.0.max_items;
+        let mut seen = HashSet::new();
+        let (mut paths, mut idents, mut errors, mut commands, mut decisions) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for u in units {
+            if u.kind == MessageKind::ToolCall {
+                let name = u
+                    .tool
+                    .as_ref()
+                    .and_then(|t| t.name.as_deref())
+                    .unwrap_or("tool");
+                add(
+                    &mut commands,
+                    &mut seen,
+                    format!("{name} {}", line_of(&u.text, 120)),
+                    max,
+                );
+            }
+            for line in u.text.lines() {
+                let lower = line.to_lowercase();
+                if ERROR_WORDS.iter().any(|w| lower.contains(w)) {
+                    add(&mut errors, &mut seen, line_of(line, 160), max);
+                }
+                if u.kind == MessageKind::Text && DECISION_WORDS.iter().any(|w| lower.contains(w)) {
+                    add(&mut decisions, &mut seen, line_of(line, 160), max);
+                }
+                if let Some(cmd) = line.trim().strip_prefix("$ ") {
+                    add(&mut commands, &mut seen, line_of(cmd, 120), max);
+                }
+                for raw in line.split_whitespace() {
+                    let token = clean(raw);
+                    if is_path(token) {
+                        add(&mut paths, &mut seen, token.to_owned(), max);
+                    } else if is_identifier(token) {
+                        add(&mut idents, &mut seen, token.to_owned(), max);
+                    }
+                }
+            }
+        }
+        let limit = max_chars.min(self.0.max_chars).max(40);
+        let mut text = format!("(extractive summary of {} messages)", units.len());
+        let sections = [
+            ("files", &paths),
+            ("commands", &commands),
+            ("errors", &errors),
+            ("decisions", &decisions),
+            ("identifiers", &idents),
+        ];
+        'outer: for (label, items) in sections {
+            if items.is_empty() {
+                continue;
+            }
+            let head = format!("\n{label}:");
+            if text.len() + head.len() > limit {
+                break;
+            }
+            text.push_str(&head);
+            for item in items {
+                let entry = format!(" {item};");
+                if text.len() + entry.len() > limit {
+                    break 'outer;
+                }
+                text.push_str(&entry);
+            }
+        }
+        let topic = paths.first().cloned().or_else(|| {
+            units
+                .iter()
+                .find(|u| u.kind == MessageKind::Text && !u.text.trim().is_empty())
+                .map(|u| line_of(u.text.lines().next().unwrap_or_default(), 48))
+        });
+        Summary {
+            text,
+            topic,
+            author: NAME.to_owned(),
+        }
+    }
+}
+
+#[async_trait]
+impl Summarizer for Extractive {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<Summary, StrategyError> {
+        if request.messages.is_empty() {
+            return Err(StrategyError {
+                strategy: NAME.to_owned(),
+                message: "asked to summarize an empty range".to_owned(),
+            });
+        }
+        Ok(self.summarize_units(request.messages, request.max_chars))
+    }
+}
+
+fn build(params: &Params) -> Result<Component, BuildError> {
+    let config: ExtractiveConfig = BuildError::parse_params(NAME, params)?;
+    if config.max_chars < 40 || config.max_items == 0 {
+        return Err(BuildError::new(
+            NAME,
+            "max_chars must be at least 40 and max_items at least 1",
+        ));
+    }
+    Ok(Component::Summarizer(Arc::new(Extractive(config))))
+}
+
+foldwire_core::register!(Summarizer, NAME, build);

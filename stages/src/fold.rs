@@ -1,1 +1,228 @@
-//! Stage module `fold` (not yet implemented).
+//! Stage `fold`: applies the session's active blocks to the request and, when the request is
+//! over its policy's threshold, first makes new blocks.
+//!
+//! 1. **Automatic folds** (param `auto`, default on): the request's tokens (frame plus the
+//!    units no active block covers) are put to the `FoldPolicy` named by `policy` (default
+//!    `fold.oldest_first`) over `turn.ranges`; every range it picks is summarized by the
+//!    `Summarizer` named by `summarizer` (default `summarizer.extractive`) and applied with
+//!    [`apply_compression`]. A range whose summary or application fails is reported and
+//!    left unfolded.
+//! 2. **Fold** ([`fold_view`]): covered units leave the wire, each active block's summary is
+//!    rendered once where its range began, the first-user pin is decided (its held and
+//!    residual cases are reported as warnings `first_user_pin_held` /
+//!    `first_user_pin_residual`), and nothing orphaned is left behind.
+
+use std::sync::Arc;
+
+use foldwire_core::{
+    AnyRef, BuildError, Component, Fact, FoldDemand, Params, Stage, StageCx, StageError,
+    SummaryRequest, Turn, async_trait,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::kernel::units::{coverage, unit_tokens};
+use crate::kernel::{CompressConfig, CompressRequest, FirstUserPin, apply_compression, fold_view};
+
+/// Stage name.
+pub const NAME: &str = "fold";
+
+/// Settings of the fold stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FoldConfig {
+    /// Make new blocks automatically when the policy asks for it.
+    pub auto: bool,
+    /// The fold policy's registered name.
+    pub policy: String,
+    /// Its params.
+    pub policy_params: serde_json::Value,
+    /// The summarizer's registered name.
+    pub summarizer: String,
+    /// Its params.
+    pub summarizer_params: serde_json::Value,
+    /// Upper bound on an automatic summary, in characters.
+    pub max_summary_chars: usize,
+    /// Validation of automatic folds (protection, minimum size).
+    pub compress: CompressConfig,
+}
+
+impl Default for FoldConfig {
+    fn default() -> Self {
+        FoldConfig {
+            auto: true,
+            policy: "fold.oldest_first".to_owned(),
+            policy_params: serde_json::Value::Null,
+            summarizer: "summarizer.extractive".to_owned(),
+            summarizer_params: serde_json::Value::Null,
+            max_summary_chars: 2000,
+            compress: CompressConfig::default(),
+        }
+    }
+}
+
+/// The `fold` stage.
+#[derive(Debug, Clone, Default)]
+pub struct Fold {
+    /// Its settings.
+    pub config: FoldConfig,
+}
+
+impl Fold {
+    async fn auto_fold(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
+        let Some(conversation) = turn.conversation.as_ref() else {
+            return Err(StageError::NotDecoded { stage: NAME });
+        };
+        let failed = |e: &dyn std::fmt::Display| StageError::Failed {
+            stage: NAME,
+            message: e.to_string(),
+        };
+        let policy = cx
+            .registry
+            .fold_policy(&self.config.policy, &self.config.policy_params)
+            .map_err(|e| failed(&e))?;
+        let covered = coverage(&turn.state);
+        let estimator = cx.estimator.as_ref();
+        let frame = conversation
+            .source
+            .get(..conversation.messages_span.start)
+            .map_or(0, |b| estimator.raw_tokens(b))
+            + conversation
+                .source
+                .get(conversation.messages_span.end..)
+                .map_or(0, |b| estimator.raw_tokens(b));
+        let visible: u64 = conversation
+            .messages
+            .iter()
+            .filter(|u| !u.r#ref.is_some_and(|r| covered.contains_key(&r)))
+            .map(|u| unit_tokens(u, estimator))
+            .sum();
+        let demand = FoldDemand {
+            request_tokens: frame + visible,
+            budget: turn.budget,
+        };
+        let mut chosen = policy.choose(&turn.ranges, &demand);
+        chosen.sort_unstable();
+        chosen.dedup();
+        chosen.retain(|&i| i < turn.ranges.len());
+        if chosen.is_empty() {
+            return Ok(());
+        }
+        let summarizer = cx
+            .registry
+            .summarizer(&self.config.summarizer, &self.config.summarizer_params)
+            .map_err(|e| failed(&e))?;
+        let mut requests = Vec::with_capacity(chosen.len());
+        for &i in &chosen {
+            let Some(range) = turn.ranges.get(i) else {
+                continue;
+            };
+            let (Some(s), Some(e)) = (
+                conversation.position_of_ref(range.start),
+                conversation.position_of_ref(range.end),
+            ) else {
+                continue;
+            };
+            let Some(units) = conversation.messages.get(s..=e) else {
+                continue;
+            };
+            match summarizer
+                .summarize(SummaryRequest {
+                    wire: conversation.wire,
+                    messages: units,
+                    max_chars: self.config.max_summary_chars,
+                })
+                .await
+            {
+                Ok(summary) => requests.push(CompressRequest {
+                    start: AnyRef::Message(range.start),
+                    end: AnyRef::Message(range.end),
+                    summary: summary.text,
+                    topic: summary.topic,
+                    author: Some(summary.author),
+                }),
+                Err(e) => turn.report.warn(
+                    NAME,
+                    "summarizer_failed",
+                    format!("{}..{} left unfolded: {e}", range.start, range.end),
+                ),
+            }
+        }
+        let result = apply_compression(
+            &mut turn.state,
+            conversation,
+            &requests,
+            &self.config.compress,
+            estimator,
+        );
+        for outcome in &result.ranges {
+            if let Some(message) = &outcome.message {
+                turn.report.warn(
+                    NAME,
+                    "auto_fold_range_refused",
+                    format!("{}..{}: {message}", outcome.start, outcome.end),
+                );
+            }
+        }
+        turn.report
+            .count("fold.blocks_created", result.blocks_created.len() as u64);
+        turn.report
+            .count("fold.tokens_compressed", result.tokens_compressed);
+        let mut index = 0;
+        turn.ranges.retain(|_| {
+            let keep = !chosen.contains(&index);
+            index += 1;
+            keep
+        });
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Stage for Fold {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn requires(&self) -> &'static [Fact] {
+        &[Fact::RangesBuilt]
+    }
+    fn provides(&self) -> &'static [Fact] {
+        &[Fact::Folded]
+    }
+    async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
+        if turn.conversation.is_none() {
+            return Err(StageError::NotDecoded { stage: NAME });
+        }
+        if self.config.auto && !turn.ranges.is_empty() {
+            self.auto_fold(turn, cx).await?;
+        }
+        let Some(conversation) = turn.conversation.as_mut() else {
+            return Err(StageError::NotDecoded { stage: NAME });
+        };
+        let outcome = fold_view(conversation, &turn.state);
+        let r = &mut turn.report;
+        r.count("fold.units_removed", outcome.removed as u64);
+        r.count("fold.summaries_rendered", outcome.summaries.len() as u64);
+        r.count("fold.kept_for_pairing", outcome.kept_for_pairing as u64);
+        match outcome.first_user {
+            FirstUserPin::Held => r.warn(
+                NAME,
+                "first_user_pin_held",
+                "the first user message is folded but stays on the wire: the next surviving message behind it is not a plain user text",
+            ),
+            FirstUserPin::Residual => r.warn(
+                NAME,
+                "first_user_pin_residual",
+                "the first user message is folded but stays on the wire: no user message survives behind it, so folding it would leave the request without a leading user message",
+            ),
+            FirstUserPin::Dropped | FirstUserPin::NotCovered => {}
+        }
+        Ok(())
+    }
+}
+
+fn build(params: &Params) -> Result<Component, BuildError> {
+    let config: FoldConfig = BuildError::parse_params(NAME, params)?;
+    Ok(Component::Stage(Arc::new(Fold { config })))
+}
+
+foldwire_core::register!(Stage, NAME, build);

@@ -1,1 +1,75 @@
-//! Stage module `pairing_repair` (not yet implemented).
+//! Stage `pairing.repair`: after anything that removes or reorders units, puts every tool
+//! result right after its call in the shape the wire requires ([`crate::kernel::repair`]):
+//! no fixed look-ahead window, a stub only when no result exists anywhere (and the stub
+//! says so), results without a call dropped, results spread over several wire messages
+//! joined. Every action is counted in the turn report (`pairing.*`).
+
+use std::sync::Arc;
+
+use foldwire_core::{
+    BuildError, Component, Fact, Params, Stage, StageCx, StageError, Turn, async_trait,
+};
+use serde::Deserialize;
+
+use crate::kernel::repair;
+
+/// Stage name.
+pub const NAME: &str = "pairing.repair";
+
+/// The `pairing.repair` stage (no parameters).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PairingRepair;
+
+#[async_trait]
+impl Stage for PairingRepair {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn requires(&self) -> &'static [Fact] {
+        &[Fact::Decoded]
+    }
+    fn provides(&self) -> &'static [Fact] {
+        &[Fact::PairingRepaired]
+    }
+    async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        let conversation = turn
+            .conversation
+            .as_mut()
+            .ok_or(StageError::NotDecoded { stage: NAME })?;
+        let report = repair(conversation);
+        let r = &mut turn.report;
+        r.count("pairing.moved_results", report.moved as u64);
+        r.count("pairing.stub_results", report.stubs as u64);
+        r.count(
+            "pairing.orphan_results_dropped",
+            report.orphans_dropped as u64,
+        );
+        r.count(
+            "pairing.duplicate_results_dropped",
+            report.duplicates_dropped as u64,
+        );
+        r.count("pairing.joined_results", report.joined as u64);
+        if report.stubs > 0 {
+            r.warn(
+                NAME,
+                "pairing_stub_results",
+                format!(
+                    "{} tool call(s) had no result anywhere; stub results say so",
+                    report.stubs
+                ),
+            );
+        }
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParams {}
+
+fn build(params: &Params) -> Result<Component, BuildError> {
+    let _: NoParams = BuildError::parse_params(NAME, params)?;
+    Ok(Component::Stage(Arc::new(PairingRepair)))
+}
+
+foldwire_core::register!(Stage, NAME, build);

@@ -1,1 +1,62 @@
-//! Stage module `ranges_build` (not yet implemented).
+//! Stage `ranges.build`: finds the compressible ranges of the turn
+//! ([`crate::kernel::compressible_ranges`]) and stores them in `turn.ranges` for `fold`, its
+//! policy and the CLI.
+//!
+//! Params (all optional): `protection` (`recent_messages` 5, `recent_tokens` 5000,
+//! `last_user` true, `protected_tools` ["compress"]), `min_tokens` 200,
+//! `split_at_user_after` 3.
+
+use std::sync::Arc;
+
+use foldwire_core::{
+    BuildError, Component, Fact, Params, Stage, StageCx, StageError, Turn, async_trait,
+};
+
+use crate::kernel::{RangesConfig, compressible_ranges};
+
+/// Stage name.
+pub const NAME: &str = "ranges.build";
+
+/// The `ranges.build` stage.
+#[derive(Debug, Clone, Default)]
+pub struct RangesBuild {
+    /// Its settings.
+    pub config: RangesConfig,
+}
+
+#[async_trait]
+impl Stage for RangesBuild {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn requires(&self) -> &'static [Fact] {
+        &[Fact::RefsMinted]
+    }
+    fn provides(&self) -> &'static [Fact] {
+        &[Fact::RangesBuilt]
+    }
+    async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
+        let conversation = turn
+            .conversation
+            .as_ref()
+            .ok_or(StageError::NotDecoded { stage: NAME })?;
+        turn.ranges = compressible_ranges(
+            conversation,
+            &turn.state,
+            &self.config,
+            cx.estimator.as_ref(),
+        );
+        let n = turn.ranges.len() as u64;
+        let tokens = turn.ranges.iter().map(|r| r.tokens).sum();
+        turn.report.count("ranges.compressible", n);
+        turn.report.count("ranges.compressible_tokens", tokens);
+        Ok(())
+    }
+}
+
+fn build(params: &Params) -> Result<Component, BuildError> {
+    let config: RangesConfig = BuildError::parse_params(NAME, params)?;
+    Ok(Component::Stage(Arc::new(RangesBuild { config })))
+}
+
+foldwire_core::register!(Stage, NAME, build);

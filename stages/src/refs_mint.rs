@@ -1,1 +1,111 @@
-//! Stage module `refs_mint` (not yet implemented).
+//! Stage `refs.mint`: gives every foldable unit its session ref, `m00001`… in first-seen
+//! order.
+//!
+//! - A unit keeps the ref minted for its fingerprint in an earlier turn (the refs table is
+//!   part of the persisted session state, so refs survive restarts).
+//! - A new foldable unit gets `state.mint_ref`: the next number, monotonic, never reused.
+//! - A unit held back from folding gets no ref this turn: it has a pin (hard protection,
+//!   unrecoverable media, a failed archive write — `archive.spill` pins those), carries
+//!   unrecoverable media, is an opaque item, or was made by foldwire (summaries, stubs).
+//!   No number is consumed for it; once it becomes foldable it is minted then, so its
+//!   number is fresh (higher than every number issued before). A unit that already had a
+//!   ref and is pinned for one turn gets that same ref back afterwards: a ref names one
+//!   message forever, and blocks find their messages again by it.
+//! - Archivable media needs no archive to fold safely: the compress operation keeps the
+//!   exact bytes of every folded unit in the session state, so this stage only requires a
+//!   decoded conversation and pipelines without media stages still build.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use foldwire_core::{
+    BuildError, Component, Conversation, Fact, MessageId, MessageKind, Origin, Params, Ref,
+    SessionState, Stage, StageCx, StageError, Turn, async_trait,
+};
+use serde::{Deserialize, Serialize};
+
+/// Stage name.
+pub const NAME: &str = "refs.mint";
+
+/// What minting did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MintReport {
+    /// Units that got a new ref.
+    pub minted: usize,
+    /// Units that found their ref from an earlier turn.
+    pub known: usize,
+    /// Client units held back (pinned, opaque, unrecoverable media).
+    pub held_back: usize,
+}
+
+/// Assigns refs to the conversation's units, minting new ones in `state`.
+pub fn mint_refs(state: &mut SessionState, conversation: &mut Conversation) -> MintReport {
+    let mut report = MintReport::default();
+    let mut known: HashMap<MessageId, Ref> = state
+        .refs
+        .iter()
+        .map(|e| (e.message.clone(), e.r#ref))
+        .collect();
+    for unit in &mut conversation.messages {
+        unit.r#ref = None;
+        if unit.origin != Origin::Client || unit.id.0.is_empty() {
+            continue;
+        }
+        let held = unit.pin.is_some()
+            || unit.kind == MessageKind::Opaque
+            || unit.has_unrecoverable_media();
+        if held {
+            report.held_back += 1;
+            continue;
+        }
+        if let Some(r) = known.get(&unit.id) {
+            unit.r#ref = Some(*r);
+            report.known += 1;
+        } else {
+            let r = state.mint_ref(unit.id.clone());
+            known.insert(unit.id.clone(), r);
+            unit.r#ref = Some(r);
+            report.minted += 1;
+        }
+    }
+    report
+}
+
+/// The `refs.mint` stage (no parameters).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RefsMint;
+
+#[async_trait]
+impl Stage for RefsMint {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn requires(&self) -> &'static [Fact] {
+        &[Fact::Decoded]
+    }
+    fn provides(&self) -> &'static [Fact] {
+        &[Fact::RefsMinted]
+    }
+    async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        let conversation = turn
+            .conversation
+            .as_mut()
+            .ok_or(StageError::NotDecoded { stage: NAME })?;
+        let report = mint_refs(&mut turn.state, conversation);
+        turn.report.count("refs.minted", report.minted as u64);
+        turn.report.count("refs.known", report.known as u64);
+        turn.report.count("refs.held_back", report.held_back as u64);
+        Ok(())
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoParams {}
+
+fn build(params: &Params) -> Result<Component, BuildError> {
+    let _: NoParams = BuildError::parse_params(NAME, params)?;
+    Ok(Component::Stage(Arc::new(RefsMint)))
+}
+
+foldwire_core::register!(Stage, NAME, build);

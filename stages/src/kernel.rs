@@ -1,1 +1,0 @@
-//! Stage module `kernel` (not yet implemented).

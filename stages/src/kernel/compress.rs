@@ -1,0 +1,729 @@
+//! The compress operation: turning ranges of refs into blocks.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+
+use foldwire_core::{
+    AnyRef, Block, BlockId, Conversation, Message, Origin, Ref, SessionState, TokenEstimator,
+};
+use serde::{Deserialize, Serialize};
+
+use super::protect::Protection;
+use super::units::{Links, coverage, foldable, unit_tokens};
+
+/// One range the caller (the model through the compress tool, the CLI, a fold policy) asks
+/// to fold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CompressRequest {
+    /// First ref of the range: a message ref or a block id.
+    pub start: AnyRef,
+    /// Last ref of the range (reversed ranges are accepted and normalized).
+    pub end: AnyRef,
+    /// The summary that stands in for the range.
+    pub summary: String,
+    /// An optional topic line.
+    #[serde(default)]
+    pub topic: Option<String>,
+    /// Who wrote the summary (`summarizer.extractive`, `model`, `cli`).
+    #[serde(default)]
+    pub author: Option<String>,
+}
+
+/// Validation settings of the compress operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompressConfig {
+    /// What may not fold.
+    pub protection: Protection,
+    /// The fresh content of a batch's message ranges must reach this many tokens (0
+    /// disables); block ranges are exempt.
+    pub min_tokens: u64,
+    /// Longest accepted summary, in characters (0 disables).
+    pub max_summary_chars: usize,
+}
+
+impl Default for CompressConfig {
+    fn default() -> Self {
+        CompressConfig {
+            protection: Protection::default(),
+            min_tokens: 200,
+            max_summary_chars: 20_000,
+        }
+    }
+}
+
+/// Why one range of a batch was not applied. The rest of the batch still applies.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum CompressError {
+    /// The ref was never issued in this session.
+    #[error(
+        "{given} does not exist in this session (refs are per session; inspect the session for valid refs)"
+    )]
+    UnknownRef {
+        /// The ref as given.
+        given: String,
+    },
+    /// The ref exists but its message is not in the conversation the range was checked against.
+    #[error("{given} is not in the current conversation (the client no longer sends it)")]
+    NotInView {
+        /// The ref as given.
+        given: String,
+    },
+    /// The message was already folded directly by an active block.
+    #[error(
+        "{given} is already folded into {block}; use {block} as the endpoint to fold it further"
+    )]
+    AlreadyFolded {
+        /// The ref as given.
+        given: String,
+        /// The block that holds it.
+        block: BlockId,
+    },
+    /// The block was consumed by a higher tier and no active block holds its content.
+    #[error("{given} is inactive and no active block holds its content")]
+    BlockInactive {
+        /// The block as given.
+        given: String,
+    },
+    /// Everything foldable in the range is protected.
+    #[error("range is entirely protected ({why}); nothing was folded")]
+    Protected {
+        /// Which protection applied.
+        why: String,
+    },
+    /// The range holds nothing that can fold (all pinned, covered by other blocks, or empty).
+    #[error("range contains no compressible messages")]
+    NothingCompressible,
+    /// A message range that would only re-wrap existing blocks.
+    #[error(
+        "range adds no new messages: it only re-wraps {blocks}; fold those by block id ({first}..{last}) to make a higher tier"
+    )]
+    NothingNew {
+        /// The blocks it would re-wrap, comma-separated.
+        blocks: String,
+        /// The first of them.
+        first: BlockId,
+        /// The last of them.
+        last: BlockId,
+    },
+    /// The batch's fresh content is below the minimum.
+    #[error(
+        "total compressible content too small ({tokens} tokens across the batch's message ranges, minimum {min}); include more messages"
+    )]
+    TooSmall {
+        /// Fresh tokens of the batch.
+        tokens: u64,
+        /// The minimum.
+        min: u64,
+    },
+    /// The summary is empty.
+    #[error("summary is empty")]
+    EmptySummary,
+    /// The summary is too long.
+    #[error("summary too long ({len} chars, max {max})")]
+    SummaryTooLong {
+        /// Its length.
+        len: usize,
+        /// The maximum.
+        max: usize,
+    },
+    /// The range overlaps an earlier-starting range of the same batch, which won.
+    #[error(
+        "range overlaps range #{with} of the same batch, which starts earlier and was applied instead"
+    )]
+    Overlaps {
+        /// Index of the winning range in the request.
+        with: usize,
+    },
+    /// A unit's bytes are not UTF-8 and cannot be kept in the state.
+    #[error("the bytes of {ref} are not UTF-8 and cannot be kept for restore")]
+    NotUtf8 {
+        /// The ref.
+        r#ref: Ref,
+    },
+}
+
+/// What happened to one range of a batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RangeOutcome {
+    /// Index of the range in the request.
+    pub request: usize,
+    /// Start as given.
+    pub start: String,
+    /// End as given.
+    pub end: String,
+    /// The block created, when it applied.
+    pub block: Option<BlockId>,
+    /// The created block's tier.
+    pub tier: Option<u8>,
+    /// Why it did not apply.
+    pub error: Option<CompressError>,
+    /// The error in words.
+    pub message: Option<String>,
+    /// Adjustments made while applying (widening, exclusions, snapping, reversal).
+    pub warnings: Vec<String>,
+}
+
+/// The result of a compress batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct CompressionResult {
+    /// Blocks created, in request order.
+    pub blocks_created: Vec<BlockId>,
+    /// Tokens of the folded messages plus the summaries of consumed blocks.
+    pub tokens_compressed: u64,
+    /// One outcome per requested range, in request order.
+    pub ranges: Vec<RangeOutcome>,
+}
+
+impl CompressionResult {
+    /// The per-range errors.
+    pub fn errors(&self) -> impl Iterator<Item = &CompressError> {
+        self.ranges.iter().filter_map(|r| r.error.as_ref())
+    }
+}
+
+/// A resolved endpoint: the positions it spans in the view.
+struct Endpoint {
+    first: usize,
+    last: usize,
+    is_block: bool,
+    warning: Option<String>,
+}
+
+/// A range ready to become a block.
+struct Plan {
+    first: usize,
+    last: usize,
+    is_block: bool,
+    direct: Vec<usize>,
+    consumed: Vec<BlockId>,
+    tier: u8,
+    fresh_tokens: u64,
+}
+
+struct Ctx<'a> {
+    state: &'a SessionState,
+    units: &'a [Message],
+    covered: HashMap<Ref, BlockId>,
+    pos_by_ref: HashMap<Ref, usize>,
+    links: Links,
+    zone: HashSet<usize>,
+    tools: HashSet<usize>,
+    config: &'a CompressConfig,
+    estimator: &'a dyn TokenEstimator,
+}
+
+/// Applies a batch of ranges to the session's state, checked against `view` (the
+/// conversation with refs minted, as the model saw it — folded or not).
+///
+/// Each range is resolved, widened so no tool call leaves its results and no reasoning
+/// leaves its act (message ranges only), stripped of protected and pinned units, and made
+/// into a block: a message range makes a tier-1 block absorbing the active tier-1 blocks
+/// inside it; a range with a block endpoint makes a block one tier above the lowest nested
+/// tier (max 3) that deactivates the blocks of that tier it consumed. Overlapping ranges:
+/// the earliest start wins. A failing range gets an error in its outcome; the others still
+/// apply. The raw bytes of every newly folded unit are kept in `state.originals` so
+/// [`restore`](super::restore::restore) returns them byte-identical.
+pub fn apply_compression(
+    state: &mut SessionState,
+    view: &Conversation,
+    requests: &[CompressRequest],
+    config: &CompressConfig,
+    estimator: &dyn TokenEstimator,
+) -> CompressionResult {
+    let units = view.messages.as_slice();
+    let covered = coverage(state);
+    let links = Links::new(units);
+    let zone = config.protection.zone(units, &covered, estimator);
+    let tools = config.protection.protected_tools(units, &links);
+    let pos_by_ref = units
+        .iter()
+        .enumerate()
+        .filter_map(|(i, u)| u.r#ref.map(|r| (r, i)))
+        .collect();
+    let snapshot = state.clone();
+    let cx = Ctx {
+        state: &snapshot,
+        units,
+        covered,
+        pos_by_ref,
+        links,
+        zone,
+        tools,
+        config,
+        estimator,
+    };
+
+    let mut outcomes: Vec<RangeOutcome> = requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| RangeOutcome {
+            request: i,
+            start: r.start.to_string(),
+            end: r.end.to_string(),
+            block: None,
+            tier: None,
+            error: None,
+            message: None,
+            warnings: Vec::new(),
+        })
+        .collect();
+    let mut plans: Vec<Option<Plan>> = Vec::with_capacity(requests.len());
+    for (request, outcome) in requests.iter().zip(outcomes.iter_mut()) {
+        match cx.plan(request, &mut outcome.warnings) {
+            Ok(plan) => plans.push(Some(plan)),
+            Err(e) => {
+                fail(outcome, e);
+                plans.push(None);
+            }
+        }
+    }
+
+    // Earliest start wins; later overlapping ranges are refused.
+    let mut order: Vec<usize> = (0..plans.len())
+        .filter(|&i| plans.get(i).is_some_and(Option::is_some))
+        .collect();
+    order.sort_by_key(|&i| plans.get(i).and_then(|p| p.as_ref()).map(|p| (p.first, i)));
+    let mut reach: Option<(usize, usize)> = None;
+    for i in order {
+        let Some(Some(plan)) = plans.get(i) else {
+            continue;
+        };
+        let (first, last) = (plan.first, plan.last);
+        match reach {
+            Some((end, with)) if first <= end => {
+                if let Some(o) = outcomes.get_mut(i) {
+                    fail(o, CompressError::Overlaps { with });
+                }
+                if let Some(p) = plans.get_mut(i) {
+                    *p = None;
+                }
+            }
+            _ => reach = Some((last, i)),
+        }
+    }
+
+    // The size gate is batch-wide over the fresh content of message ranges.
+    let fresh: u64 = plans
+        .iter()
+        .flatten()
+        .filter(|p| !p.is_block)
+        .map(|p| p.fresh_tokens)
+        .sum();
+    if config.min_tokens > 0 && fresh < config.min_tokens {
+        for (plan, outcome) in plans.iter_mut().zip(outcomes.iter_mut()) {
+            if plan.as_ref().is_some_and(|p| !p.is_block) {
+                fail(
+                    outcome,
+                    CompressError::TooSmall {
+                        tokens: fresh,
+                        min: config.min_tokens,
+                    },
+                );
+                *plan = None;
+            }
+        }
+    }
+
+    let mut result = CompressionResult::default();
+    for ((plan, request), outcome) in plans.into_iter().zip(requests).zip(outcomes.iter_mut()) {
+        let Some(plan) = plan else { continue };
+        match cx.create(state, &plan, request) {
+            Ok((id, tokens)) => {
+                outcome.block = Some(id);
+                outcome.tier = Some(plan.tier);
+                result.blocks_created.push(id);
+                result.tokens_compressed += tokens;
+            }
+            Err(e) => fail(outcome, e),
+        }
+    }
+    result.ranges = outcomes;
+    result
+}
+
+fn fail(outcome: &mut RangeOutcome, error: CompressError) {
+    outcome.message = Some(error.to_string());
+    outcome.error = Some(error);
+}
+
+impl Ctx<'_> {
+    fn block(&self, id: BlockId) -> Option<&Block> {
+        self.state.blocks.iter().find(|b| b.id == id)
+    }
+
+    fn ref_known(&self, r: Ref) -> bool {
+        self.state
+            .refs
+            .binary_search_by_key(&r, |e| e.r#ref)
+            .is_ok()
+            || self.state.refs.iter().any(|e| e.r#ref == r)
+    }
+
+    /// The active block holding an inactive block's content, if any.
+    fn active_holder(&self, id: BlockId) -> Option<BlockId> {
+        let mut current = id;
+        for _ in 0..=self.state.blocks.len() {
+            let parent = self
+                .state
+                .blocks
+                .iter()
+                .find(|b| b.consumed.contains(&current))?;
+            if parent.active {
+                return Some(parent.id);
+            }
+            current = parent.id;
+        }
+        None
+    }
+
+    /// Positions in the view that show an active block: its covered units and its summary.
+    fn block_positions(&self, id: BlockId) -> Option<(usize, usize)> {
+        let mut span: Option<(usize, usize)> = None;
+        for (i, u) in self.units.iter().enumerate() {
+            let shows = u.origin == Origin::Summary(id)
+                || u.r#ref.and_then(|r| self.covered.get(&r)) == Some(&id);
+            if shows {
+                span = Some(span.map_or((i, i), |(a, _)| (a, i)));
+            }
+        }
+        span
+    }
+
+    fn endpoint(&self, given: AnyRef) -> Result<Endpoint, CompressError> {
+        let text = given.to_string();
+        match given {
+            AnyRef::Message(r) => {
+                if !self.ref_known(r) {
+                    return Err(CompressError::UnknownRef { given: text });
+                }
+                if let Some(&holder) = self.covered.get(&r) {
+                    let direct = self.block(holder).is_some_and(|b| b.direct.contains(&r));
+                    if direct {
+                        return Err(CompressError::AlreadyFolded {
+                            given: text,
+                            block: holder,
+                        });
+                    }
+                    let (first, last) =
+                        self.block_positions(holder)
+                            .ok_or(CompressError::NotInView {
+                                given: text.clone(),
+                            })?;
+                    return Ok(Endpoint {
+                        first,
+                        last,
+                        is_block: false,
+                        warning: Some(format!(
+                            "{text} was folded into a block that {holder} consumed; anchored to {holder}"
+                        )),
+                    });
+                }
+                let pos = *self
+                    .pos_by_ref
+                    .get(&r)
+                    .ok_or(CompressError::NotInView { given: text })?;
+                Ok(Endpoint {
+                    first: pos,
+                    last: pos,
+                    is_block: false,
+                    warning: None,
+                })
+            }
+            AnyRef::Block(b) => {
+                let block = self.block(b).ok_or(CompressError::UnknownRef {
+                    given: text.clone(),
+                })?;
+                let (target, warning) = if block.active {
+                    (b, None)
+                } else {
+                    let holder = self.active_holder(b).ok_or(CompressError::BlockInactive {
+                        given: text.clone(),
+                    })?;
+                    (
+                        holder,
+                        Some(format!(
+                            "{b} was consumed by {holder}; anchored to the active block {holder}"
+                        )),
+                    )
+                };
+                let (first, last) = self
+                    .block_positions(target)
+                    .ok_or(CompressError::NotInView { given: text })?;
+                Ok(Endpoint {
+                    first,
+                    last,
+                    is_block: true,
+                    warning,
+                })
+            }
+        }
+    }
+
+    fn plan(
+        &self,
+        request: &CompressRequest,
+        warnings: &mut Vec<String>,
+    ) -> Result<Plan, CompressError> {
+        let start = self.endpoint(request.start)?;
+        let end = self.endpoint(request.end)?;
+        warnings.extend(start.warning.clone());
+        warnings.extend(end.warning.clone());
+        let (mut first, mut last) = (start.first, end.last);
+        if first > last {
+            warnings.push(format!(
+                "refs were given reversed ({}..{}); applied as {}..{}",
+                request.start, request.end, request.end, request.start
+            ));
+            (first, last) = (end.first, start.last);
+        }
+        let is_block = start.is_block || end.is_block;
+        if !is_block {
+            let before = (first, last);
+            loop {
+                let (mut f, mut l) = (first, last);
+                for i in first..=last {
+                    let (a, b) = self.links.span(i);
+                    f = f.min(a);
+                    l = l.max(b);
+                }
+                if (f, l) == (first, last) {
+                    break;
+                }
+                (first, last) = (f, l);
+            }
+            if (first, last) != before {
+                warnings.push(format!(
+                    "widened to {}..{} so tool calls stay with their results and reasoning with its act",
+                    self.ref_label(first),
+                    self.ref_label(last)
+                ));
+            }
+        }
+
+        // Blocks showing inside the range.
+        let mut nested: Vec<BlockId> = Vec::new();
+        for u in self.units.get(first..=last).unwrap_or_default() {
+            let shown = match u.origin {
+                Origin::Summary(b) => Some(b),
+                _ => u.r#ref.and_then(|r| self.covered.get(&r).copied()),
+            };
+            if let Some(b) = shown
+                && !nested.contains(&b)
+            {
+                nested.push(b);
+            }
+        }
+        nested.sort_by_key(|id| self.state.blocks.iter().position(|b| b.id == *id));
+        let target_tier = if is_block {
+            nested
+                .iter()
+                .filter_map(|id| self.block(*id).map(|b| b.tier))
+                .min()
+                .unwrap_or(1)
+        } else {
+            1
+        };
+        let tier = if is_block {
+            (target_tier + 1).min(3)
+        } else {
+            1
+        };
+        let consumed: Vec<BlockId> = nested
+            .iter()
+            .copied()
+            .filter(|id| {
+                self.block(*id)
+                    .is_some_and(|b| b.active && b.tier == target_tier)
+            })
+            .collect();
+        let consumed_refs: HashSet<Ref> = consumed
+            .iter()
+            .filter_map(|id| self.block(*id))
+            .flat_map(|b| b.effective.iter().copied())
+            .collect();
+
+        let mut direct: BTreeSet<usize> = BTreeSet::new();
+        let mut hard = 0usize;
+        let mut soft: Vec<String> = Vec::new();
+        for i in first..=last {
+            let Some(u) = self.units.get(i) else { continue };
+            let fresh = foldable(u) && u.r#ref.is_some_and(|r| !self.covered.contains_key(&r));
+            if !fresh {
+                continue;
+            }
+            if self.tools.contains(&i) {
+                hard += 1;
+            } else if self.zone.contains(&i) {
+                soft.push(self.ref_label(i));
+            } else {
+                direct.insert(i);
+            }
+        }
+        if hard > 0 {
+            warnings.push(format!(
+                "excluded {hard} message(s) of protected tools ({}); they stay visible",
+                self.config.protection.protected_tools.join(", ")
+            ));
+        }
+        if !soft.is_empty() {
+            warnings.push(format!(
+                "excluded {} protected message(s) {} (recent messages / last user message); they stay visible",
+                soft.len(),
+                soft.join(", ")
+            ));
+        }
+
+        // Integrity: a linked group folds whole or not at all.
+        let groups = self.links.groups();
+        let mut withdrawn = 0usize;
+        loop {
+            let mut changed = false;
+            for members in groups.values() {
+                let touches = members.iter().any(|i| direct.contains(i));
+                let whole = members.iter().all(|&i| {
+                    direct.contains(&i)
+                        || self
+                            .units
+                            .get(i)
+                            .and_then(|u| u.r#ref)
+                            .is_some_and(|r| consumed_refs.contains(&r))
+                });
+                if touches && !whole {
+                    for i in members {
+                        if direct.remove(i) {
+                            withdrawn += 1;
+                        }
+                    }
+                    changed = true;
+                }
+            }
+            if !changed {
+                break;
+            }
+        }
+        if withdrawn > 0 {
+            warnings.push(format!(
+                "withdrew {withdrawn} message(s) whose tool call/result or reasoning partner cannot fold with them"
+            ));
+        }
+
+        if direct.is_empty() {
+            if consumed.is_empty() {
+                if hard > 0 || !soft.is_empty() {
+                    let mut why = Vec::new();
+                    if hard > 0 {
+                        why.push("protected tools".to_owned());
+                    }
+                    if !soft.is_empty() {
+                        why.push(format!(
+                            "the last {} messages / {} tokens and the last user message",
+                            self.config.protection.recent_messages,
+                            self.config.protection.recent_tokens
+                        ));
+                    }
+                    return Err(CompressError::Protected {
+                        why: why.join("; "),
+                    });
+                }
+                return Err(CompressError::NothingCompressible);
+            }
+            if !is_block {
+                let names: Vec<String> = consumed.iter().map(ToString::to_string).collect();
+                return Err(CompressError::NothingNew {
+                    blocks: names.join(", "),
+                    first: consumed.first().copied().unwrap_or(BlockId(1)),
+                    last: consumed.last().copied().unwrap_or(BlockId(1)),
+                });
+            }
+        }
+        let summary = request.summary.trim();
+        if summary.is_empty() {
+            return Err(CompressError::EmptySummary);
+        }
+        let len = summary.chars().count();
+        if self.config.max_summary_chars > 0 && len > self.config.max_summary_chars {
+            return Err(CompressError::SummaryTooLong {
+                len,
+                max: self.config.max_summary_chars,
+            });
+        }
+        let fresh_tokens = direct
+            .iter()
+            .filter_map(|&i| self.units.get(i))
+            .map(|u| unit_tokens(u, self.estimator))
+            .sum();
+        Ok(Plan {
+            first,
+            last,
+            is_block,
+            direct: direct.into_iter().collect(),
+            consumed,
+            tier,
+            fresh_tokens,
+        })
+    }
+
+    fn ref_label(&self, i: usize) -> String {
+        self.units
+            .get(i)
+            .and_then(|u| u.r#ref)
+            .map_or_else(|| format!("#{i}"), |r| r.to_string())
+    }
+
+    fn create(
+        &self,
+        state: &mut SessionState,
+        plan: &Plan,
+        request: &CompressRequest,
+    ) -> Result<(BlockId, u64), CompressError> {
+        let mut originals = Vec::with_capacity(plan.direct.len());
+        let mut direct_refs = Vec::with_capacity(plan.direct.len());
+        for u in plan.direct.iter().filter_map(|&i| self.units.get(i)) {
+            let Some(r) = u.r#ref else { continue };
+            let text =
+                std::str::from_utf8(&u.raw).map_err(|_| CompressError::NotUtf8 { r#ref: r })?;
+            originals.push((r, text.to_owned()));
+            direct_refs.push(r);
+        }
+        let mut effective: BTreeSet<Ref> = direct_refs.iter().copied().collect();
+        let mut consumed_tokens = 0;
+        for b in plan.consumed.iter().filter_map(|id| self.block(*id)) {
+            effective.extend(b.effective.iter().copied());
+            consumed_tokens += self.estimator.text_tokens(&b.summary);
+        }
+        let (Some(&lo), Some(&hi)) = (effective.first(), effective.last()) else {
+            return Err(CompressError::NothingCompressible);
+        };
+        let fingerprints: HashMap<Ref, &foldwire_core::MessageId> =
+            state.refs.iter().map(|e| (e.r#ref, &e.message)).collect();
+        let message_ids = effective
+            .iter()
+            .filter_map(|r| fingerprints.get(r).map(|m| (*m).clone()))
+            .collect();
+        let id = state.next_block_id();
+        let block = Block {
+            id,
+            tier: plan.tier,
+            summary: request.summary.clone(),
+            topic: request.topic.clone().filter(|t| !t.trim().is_empty()),
+            span: (lo, hi),
+            direct: direct_refs,
+            effective: effective.into_iter().collect(),
+            message_ids,
+            consumed: plan.consumed.clone(),
+            active: true,
+            archive_keys: Vec::new(),
+            author: request.author.clone(),
+            extra: Default::default(),
+        };
+        for b in state.blocks.iter_mut() {
+            if plan.consumed.contains(&b.id) {
+                b.active = false;
+            }
+        }
+        state.blocks.push(block);
+        state.originals.extend(originals);
+        Ok((id, plan.fresh_tokens + consumed_tokens))
+    }
+}

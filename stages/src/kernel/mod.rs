@@ -1,0 +1,39 @@
+//! The folding kernel: the pure operations the stages `refs.mint`, `ranges.build`, `fold`
+//! and `pairing.repair` and the CLI commands `foldwire fold|restore|inspect|search` rest on.
+//!
+//! Everything here is a plain function over a [`foldwire_core::Conversation`] and a
+//! [`foldwire_core::SessionState`]; no I/O, no actors.
+//!
+//! - [`units`]: coverage, linked groups (call ↔ results, reasoning ↔ act), tool globs.
+//! - [`protect`]: the protected zone and protected tools.
+//! - [`ranges`]: compressible ranges.
+//! - [`compress`]: [`apply_compression`] — ranges of refs into blocks.
+//! - [`prune`]: [`fold_view`] — covered units off the wire, summaries rendered, first-user pin.
+//! - [`render`]: the fixed shape of a rendered summary.
+//! - [`pairing_rules`] and [`repair`]: each wire's pairing rules and their repair.
+//! - [`restore`], [`search`], [`inspect`]: reading blocks back.
+
+pub mod compress;
+pub mod inspect;
+pub mod pairing_rules;
+pub mod protect;
+pub mod prune;
+pub mod ranges;
+pub mod render;
+pub mod repair;
+pub mod restore;
+pub mod search;
+pub mod units;
+
+pub use compress::{
+    CompressConfig, CompressError, CompressRequest, CompressionResult, RangeOutcome,
+    apply_compression,
+};
+pub use inspect::{BlockView, Inspection, RefView, inspect};
+pub use protect::Protection;
+pub use prune::{FirstUserPin, FoldOutcome, fold_view};
+pub use ranges::{RangesConfig, compressible_ranges};
+pub use render::summary_text;
+pub use repair::{RepairReport, repair};
+pub use restore::{RestoreError, Restored, RestoredUnit, restore};
+pub use search::{SearchHit, search};

@@ -1,0 +1,248 @@
+//! Folding a conversation: covered units leave the wire and each active block's summary is
+//! rendered once where its range began.
+
+use std::collections::HashMap;
+
+use bytes::Bytes;
+use foldwire_core::{BlockId, Conversation, Message, Origin, Role, SessionState};
+use serde::{Deserialize, Serialize};
+
+use super::render::summary_text;
+use super::units::{Links, call_id, coverage, is_plain_user_text, result_id};
+
+/// How the first-user pin was decided this turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FirstUserPin {
+    /// The first user message was not covered; nothing to decide.
+    NotCovered,
+    /// Covered, and a plain user text survives right behind it: it dropped like any
+    /// covered message.
+    Dropped,
+    /// Covered, but the earliest surviving unit behind it is not a plain user text (a tool
+    /// result, an assistant turn, media): it stays on the wire.
+    Held,
+    /// Covered and no user-role unit survives behind it at all: it stays, and this fold of
+    /// the opening message is a no-op on the wire (the deliberate residual case).
+    Residual,
+}
+
+/// What one fold did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FoldOutcome {
+    /// Units removed from the wire.
+    pub removed: usize,
+    /// Summaries rendered.
+    pub summaries: Vec<BlockId>,
+    /// Covered units kept because a linked partner (call/result, reasoning/act) is not
+    /// covered; folding them would orphan it.
+    pub kept_for_pairing: usize,
+    /// The first-user pin decision.
+    pub first_user: FirstUserPin,
+}
+
+/// Folds `conversation` with the session's active blocks.
+///
+/// - A unit whose ref an active block covers leaves the wire, unless a unit linked to it
+///   (its call or result, its reasoning or act) is not covered: groups leave whole or not
+///   at all, so the fold never orphans a call, a result or a reasoning block.
+/// - **First-user pin**: the first user unit, when covered, stays unless the earliest later
+///   unit that is neither leaving nor a rendered summary is a plain user text; only the
+///   first user unit is pinned.
+/// - Each active block with at least one unit leaving renders one user-role summary
+///   ([`summary_text`]) at the position of its first unit present, moved back to the start
+///   of a wire message and of an assistant run, and forward past the results of any call
+///   still waiting for them. A block none of whose units the client sent is not rendered:
+///   the client dropped that history itself.
+pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldOutcome {
+    let covered = coverage(state);
+    let units = std::mem::take(&mut conversation.messages);
+    let n = units.len();
+    let mut outcome = FoldOutcome {
+        removed: 0,
+        summaries: Vec::new(),
+        kept_for_pairing: 0,
+        first_user: FirstUserPin::NotCovered,
+    };
+    if covered.is_empty() {
+        conversation.messages = units;
+        return outcome;
+    }
+    let holder: Vec<Option<BlockId>> = units
+        .iter()
+        .map(|u| u.r#ref.and_then(|r| covered.get(&r).copied()))
+        .collect();
+    let mut remove: Vec<bool> = holder.iter().map(Option::is_some).collect();
+    let links = Links::new(&units);
+    for members in links.groups().values() {
+        let all = members.iter().all(|&i| remove.get(i) == Some(&true));
+        if !all {
+            for &i in members {
+                if let Some(r) = remove.get_mut(i)
+                    && *r
+                {
+                    *r = false;
+                    outcome.kept_for_pairing += 1;
+                }
+            }
+        }
+    }
+
+    let first_user = units
+        .iter()
+        .position(|u| u.role == Role::User && u.origin == Origin::Client);
+    if let Some(f) = first_user
+        && remove.get(f) == Some(&true)
+    {
+        let survives = |j: &usize| {
+            remove.get(*j) == Some(&false)
+                && !matches!(units.get(*j).map(|u| u.origin), Some(Origin::Summary(_)))
+        };
+        let next = (f + 1..n).find(survives);
+        let drop_safe = next
+            .and_then(|j| units.get(j))
+            .is_some_and(is_plain_user_text);
+        if drop_safe {
+            outcome.first_user = FirstUserPin::Dropped;
+        } else {
+            let user_behind = (f + 1..n)
+                .filter(survives)
+                .any(|j| units.get(j).is_some_and(|u| u.role == Role::User));
+            outcome.first_user = if user_behind {
+                FirstUserPin::Held
+            } else {
+                FirstUserPin::Residual
+            };
+            if let Some(r) = remove.get_mut(f) {
+                *r = false;
+            }
+        }
+    }
+
+    // Anchors: each block's first present unit, if any of its units leaves.
+    let already_rendered: Vec<BlockId> = units
+        .iter()
+        .filter_map(|u| match u.origin {
+            Origin::Summary(b) => Some(b),
+            _ => None,
+        })
+        .collect();
+    let mut anchor: HashMap<BlockId, usize> = HashMap::new();
+    let mut leaving: HashMap<BlockId, bool> = HashMap::new();
+    for (i, h) in holder.iter().enumerate() {
+        if let Some(b) = h {
+            anchor.entry(*b).or_insert(i);
+            if remove.get(i) == Some(&true) {
+                leaving.insert(*b, true);
+            }
+        }
+    }
+
+    let mut out: Vec<Message> = Vec::with_capacity(n);
+    let mut out_pos_of_input: Vec<usize> = Vec::with_capacity(n + 1);
+    for (i, u) in units.into_iter().enumerate() {
+        out_pos_of_input.push(out.len());
+        if remove.get(i) == Some(&true) {
+            outcome.removed += 1;
+        } else {
+            out.push(u);
+        }
+    }
+    out_pos_of_input.push(out.len());
+
+    let reach = call_reach(&out);
+    let mut inserts: Vec<(usize, usize, usize, BlockId)> = Vec::new();
+    for (order, block) in state.active_blocks().enumerate() {
+        if !leaving.contains_key(&block.id) || already_rendered.contains(&block.id) {
+            continue;
+        }
+        let Some(&a) = anchor.get(&block.id) else {
+            continue;
+        };
+        let p = out_pos_of_input.get(a).copied().unwrap_or(out.len());
+        inserts.push((safe_position(&out, &reach, p), a, order, block.id));
+    }
+    inserts.sort();
+    let mut rendered: Vec<Message> = Vec::with_capacity(out.len() + inserts.len());
+    let mut next = inserts.iter().peekable();
+    let blocks: HashMap<BlockId, &foldwire_core::Block> =
+        state.blocks.iter().map(|b| (b.id, b)).collect();
+    let mut emit_until = |pos: usize, rendered: &mut Vec<Message>, conv: &mut Conversation| {
+        while let Some((p, _, _, id)) = next.peek() {
+            if *p > pos {
+                break;
+            }
+            if let Some(block) = blocks.get(id) {
+                let entry = conv.push_entry(Role::User);
+                rendered.push(Message::synthesized(
+                    entry,
+                    Role::User,
+                    summary_text(block),
+                    Origin::Summary(*id),
+                    Bytes::new(),
+                ));
+                outcome.summaries.push(*id);
+            }
+            next.next();
+        }
+    };
+    for (pos, u) in out.into_iter().enumerate() {
+        emit_until(pos, &mut rendered, conversation);
+        rendered.push(u);
+    }
+    emit_until(usize::MAX, &mut rendered, conversation);
+    conversation.messages = rendered;
+    outcome
+}
+
+/// For each position p, the last position of a result whose call sits before p (so a
+/// summary inserted at p would separate them), or `None`.
+fn call_reach(units: &[Message]) -> Vec<Option<usize>> {
+    let mut last_result: HashMap<&str, usize> = HashMap::new();
+    for (i, u) in units.iter().enumerate() {
+        if let Some(id) = result_id(u) {
+            last_result.insert(id, i);
+        }
+    }
+    let mut reach = Vec::with_capacity(units.len() + 1);
+    let mut best: Option<usize> = None;
+    for u in units {
+        reach.push(best);
+        if let Some(&r) = call_id(u).and_then(|id| last_result.get(id)) {
+            best = Some(best.map_or(r, |b| b.max(r)));
+        }
+    }
+    reach.push(best);
+    reach
+}
+
+/// Moves an insertion point so it never lands inside a wire message, inside a run of
+/// assistant messages, or between a tool call and its result.
+pub fn safe_position(units: &[Message], reach: &[Option<usize>], mut p: usize) -> usize {
+    let len = units.len();
+    for _ in 0..=len + 1 {
+        let before = p;
+        while let (Some(prev), Some(cur)) =
+            (p.checked_sub(1).and_then(|i| units.get(i)), units.get(p))
+        {
+            let same_entry = prev.entry == cur.entry;
+            let assistant_run = prev.role == Role::Assistant && cur.role == Role::Assistant;
+            if !(same_entry || assistant_run) {
+                break;
+            }
+            p -= 1;
+        }
+        if let Some(Some(r)) = reach.get(p)
+            && *r >= p
+        {
+            p = r + 1;
+            while p < len && units.get(p).map(|u| u.entry) == units.get(p - 1).map(|u| u.entry) {
+                p += 1;
+            }
+        }
+        if p == before {
+            break;
+        }
+    }
+    p.min(len)
+}

@@ -1,0 +1,164 @@
+//! Compressible ranges: the contiguous runs of units the model (or a fold policy) may fold.
+
+use std::collections::{BTreeMap, HashSet};
+
+use foldwire_core::{Conversation, Message};
+use foldwire_core::{MessageKind, RangeInfo, Role, SessionState, TokenEstimator};
+use serde::{Deserialize, Serialize};
+
+use super::protect::Protection;
+use super::units::{Links, coverage, foldable, unit_tokens};
+
+/// Settings of range building.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RangesConfig {
+    /// What is protected.
+    pub protection: Protection,
+    /// Ranges below this many tokens are dropped (not worth a summary).
+    pub min_tokens: u64,
+    /// A range is cut before a user text message once it holds this many units, so ranges
+    /// follow the conversation's exchanges (0 never cuts).
+    pub split_at_user_after: usize,
+}
+
+impl Default for RangesConfig {
+    fn default() -> Self {
+        RangesConfig {
+            protection: Protection::default(),
+            min_tokens: 200,
+            split_at_user_after: 3,
+        }
+    }
+}
+
+/// Finds the compressible ranges of a conversation whose refs are minted.
+///
+/// A unit is a candidate when it is foldable (has a ref, no pin, client origin), not covered
+/// by an active block, outside the protected zone and not part of a protected tool. Units
+/// that must travel together ([`Links`]) are withdrawn whole when any member is not a
+/// candidate or when a cut would separate them. The result is oldest first and never
+/// overlaps.
+pub fn compressible_ranges(
+    conversation: &Conversation,
+    state: &SessionState,
+    config: &RangesConfig,
+    estimator: &dyn TokenEstimator,
+) -> Vec<RangeInfo> {
+    let units = &conversation.messages;
+    let covered = coverage(state);
+    let links = Links::new(units);
+    let zone = config.protection.zone(units, &covered, estimator);
+    let tools = config.protection.protected_tools(units, &links);
+    let mut candidate: Vec<bool> = units
+        .iter()
+        .enumerate()
+        .map(|(i, u)| {
+            foldable(u)
+                && u.r#ref.is_some_and(|r| !covered.contains_key(&r))
+                && !zone.contains(&i)
+                && !tools.contains(&i)
+        })
+        .collect();
+    let groups = links.groups();
+    loop {
+        let mut changed = false;
+        for members in groups.values() {
+            let some = members.iter().any(|&i| candidate.get(i) == Some(&true));
+            let all = members.iter().all(|&i| candidate.get(i) == Some(&true));
+            if some && !all {
+                for &i in members {
+                    if let Some(c) = candidate.get_mut(i) {
+                        *c = false;
+                    }
+                }
+                changed = true;
+            }
+        }
+        let segments = segment(units, &candidate, config.split_at_user_after);
+        let mut segment_of = vec![usize::MAX; units.len()];
+        for (s, seg) in segments.iter().enumerate() {
+            for i in seg.clone() {
+                if let Some(slot) = segment_of.get_mut(i) {
+                    *slot = s;
+                }
+            }
+        }
+        for members in groups.values() {
+            let segs: HashSet<usize> = members
+                .iter()
+                .filter_map(|&i| segment_of.get(i).copied())
+                .collect();
+            if segs.len() > 1 {
+                for &i in members {
+                    if let Some(c) = candidate.get_mut(i) {
+                        *c = false;
+                    }
+                }
+                changed = true;
+            }
+        }
+        if !changed {
+            return segments
+                .into_iter()
+                .filter_map(|seg| describe(units.get(seg)?, estimator))
+                .filter(|r| r.tokens >= config.min_tokens && r.tokens > 0)
+                .collect();
+        }
+    }
+}
+
+/// Maximal runs of consecutive candidates, cut before a user text once a run is long enough.
+fn segment(
+    units: &[Message],
+    candidate: &[bool],
+    split_at_user_after: usize,
+) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start: Option<usize> = None;
+    for (i, u) in units.iter().enumerate() {
+        let is_candidate = candidate.get(i) == Some(&true);
+        if let Some(s) = start {
+            let cut_user = is_candidate
+                && split_at_user_after > 0
+                && u.role == Role::User
+                && u.kind == MessageKind::Text
+                && i - s >= split_at_user_after;
+            if !is_candidate || cut_user {
+                out.push(s..i);
+                start = None;
+            }
+        }
+        if is_candidate && start.is_none() {
+            start = Some(i);
+        }
+    }
+    if let Some(s) = start {
+        out.push(s..units.len());
+    }
+    out
+}
+
+/// The range a run of units forms.
+fn describe(units: &[Message], estimator: &dyn TokenEstimator) -> Option<RangeInfo> {
+    let start = units.first()?.r#ref?;
+    let end = units.last()?.r#ref?;
+    let mut tool_calls: BTreeMap<String, u32> = BTreeMap::new();
+    for u in units {
+        if u.kind == MessageKind::ToolCall {
+            let name = u
+                .tool
+                .as_ref()
+                .and_then(|t| t.name.clone())
+                .unwrap_or_else(|| "unnamed".to_owned());
+            *tool_calls.entry(name).or_default() += 1;
+        }
+    }
+    Some(RangeInfo {
+        start,
+        end,
+        tokens: units.iter().map(|u| unit_tokens(u, estimator)).sum(),
+        messages: units.len(),
+        tool_calls,
+    })
+}

@@ -1,0 +1,263 @@
+//! Facts about units the kernel needs everywhere: which units are covered by active blocks,
+//! which units must travel together (a call with its results, reasoning with its act), token
+//! sizes and tool-name globs.
+
+use std::collections::HashMap;
+
+use foldwire_core::{
+    BlockId, Message, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
+};
+
+/// Refs hidden by active blocks, each mapped to the active block that hides it.
+///
+/// Consumed blocks are inactive, so every covered ref maps to exactly one top-level block.
+pub fn coverage(state: &SessionState) -> HashMap<Ref, BlockId> {
+    let mut covered = HashMap::new();
+    for block in state.active_blocks() {
+        for r in &block.effective {
+            covered.entry(*r).or_insert(block.id);
+        }
+    }
+    covered
+}
+
+/// True when a unit may ever be folded: it came from the client, carries a ref (so it is
+/// not pinned) and is not an opaque pass-through item.
+pub fn foldable(unit: &Message) -> bool {
+    unit.r#ref.is_some()
+        && unit.pin.is_none()
+        && unit.origin == Origin::Client
+        && unit.kind != MessageKind::Opaque
+        && !unit.has_unrecoverable_media()
+}
+
+/// True for the units that form an assistant's visible act: its text and its tool calls.
+pub fn is_act(unit: &Message) -> bool {
+    unit.role == Role::Assistant && matches!(unit.kind, MessageKind::Text | MessageKind::ToolCall)
+}
+
+/// True for reasoning units of the assistant.
+pub fn is_reasoning(unit: &Message) -> bool {
+    unit.role == Role::Assistant && unit.kind == MessageKind::Reasoning
+}
+
+/// True for a plain user text unit from the client (the only shape that can lead a frame).
+pub fn is_plain_user_text(unit: &Message) -> bool {
+    unit.role == Role::User && unit.kind == MessageKind::Text && unit.origin == Origin::Client
+}
+
+/// The call id of a tool call unit.
+pub fn call_id(unit: &Message) -> Option<&str> {
+    match (&unit.kind, &unit.tool) {
+        (MessageKind::ToolCall, Some(t)) => Some(t.call_id.as_str()),
+        _ => None,
+    }
+}
+
+/// The call id a tool result unit answers.
+pub fn result_id(unit: &Message) -> Option<&str> {
+    match (&unit.kind, &unit.tool) {
+        (MessageKind::ToolResult, Some(t)) => Some(t.call_id.as_str()),
+        _ => None,
+    }
+}
+
+/// Estimated tokens of one unit: its exact bytes, or its text for synthesized units.
+pub fn unit_tokens(unit: &Message, estimator: &dyn TokenEstimator) -> u64 {
+    if unit.raw.is_empty() {
+        estimator.text_tokens(&unit.text)
+    } else {
+        estimator.raw_tokens(&unit.raw)
+    }
+}
+
+/// Groups of units that must stay together: a tool call with every result carrying its call
+/// id (wherever it sits), and a run of reasoning with the run of assistant acts it precedes.
+/// Folding, range building and restoring treat each group as indivisible.
+#[derive(Debug, Clone)]
+pub struct Links {
+    parent: Vec<usize>,
+    /// Smallest member position of each unit's group.
+    first: Vec<usize>,
+    /// Largest member position of each unit's group.
+    last: Vec<usize>,
+}
+
+impl Links {
+    /// Links the units of a conversation.
+    pub fn new(units: &[Message]) -> Self {
+        let n = units.len();
+        let mut links = Links {
+            parent: (0..n).collect(),
+            first: Vec::new(),
+            last: Vec::new(),
+        };
+        let mut calls: HashMap<&str, usize> = HashMap::new();
+        for (i, u) in units.iter().enumerate() {
+            if let Some(id) = call_id(u) {
+                calls.entry(id).or_insert(i);
+            }
+        }
+        for (i, u) in units.iter().enumerate() {
+            if let Some(call) = result_id(u).and_then(|id| calls.get(id)) {
+                links.union(*call, i);
+            }
+        }
+        let mut i = 0;
+        while i < n {
+            if units.get(i).is_some_and(is_reasoning) {
+                let start = i;
+                while units.get(i).is_some_and(is_reasoning) {
+                    i += 1;
+                }
+                let mut j = i;
+                while units.get(j).is_some_and(is_act) {
+                    j += 1;
+                }
+                if j > i {
+                    for k in start + 1..j {
+                        links.union(start, k);
+                    }
+                }
+            } else {
+                i += 1;
+            }
+        }
+        links.first = (0..n).collect();
+        links.last = (0..n).collect();
+        for i in 0..n {
+            let r = links.root(i);
+            if let Some(f) = links.first.get_mut(r) {
+                *f = (*f).min(i);
+            }
+            if let Some(l) = links.last.get_mut(r) {
+                *l = (*l).max(i);
+            }
+        }
+        links
+    }
+
+    fn find(&mut self, mut i: usize) -> usize {
+        while let Some(&p) = self.parent.get(i) {
+            if p == i {
+                break;
+            }
+            let gp = self.parent.get(p).copied().unwrap_or(p);
+            if let Some(slot) = self.parent.get_mut(i) {
+                *slot = gp;
+            }
+            i = p;
+        }
+        i
+    }
+
+    fn union(&mut self, a: usize, b: usize) {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra != rb {
+            let (lo, hi) = (ra.min(rb), ra.max(rb));
+            if let Some(slot) = self.parent.get_mut(hi) {
+                *slot = lo;
+            }
+        }
+    }
+
+    /// The group representative of a unit (stable for the life of this value).
+    pub fn root(&self, mut i: usize) -> usize {
+        while let Some(&p) = self.parent.get(i) {
+            if p == i {
+                break;
+            }
+            i = p;
+        }
+        i
+    }
+
+    /// The first and last position of the group a unit belongs to.
+    pub fn span(&self, i: usize) -> (usize, usize) {
+        let r = self.root(i);
+        (
+            self.first.get(r).copied().unwrap_or(i),
+            self.last.get(r).copied().unwrap_or(i),
+        )
+    }
+
+    /// Every group with more than one member, as lists of positions in order.
+    pub fn groups(&self) -> HashMap<usize, Vec<usize>> {
+        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+        for i in 0..self.parent.len() {
+            groups.entry(self.root(i)).or_default().push(i);
+        }
+        groups.retain(|_, members| members.len() > 1);
+        groups
+    }
+}
+
+/// Case-insensitive glob match of a tool name: `*` matches any run, `?` one character.
+pub fn glob_match(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.to_lowercase().chars().collect();
+    let n: Vec<char> = name.to_lowercase().chars().collect();
+    let (mut pi, mut ni) = (0usize, 0usize);
+    let mut star: Option<(usize, usize)> = None;
+    while ni < n.len() {
+        match p.get(pi) {
+            Some('*') => {
+                star = Some((pi, ni));
+                pi += 1;
+            }
+            Some(&c) if c == '?' || Some(&c) == n.get(ni) => {
+                pi += 1;
+                ni += 1;
+            }
+            _ => match star {
+                Some((sp, sn)) => {
+                    pi = sp + 1;
+                    ni = sn + 1;
+                    star = Some((sp, sn + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    while p.get(pi) == Some(&'*') {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// A one-line preview of a unit's text, at most `max` characters.
+pub fn preview(text: &str, max: usize) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_whitespace() { ' ' } else { c })
+        .collect();
+    let trimmed = flat.trim();
+    if trimmed.chars().count() <= max {
+        trimmed.to_owned()
+    } else {
+        let mut out: String = trimmed.chars().take(max.saturating_sub(1)).collect();
+        out.push('…');
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_are_case_insensitive_with_wildcards() {
+        assert!(glob_match("mcp_*", "MCP_search"));
+        assert!(glob_match("Skill", "skill"));
+        assert!(glob_match("re?d", "read"));
+        assert!(glob_match("*", "anything"));
+        assert!(!glob_match("mcp_*", "search_mcp"));
+        assert!(!glob_match("read", "reader"));
+        assert!(glob_match("*_file", "write_file"));
+    }
+
+    #[test]
+    fn previews_are_bounded_single_lines() {
+        assert_eq!(preview("a\nb", 10), "a b");
+        assert_eq!(preview("abcdefgh", 4), "abc…");
+    }
+}

@@ -1,0 +1,170 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! ranges.build: compressible ranges outside the protected zone, protected tools and pinned
+//! units; never splitting linked units; small fragments dropped; no overlaps.
+
+mod support;
+
+use foldwire_core::{Block, BlockId, CharEstimator, RangeInfo, Ref, Registry, SessionState, Wire};
+use foldwire_stages::kernel::{Protection, RangesConfig, compressible_ranges};
+use support::{Conv, cx, minted, sized, turn_for};
+
+fn open() -> RangesConfig {
+    RangesConfig {
+        protection: Protection {
+            recent_messages: 0,
+            recent_tokens: 0,
+            last_user: false,
+            protected_tools: vec![],
+        },
+        min_tokens: 1,
+        split_at_user_after: 0,
+    }
+}
+
+fn spans(ranges: &[RangeInfo]) -> Vec<(u32, u32)> {
+    ranges.iter().map(|r| (r.start.0, r.end.0)).collect()
+}
+
+fn ranges_of(conv: &Conv, config: &RangesConfig) -> Vec<RangeInfo> {
+    let mut state = SessionState::default();
+    let c = minted(conv, &mut state);
+    compressible_ranges(&c, &state, config, &CharEstimator)
+}
+
+fn chat(n: usize) -> Conv {
+    let mut c = Conv::new(Wire::OpenAiChat);
+    for i in 0..n {
+        if i % 2 == 0 {
+            c.user(&format!("user {i}"));
+        } else {
+            c.assistant(&format!("assistant {i}"));
+        }
+    }
+    c
+}
+
+#[test]
+fn everything_is_one_range_when_nothing_is_protected() {
+    let r = ranges_of(&chat(6), &open());
+    assert_eq!(spans(&r), vec![(1, 6)]);
+    assert_eq!(r[0].messages, 6);
+    assert!(r[0].tokens > 0);
+}
+
+#[test]
+fn the_last_messages_the_last_tokens_and_the_last_user_are_protected() {
+    let mut cfg = open();
+    cfg.protection.recent_messages = 2;
+    assert_eq!(spans(&ranges_of(&chat(8), &cfg)), vec![(1, 6)]);
+    cfg.protection.last_user = true;
+    // The last user (m00007) is protected too, even if the count rule would not reach it.
+    let mut conv = chat(7);
+    conv.assistant("a7").assistant("a8");
+    assert_eq!(spans(&ranges_of(&conv, &cfg)), vec![(1, 6)]);
+    // By tokens: the newest units holding 300 tokens.
+    let mut conv = Conv::new(Wire::Anthropic);
+    for i in 0..6 {
+        conv.user(&sized(&format!("u{i}"), 100));
+    }
+    let mut cfg = open();
+    cfg.protection.recent_tokens = 250;
+    assert_eq!(spans(&ranges_of(&conv, &cfg)), vec![(1, 3)]);
+    // Defaults: 5 messages.
+    let defaults = RangesConfig { min_tokens: 1, ..RangesConfig::default() };
+    let mut conv = Conv::new(Wire::Anthropic);
+    for i in 0..10 {
+        conv.user(&sized(&format!("u{i}"), 2000));
+    }
+    assert_eq!(spans(&ranges_of(&conv, &defaults)).last().unwrap().1, 5);
+}
+
+#[test]
+fn protected_tools_and_pinned_units_are_barriers() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("a")
+        .turn(None, None, &[("c1", "Skill_Load", "{}")])
+        .results(&[("c1", "skill text")])
+        .user("b")
+        .user_remote_image("https://h/x.png")
+        .user("c")
+        .user("d");
+    let mut cfg = open();
+    cfg.protection.protected_tools = vec!["skill_*".into()];
+    // m1=a, m2 call, m3 result (protected), m4=b, image pinned (no ref), m5=c, m6=d.
+    assert_eq!(spans(&ranges_of(&conv, &cfg)), vec![(1, 1), (4, 4), (5, 6)]);
+}
+
+#[test]
+fn a_call_is_never_split_from_its_result_nor_reasoning_from_its_act() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("a")
+        .turn(Some("think"), Some("act"), &[("c1", "bash", r#"{"command":"ls"}"#)])
+        .results(&[("c1", "out")]);
+    let mut cfg = open();
+    cfg.protection.recent_messages = 1; // only the result is protected…
+    // …so its call, and the reasoning and text of that act, are withdrawn with it.
+    assert_eq!(spans(&ranges_of(&conv, &cfg)), vec![(1, 1)]);
+    cfg.protection.recent_messages = 0;
+    let r = ranges_of(&conv, &cfg);
+    assert_eq!(spans(&r), vec![(1, 5)]);
+    assert_eq!(r[0].tool_calls.get("bash"), Some(&1));
+}
+
+#[test]
+fn small_fragments_are_dropped_and_long_runs_cut_at_user_messages() {
+    let mut cfg = open();
+    cfg.min_tokens = 10_000;
+    assert!(ranges_of(&chat(6), &cfg).is_empty());
+    let mut cfg = open();
+    cfg.split_at_user_after = 3;
+    // user at 1,3,5,7: cut before a user once the run holds 3 units.
+    assert_eq!(spans(&ranges_of(&chat(8), &cfg)), vec![(1, 4), (5, 8)]);
+    // A cut that would separate a call from its result does not happen.
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("a").assistant("b").assistant("c").turn(None, None, &[("c1", "t", "{}")]);
+    conv.user("interjection").results(&[("c1", "late")]);
+    let r = ranges_of(&conv, &cfg);
+    for range in &r {
+        let covers = |n: u32| range.start.0 <= n && n <= range.end.0;
+        assert_eq!(covers(4), covers(6), "call m00004 and result m00006 together: {r:?}");
+    }
+}
+
+#[test]
+fn folded_units_are_not_offered_again_and_ranges_never_overlap() {
+    let conv = chat(8);
+    let mut state = SessionState::default();
+    let c = minted(&conv, &mut state);
+    state.blocks.push(Block {
+        id: BlockId(1),
+        effective: vec![Ref(3), Ref(4)],
+        direct: vec![Ref(3), Ref(4)],
+        span: (Ref(3), Ref(4)),
+        ..Block::default()
+    });
+    let r = compressible_ranges(&c, &state, &open(), &CharEstimator);
+    assert_eq!(spans(&r), vec![(1, 2), (5, 8)]);
+    for w in r.windows(2) {
+        assert!(w[0].end < w[1].start);
+    }
+}
+
+#[tokio::test]
+async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
+    foldwire_stages::link();
+    let registry = Registry::from_inventory().unwrap();
+    let params = serde_json::json!({"protection": {"recent_messages": 2, "recent_tokens": 0, "last_user": false}, "min_tokens": 1});
+    let stage = registry.stage("ranges.build", &params).unwrap();
+    let mut state = SessionState::default();
+    let c = minted(&chat(6), &mut state);
+    let mut turn = turn_for(c, state);
+    stage.run(&mut turn, &cx()).await.unwrap();
+    assert_eq!(spans(&turn.ranges), vec![(1, 4)]);
+    assert_eq!(turn.report.counter("ranges.compressible"), 1);
+    let bad = registry.stage("ranges.build", &serde_json::json!({"recent": 1}));
+    let Err(err) = bad else { panic!("unknown param accepted") };
+    assert!(err.to_string().contains("recent"));
+    for name in ["refs.mint", "ranges.build", "fold", "pairing.repair"] {
+        assert!(registry.stage(name, &serde_json::Value::Null).is_ok(), "{name}");
+    }
+}
