@@ -2,7 +2,6 @@
 //! needed) and turns to run them in.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use bytes::Bytes;
 use foldwire_core::{
     Conversation, Entry, Message, MessageId, MessageKind, Origin, Role, SessionId, SessionState,
     ToolLink, Turn, UnitSlot, Wire,
@@ -84,7 +83,7 @@ fn unit(entry: usize, role: Role, block: &B, wire: Wire) -> Message {
         media: Vec::new(),
         origin: Origin::Client,
         pin: None,
-        raw: Bytes::from(raw.to_string()),
+        raw: raw.to_string().into(),
         modified: false,
     }
 }
@@ -109,7 +108,7 @@ pub fn conversation_with_frame(wire: Wire, messages: &[(Role, Vec<B>)], body: &s
     }
     Conversation {
         wire,
-        source: Bytes::from(body.to_owned()),
+        source: body.to_owned().into(),
         messages_span: start..start + 2,
         entries,
         messages: units,
