@@ -59,7 +59,7 @@ pub use report::{Refusal, StageTiming, TurnReport, Warning};
 pub use stage::{Clock, Stage, StageCx, StageError, SystemClock};
 pub use state::{STATE_VERSION, SessionState, StateFormatError};
 pub use strategy::{
-    FoldDemand, FoldPolicy, Layout, LayoutPlan, LayoutRequest, RangeInfo, StrategyError,
+    FoldDemand, FoldPolicy, HeadZone, Layout, LayoutPlan, LayoutRequest, RangeInfo, StrategyError,
     Summarizer, Summary, SummaryRequest,
 };
 pub use turn::{Fact, Turn, TurnOptions};

@@ -124,7 +124,7 @@ pub enum Pin {
 ///
 /// Clients resend the whole history every turn; the same unit hashes to the same id, and
 /// duplicates within one request get deterministic `#2`, `#3` suffixes.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
 #[serde(transparent)]
 pub struct MessageId(pub String);
 

@@ -86,6 +86,21 @@ pub trait Summarizer: Send + Sync + std::fmt::Debug {
     async fn summarize(&self, request: SummaryRequest<'_>) -> Result<Summary, StrategyError>;
 }
 
+/// Where the head window sits in a request, as the layout stage measured it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct HeadZone {
+    /// Index of the head's first unit in store order.
+    pub start: usize,
+    /// One past the head's last unit in store order (`start == end`: no head).
+    pub end: usize,
+    /// True when the head starts at a topic-reset transition rather than at the opening.
+    pub after_reset: bool,
+    /// True while a reset head still holds every unit since its transition.
+    pub filling: bool,
+    /// How many resets the session has had; changes each time a new head starts.
+    pub generation: u64,
+}
+
 /// The zones of a request as a layout sees them.
 #[derive(Debug, Clone, Copy)]
 pub struct LayoutRequest<'a> {
@@ -95,20 +110,27 @@ pub struct LayoutRequest<'a> {
     pub tokens: &'a [u64],
     /// The budget.
     pub budget: Budget,
-    /// The layout's persisted state (head, reset point).
+    /// The strategy's own persisted state (whatever its last plan returned; null at first).
     pub state: &'a serde_json::Value,
+    /// The head window.
+    pub head: HeadZone,
+    /// Tokens of the longest prefix of the store-order arrangement that is identical to the
+    /// previous request of the session (what stays cached if nothing moves).
+    pub unchanged_prefix_tokens: u64,
 }
 
 /// An arrangement of the units: the order to send them in, and the new layout state.
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayoutPlan {
-    /// Indices into the request's units, in send order; every index appears once.
+    /// Indices into the request's units, in send order; every index appears once and the
+    /// units of one wire message stay together, in order.
     pub order: Vec<usize>,
-    /// The layout state to persist.
+    /// The strategy state to persist.
     pub state: serde_json::Value,
 }
 
-/// Head window, recent window, reset behaviour and cache markers.
+/// Head window, recent window, reset behaviour and cache markers. The stage
+/// `layout.head_window` measures the windows; the strategy decides the order they go out in.
 pub trait Layout: Send + Sync + std::fmt::Debug {
     /// The registered name.
     fn name(&self) -> &'static str;

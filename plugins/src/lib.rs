@@ -8,6 +8,7 @@
 //! named in code silently loses its plugins.
 
 pub mod fold_policy;
+pub mod layout;
 pub mod summarizer;
 
 /// Names every crate whose link-time registrations foldwire relies on, so none is dropped.

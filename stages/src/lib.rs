@@ -7,6 +7,7 @@
 pub mod archive_spill;
 pub mod fold;
 pub mod kernel;
+pub mod layout_head_window;
 pub mod media_classify;
 pub mod pairing_repair;
 pub mod ranges_build;

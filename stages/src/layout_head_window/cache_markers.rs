@@ -1,0 +1,372 @@
+//! Anthropic prompt-cache markers: `cache_control` at the layout's stable boundaries, within
+//! the API's rules (at most 4 per request counting the client's own; in tools → system →
+//! messages order, every 1h marker before every 5m marker).
+//!
+//! Markers inside messages are written by replacing the unit's raw block (re-serialized with
+//! or without `cache_control`, other keys kept in order); markers the client put in `system`
+//! or `tools` are only touched when one must be dropped, through a top-level override.
+
+use bytes::Bytes;
+use foldwire_core::{Conversation, FieldOverride, MessageKind, UnitSlot};
+use serde_json::{Map, Value};
+
+/// The most `cache_control` markers Anthropic accepts in one request.
+pub const MAX_MARKERS: usize = 4;
+
+/// A marker's time to live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ttl {
+    /// `"ttl": "1h"`.
+    Hour,
+    /// The default five minutes (`"ttl": "5m"` or no ttl).
+    FiveMinutes,
+}
+
+/// Where a marker sits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MarkerSite {
+    /// The n-th tool definition.
+    Tool(usize),
+    /// The n-th system block.
+    System(usize),
+    /// The unit at this index of `messages` (as sent).
+    Unit(usize),
+}
+
+/// One marker found in a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Marker {
+    /// Where.
+    pub site: MarkerSite,
+    /// Its TTL.
+    pub ttl: Ttl,
+}
+
+/// What placing markers did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct MarkerOutcome {
+    /// Markers foldwire added.
+    pub placed: u64,
+    /// Client markers kept.
+    pub kept: u64,
+    /// Client markers removed because the rules left no room for them.
+    pub dropped: u64,
+}
+
+/// A broken cache-marker rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum MarkerRuleViolation {
+    /// More than [`MAX_MARKERS`] markers.
+    #[error("the request carries {0} cache_control markers; Anthropic accepts at most 4")]
+    TooMany(usize),
+    /// A 1h marker after a 5m marker.
+    #[error("a 1h cache_control marker at {later:?} follows a 5m marker at {earlier:?}")]
+    TtlOrder {
+        /// The 5m marker.
+        earlier: MarkerSite,
+        /// The 1h marker after it.
+        later: MarkerSite,
+    },
+    /// A block could not be read.
+    #[error("cannot read {what}: {message}")]
+    Unreadable {
+        /// What.
+        what: String,
+        /// Why.
+        message: String,
+    },
+}
+
+fn ttl_of(cache_control: &Value) -> Ttl {
+    match cache_control.get("ttl").and_then(Value::as_str) {
+        Some("1h") => Ttl::Hour,
+        _ => Ttl::FiveMinutes,
+    }
+}
+
+fn has_marker_bytes(raw: &[u8]) -> bool {
+    raw.windows(b"cache_control".len())
+        .any(|w| w == b"cache_control")
+}
+
+/// The top-level `tools` and `system` values of the request as sent (overrides first).
+fn frame_fields(conv: &Conversation) -> Result<(Option<Value>, Option<Value>), MarkerRuleViolation> {
+    #[derive(serde::Deserialize)]
+    struct Frame<'a> {
+        #[serde(borrow, default)]
+        tools: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow, default)]
+        system: Option<&'a serde_json::value::RawValue>,
+    }
+    let unreadable = |what: &str, e: serde_json::Error| MarkerRuleViolation::Unreadable {
+        what: what.to_owned(),
+        message: e.to_string(),
+    };
+    let overridden = |key: &str| -> Result<Option<Option<Value>>, MarkerRuleViolation> {
+        match conv.overrides.iter().rev().find(|o| o.key == key) {
+            Some(o) => serde_json::from_slice(&o.value)
+                .map(|v| Some(Some(v)))
+                .map_err(|e| unreadable(key, e)),
+            None => Ok(None),
+        }
+    };
+    let (mut tools, mut system) = (None, None);
+    if !conv.source.is_empty() && has_marker_bytes(&conv.source) {
+        let frame: Frame<'_> =
+            serde_json::from_slice(&conv.source).map_err(|e| unreadable("request body", e))?;
+        if let Some(t) = frame.tools {
+            tools = Some(serde_json::from_str(t.get()).map_err(|e| unreadable("tools", e))?);
+        }
+        if let Some(s) = frame.system {
+            system = Some(serde_json::from_str(s.get()).map_err(|e| unreadable("system", e))?);
+        }
+    }
+    if let Some(t) = overridden("tools")? {
+        tools = t;
+    }
+    if let Some(s) = overridden("system")? {
+        system = s;
+    }
+    Ok((tools, system))
+}
+
+fn array_markers(value: Option<&Value>, site: fn(usize) -> MarkerSite) -> Vec<Marker> {
+    value
+        .and_then(Value::as_array)
+        .map(|items| {
+            items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| {
+                    item.get("cache_control").map(|cc| Marker {
+                        site: site(i),
+                        ttl: ttl_of(cc),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn unit_marker(raw: &[u8]) -> Option<Ttl> {
+    if !has_marker_bytes(raw) {
+        return None;
+    }
+    let v: Value = serde_json::from_slice(raw).ok()?;
+    v.get("cache_control").map(ttl_of)
+}
+
+/// Every marker of the request, in tools → system → messages order.
+///
+/// # Errors
+/// The body's `tools`/`system` or an override could not be parsed.
+pub fn markers(conv: &Conversation) -> Result<Vec<Marker>, MarkerRuleViolation> {
+    let (tools, system) = frame_fields(conv)?;
+    let mut out = array_markers(tools.as_ref(), MarkerSite::Tool);
+    out.extend(array_markers(system.as_ref(), MarkerSite::System));
+    out.extend(conv.messages.iter().enumerate().filter_map(|(i, m)| {
+        unit_marker(&m.raw).map(|ttl| Marker {
+            site: MarkerSite::Unit(i),
+            ttl,
+        })
+    }));
+    Ok(out)
+}
+
+/// Checks the Anthropic rules on a request: at most 4 markers, no 1h marker after a 5m one.
+///
+/// # Errors
+/// The first rule broken.
+pub fn check_rules(conv: &Conversation) -> Result<usize, MarkerRuleViolation> {
+    let all = markers(conv)?;
+    if all.len() > MAX_MARKERS {
+        return Err(MarkerRuleViolation::TooMany(all.len()));
+    }
+    let mut first_short: Option<MarkerSite> = None;
+    for m in &all {
+        match (m.ttl, first_short) {
+            (Ttl::FiveMinutes, None) => first_short = Some(m.site),
+            (Ttl::Hour, Some(earlier)) => {
+                return Err(MarkerRuleViolation::TtlOrder {
+                    earlier,
+                    later: m.site,
+                });
+            }
+            _ => {}
+        }
+    }
+    Ok(all.len())
+}
+
+/// True when a unit can carry a marker: an object block that is not reasoning (Anthropic
+/// refuses `cache_control` on thinking blocks) and not a plain-string content.
+fn markable(conv: &Conversation, i: usize) -> bool {
+    conv.messages.get(i).is_some_and(|m| {
+        m.kind != MessageKind::Reasoning
+            && m.slot != UnitSlot::StringContent
+            && m.raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+    })
+}
+
+fn rewrite_unit(conv: &mut Conversation, i: usize, marker: Option<Ttl>) -> bool {
+    let Some(unit) = conv.messages.get_mut(i) else {
+        return false;
+    };
+    let Ok(Value::Object(mut block)) = serde_json::from_slice::<Value>(&unit.raw) else {
+        return false;
+    };
+    match marker {
+        Some(ttl) => {
+            let mut cc = Map::new();
+            cc.insert("type".into(), Value::String("ephemeral".into()));
+            if ttl == Ttl::Hour {
+                cc.insert("ttl".into(), Value::String("1h".into()));
+            }
+            block.insert("cache_control".into(), Value::Object(cc));
+        }
+        None => {
+            block.shift_remove("cache_control");
+        }
+    }
+    match serde_json::to_vec(&Value::Object(block)) {
+        Ok(bytes) => {
+            unit.replace_raw(Bytes::from(bytes));
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+fn strip_frame_marker(conv: &mut Conversation, key: &str, value: &mut Option<Value>, index: usize) {
+    let Some(Value::Array(items)) = value.as_mut() else {
+        return;
+    };
+    if let Some(Value::Object(item)) = items.get_mut(index) {
+        item.shift_remove("cache_control");
+    }
+    if let Some(v) = value.as_ref()
+        && let Ok(bytes) = serde_json::to_vec(v)
+    {
+        conv.overrides.retain(|o| o.key != key);
+        conv.overrides.push(FieldOverride {
+            key: key.to_owned(),
+            value: Bytes::from(bytes),
+        });
+    }
+}
+
+/// Places markers at `boundaries` (unit indices as sent, most important first: the end of
+/// the request, the end of the head, the end of the folded history). A boundary on a unit
+/// that cannot carry a marker moves back to the nearest one that can. Client markers in
+/// `tools`/`system` are kept; client markers in the messages keep the room the layout's own
+/// markers leave; any marker the rules cannot hold is removed and counted.
+///
+/// # Errors
+/// The body's `tools`/`system` could not be parsed.
+pub fn place(conv: &mut Conversation, boundaries: &[usize]) -> Result<MarkerOutcome, MarkerRuleViolation> {
+    let (mut tools, mut system) = frame_fields(conv)?;
+    let mut frame = array_markers(tools.as_ref(), MarkerSite::Tool);
+    frame.extend(array_markers(system.as_ref(), MarkerSite::System));
+    let client_units: Vec<(usize, Ttl)> = conv
+        .messages
+        .iter()
+        .enumerate()
+        .filter_map(|(i, m)| unit_marker(&m.raw).map(|t| (i, t)))
+        .collect();
+    let mut outcome = MarkerOutcome::default();
+
+    // Client markers in tools/system beyond the limit (the client's own error) go first.
+    while frame.len() > MAX_MARKERS {
+        if let Some(m) = frame.pop() {
+            match m.site {
+                MarkerSite::Tool(i) => strip_frame_marker(conv, "tools", &mut tools, i),
+                MarkerSite::System(i) => strip_frame_marker(conv, "system", &mut system, i),
+                MarkerSite::Unit(_) => {}
+            }
+            outcome.dropped += 1;
+        }
+    }
+    let mut room = MAX_MARKERS - frame.len();
+
+    // The layout's boundaries, moved back to markable units, deduplicated.
+    let mut ours: Vec<usize> = Vec::new();
+    for &b in boundaries {
+        let mut i = b.min(conv.messages.len());
+        let target = loop {
+            if markable(conv, i) {
+                break Some(i);
+            }
+            if i == 0 {
+                break None;
+            }
+            i -= 1;
+        };
+        if let Some(t) = target
+            && !ours.contains(&t)
+            && room > 0
+        {
+            ours.push(t);
+            room -= 1;
+        }
+    }
+    // Client message markers keep what room is left, newest first.
+    let mut kept_client: Vec<(usize, Ttl)> = Vec::new();
+    for &(i, ttl) in client_units.iter().rev() {
+        if ours.contains(&i) {
+            kept_client.push((i, ttl));
+        } else if room > 0 {
+            room -= 1;
+            kept_client.push((i, ttl));
+        }
+    }
+    // TTLs in send order: ours take 1h when a kept 1h marker follows them; a client 1h
+    // marker after a 5m one is dropped.
+    let mut chosen: Vec<(usize, Ttl, bool)> = kept_client.iter().map(|&(i, t)| (i, t, true)).collect();
+    for &i in &ours {
+        if !kept_client.iter().any(|&(c, _)| c == i) {
+            chosen.push((i, Ttl::FiveMinutes, false));
+        }
+    }
+    chosen.sort_by_key(|c| c.0);
+    let frame_short = frame.iter().any(|m| m.ttl == Ttl::FiveMinutes);
+    for k in 0..chosen.len() {
+        let later_hour = chosen.iter().skip(k + 1).any(|c| c.1 == Ttl::Hour && c.2);
+        if let Some(c) = chosen.get_mut(k)
+            && !c.2
+            && later_hour
+            && !frame_short
+        {
+            c.1 = Ttl::Hour;
+        }
+    }
+    let mut seen_short = frame_short;
+    let mut keep: Vec<(usize, Ttl, bool)> = Vec::new();
+    for c in chosen {
+        if c.1 == Ttl::Hour && seen_short {
+            continue;
+        }
+        if c.1 == Ttl::FiveMinutes {
+            seen_short = true;
+        }
+        keep.push(c);
+    }
+    // Rewrite the units whose marker changes.
+    for &(i, _) in &client_units {
+        if !keep.iter().any(|k| k.0 == i && k.2) {
+            if keep.iter().any(|k| k.0 == i) {
+                continue;
+            }
+            if rewrite_unit(conv, i, None) {
+                outcome.dropped += 1;
+            }
+        } else {
+            outcome.kept += 1;
+        }
+    }
+    for &(i, ttl, client) in &keep {
+        if !client && rewrite_unit(conv, i, Some(ttl)) {
+            outcome.placed += 1;
+        }
+    }
+    Ok(outcome)
+}

@@ -1,0 +1,551 @@
+//! Stage `layout.head_window`: the head window (the opening messages, verbatim, never
+//! folded), the recent window, topic resets, Anthropic cache markers, refusals and the
+//! rewrite metric.
+//!
+//! The stage measures the windows over whole wire messages (a layout never splits a wire
+//! message, and a head boundary between a tool call and its result is pulled back to before
+//! the call); a [`Layout`] strategy from the registry (`layout.store_order_fill` by default,
+//! or `layout.head_first`, both in `foldwire-plugins`) decides the order the units go out in.
+//!
+//! Params (all optional): `layout` (strategy name), `layout_params`, `head_tokens` (4,000),
+//! `recent_tokens` (else `recent_fraction` of the budget, 0.3), `cache_markers` (true),
+//! `calibration_alpha` (0.3). Per-turn overrides in `turn.options`: `layout`, `window`
+//! (replaces `turn.budget.window`), `head_tokens`, `recent_tokens`.
+//!
+//! Kernel integration: [`head_fingerprints`] lists the head's units; `ranges.build` must keep
+//! them out of every compressible range.
+
+pub mod cache_markers;
+pub mod refusal;
+pub mod reset;
+pub mod rewrite;
+pub mod windows;
+
+use std::hash::{Hash, Hasher};
+use std::ops::Range;
+use std::sync::Arc;
+
+use foldwire_core::{
+    BuildError, Component, Conversation, Fact, HeadZone, Layout, LayoutRequest, Message,
+    MessageId, Params, Refusal, SessionId, SessionState, Stage, StageCx, StageError,
+    TokenEstimator, Turn, Wire,
+};
+use serde::Deserialize;
+
+pub use reset::{
+    DEFAULT_CALIBRATION_ALPHA, HeadState, LayoutStateError, SentUnit, Transition,
+    head_fingerprints, reset, update_calibration,
+};
+pub use rewrite::Rewrite;
+
+/// The stage's registered name.
+pub const NAME: &str = "layout.head_window";
+/// The default layout strategy.
+pub const DEFAULT_LAYOUT: &str = "layout.store_order_fill";
+/// The default head window, in tokens.
+pub const DEFAULT_HEAD_TOKENS: u64 = 4_000;
+/// The default recent window, as a share of the budget.
+pub const DEFAULT_RECENT_FRACTION: f64 = 0.3;
+
+/// The stage's params.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeadWindowConfig {
+    /// The layout strategy's registered name.
+    pub layout: String,
+    /// Params for the strategy.
+    pub layout_params: serde_json::Value,
+    /// The head window, in tokens.
+    pub head_tokens: u64,
+    /// The recent window, in tokens (overrides `recent_fraction`).
+    pub recent_tokens: Option<u64>,
+    /// The recent window as a share of the budget, when `recent_tokens` is not set.
+    pub recent_fraction: f64,
+    /// Whether to place Anthropic cache markers.
+    pub cache_markers: bool,
+    /// Weight of a new usage sample in the calibration average.
+    pub calibration_alpha: f64,
+}
+
+impl Default for HeadWindowConfig {
+    fn default() -> Self {
+        HeadWindowConfig {
+            layout: DEFAULT_LAYOUT.to_owned(),
+            layout_params: serde_json::Value::Null,
+            head_tokens: DEFAULT_HEAD_TOKENS,
+            recent_tokens: None,
+            recent_fraction: DEFAULT_RECENT_FRACTION,
+            cache_markers: true,
+            calibration_alpha: DEFAULT_CALIBRATION_ALPHA,
+        }
+    }
+}
+
+impl HeadWindowConfig {
+    /// Checks the values a deserializer cannot.
+    ///
+    /// # Errors
+    /// A fraction outside 0..=1 or an empty layout name.
+    pub fn validate(&self) -> Result<(), BuildError> {
+        if !(0.0..=1.0).contains(&self.recent_fraction) {
+            return Err(BuildError::new(
+                NAME,
+                format!("recent_fraction must be between 0 and 1, got {}", self.recent_fraction),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.calibration_alpha) {
+            return Err(BuildError::new(
+                NAME,
+                format!("calibration_alpha must be between 0 and 1, got {}", self.calibration_alpha),
+            ));
+        }
+        if self.layout.trim().is_empty() {
+            return Err(BuildError::new(NAME, "layout must name a registered layout strategy"));
+        }
+        Ok(())
+    }
+
+    /// This config with a turn's overrides applied (`layout`, `head_tokens`,
+    /// `recent_tokens`; `window` is applied to the budget by the stage).
+    ///
+    /// # Errors
+    /// An override of the wrong type.
+    pub fn with_options(&self, options: &foldwire_core::TurnOptions) -> Result<Self, StageError> {
+        let mut out = self.clone();
+        if let Some(v) = options.get("layout") {
+            let name = v.as_str().ok_or_else(|| bad_option("layout", "a strategy name", v))?;
+            if name != out.layout {
+                out.layout = name.to_owned();
+                out.layout_params = serde_json::Value::Null;
+            }
+        }
+        if let Some(v) = options.get("head_tokens") {
+            out.head_tokens = v.as_u64().ok_or_else(|| bad_option("head_tokens", "a token count", v))?;
+        }
+        if let Some(v) = options.get("recent_tokens") {
+            out.recent_tokens = Some(v.as_u64().ok_or_else(|| bad_option("recent_tokens", "a token count", v))?);
+        }
+        Ok(out)
+    }
+}
+
+fn bad_option(key: &str, expected: &str, got: &serde_json::Value) -> StageError {
+    StageError::Failed {
+        stage: NAME,
+        message: format!("turn option `{key}` must be {expected}, got {got}"),
+    }
+}
+
+/// The stage.
+#[derive(Debug, Clone, Default)]
+pub struct HeadWindowStage {
+    config: HeadWindowConfig,
+}
+
+impl HeadWindowStage {
+    /// A stage with this config.
+    ///
+    /// # Errors
+    /// Invalid values.
+    pub fn new(config: HeadWindowConfig) -> Result<Self, BuildError> {
+        config.validate()?;
+        Ok(HeadWindowStage { config })
+    }
+}
+
+fn build(params: &Params) -> Result<Component, BuildError> {
+    let config: HeadWindowConfig = BuildError::parse_params(NAME, params)?;
+    Ok(Component::Stage(Arc::new(HeadWindowStage::new(config)?)))
+}
+
+foldwire_core::register!(Stage, NAME, build);
+
+#[foldwire_core::async_trait]
+impl Stage for HeadWindowStage {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn requires(&self) -> &'static [Fact] {
+        &[Fact::Decoded]
+    }
+
+    fn provides(&self) -> &'static [Fact] {
+        &[Fact::LaidOut]
+    }
+
+    async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
+        let config = self.config.with_options(&turn.options)?;
+        let layout = cx
+            .registry
+            .layout(&config.layout, &config.layout_params)
+            .map_err(|e| StageError::Failed {
+                stage: NAME,
+                message: format!(
+                    "cannot build layout strategy `{}`: {e} (is foldwire_plugins::link() called?)",
+                    config.layout
+                ),
+            })?;
+        lay_out(turn, layout.as_ref(), cx.estimator.as_ref(), &config).map(|_| ())
+    }
+}
+
+/// The zones of one request and what laying it out did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayoutOutcome {
+    /// Size and rewrite of the request.
+    pub rewrite: Rewrite,
+    /// The head window in store order (before reordering).
+    pub head: HeadZone,
+    /// Tokens per zone.
+    pub zones: refusal::ZoneTokens,
+    /// True when the request was sent in an order other than store order.
+    pub reordered: bool,
+    /// What the cache markers did (Anthropic only).
+    pub markers: cache_markers::MarkerOutcome,
+}
+
+fn unit_key(m: &Message) -> MessageId {
+    if !m.id.0.is_empty() {
+        return m.id.clone();
+    }
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    m.raw.hash(&mut h);
+    MessageId(format!("raw:{:016x}", h.finish()))
+}
+
+fn frame_digest(conv: &Conversation) -> u64 {
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    conv.source.get(..conv.messages_span.start).hash(&mut h);
+    conv.source.get(conv.messages_span.end..).hash(&mut h);
+    for o in &conv.overrides {
+        o.key.hash(&mut h);
+        o.value.hash(&mut h);
+    }
+    h.finish()
+}
+
+fn sum(tokens: &[u64], range: Range<usize>) -> u64 {
+    tokens.get(range).map_or(0, |t| t.iter().sum())
+}
+
+/// Lays out one turn's conversation with `layout`: places a live reset's transition,
+/// measures the windows, orders the units, places cache markers, refuses when the request
+/// cannot fit, and records the rewrite metric in the report (`request_tokens`,
+/// `rewritten_tokens`) and the state. This is the whole stage without the registry lookup.
+///
+/// # Errors
+/// No decoded conversation, a bad turn option, a strategy order that is not a permutation
+/// of whole wire messages, or [`StageError::Refused`] when the request is over budget.
+pub fn lay_out(
+    turn: &mut Turn,
+    layout: &dyn Layout,
+    estimator: &dyn TokenEstimator,
+    config: &HeadWindowConfig,
+) -> Result<LayoutOutcome, StageError> {
+    if let Some(v) = turn.options.get("window") {
+        turn.budget.window = v
+            .as_u64()
+            .ok_or_else(|| bad_option("window", "a token count", v))?;
+    }
+    let mut head = match HeadState::load(&turn.state) {
+        Ok(h) => h,
+        Err(e) => {
+            turn.report.warn(NAME, "layout_state_unreadable", format!("{e}; starting a fresh head"));
+            HeadState::default()
+        }
+    };
+    update_calibration(&mut turn.state, &mut head, config.calibration_alpha);
+    turn.budget.calibration = turn.state.calibration;
+    let budget = turn.budget;
+    let available = budget.available();
+    let recent_window = config
+        .recent_tokens
+        .unwrap_or((available as f64 * config.recent_fraction) as u64);
+    let conv = turn
+        .conversation
+        .as_mut()
+        .ok_or(StageError::NotDecoded { stage: NAME })?;
+
+    // A live reset: re-insert the transition where it belongs.
+    let mut head_start_unit = 0usize;
+    let after_reset = head.transition.is_some();
+    if let Some(transition) = head.transition.as_mut() {
+        let (at, lost) = reset::place_transition(conv, transition);
+        if lost {
+            turn.report.warn(
+                NAME,
+                "transition_anchor_lost",
+                "the messages around the reset's transition are gone from the request; the transition is sent last",
+            );
+        }
+        head_start_unit = at;
+    }
+
+    let tokens: Vec<u64> = conv.messages.iter().map(|m| estimator.raw_tokens(&m.raw)).collect();
+    let frame_tokens = (conv.frame_len() as u64).div_ceil(4);
+    let groups = windows::groups(&conv.messages);
+    let group_tokens = windows::group_tokens(&groups, &tokens);
+    let start_g = windows::group_of(&groups, head_start_unit);
+    let sealed_here = head.sealed
+        && head.head_ids.first().is_some()
+        && conv.messages.get(head_start_unit).map(|m| &m.id) == head.head_ids.first();
+    let (end_g, filling) = if sealed_here {
+        (windows::sealed_end(&conv.messages, &groups, start_g, &head.head_ids), false)
+    } else {
+        windows::head_walk(&conv.messages, &groups, &group_tokens, start_g, config.head_tokens, after_reset)
+    };
+    let head_units = windows::units_of(&groups, start_g..end_g);
+    let recent_g = windows::recent_start(&group_tokens, end_g, recent_window);
+    let recent_unit = windows::units_of(&groups, recent_g..groups.len()).start.max(head_units.end);
+    let n = conv.messages.len();
+
+    let pinned: Vec<&Message> = conv.messages.iter().filter(|m| m.pin.is_some()).collect();
+    let zones = refusal::ZoneTokens {
+        budget: available,
+        frame: frame_tokens,
+        head: sum(&tokens, head_units.clone()),
+        history: sum(&tokens, 0..head_units.start) + sum(&tokens, head_units.end..recent_unit),
+        recent: sum(&tokens, recent_unit..n),
+        pinned: conv
+            .messages
+            .iter()
+            .zip(&tokens)
+            .filter(|(m, _)| m.pin.is_some())
+            .map(|(_, t)| t)
+            .sum(),
+        recent_window,
+        after_reset,
+    };
+    if zones.request() > available {
+        let refused = refusal::refusal(NAME, &zones, &pinned);
+        turn.report.refusal = Some(refused.clone());
+        // Keep the transition's anchor; nothing else of this turn is remembered.
+        if let Err(e) = head.store(&mut turn.state) {
+            turn.report.warn(NAME, "layout_state_unsaved", e.to_string());
+        }
+        return Err(StageError::Refused(refused));
+    }
+
+    if !filling {
+        head.sealed = true;
+    }
+    head.head_ids = conv
+        .messages
+        .get(head_units.clone())
+        .map(|units| units.iter().map(|m| m.id.clone()).collect())
+        .unwrap_or_default();
+
+    let zone = HeadZone {
+        start: head_units.start,
+        end: head_units.end,
+        after_reset,
+        filling,
+        generation: head.generation,
+    };
+    let keys: Vec<MessageId> = conv.messages.iter().map(unit_key).collect();
+    let unchanged = rewrite::unchanged_prefix_tokens(&head.previous, keys.iter().zip(tokens.iter().copied()));
+    let plan = layout
+        .arrange(&LayoutRequest {
+            messages: &conv.messages,
+            tokens: &tokens,
+            budget,
+            state: &head.strategy,
+            head: zone,
+            unchanged_prefix_tokens: unchanged,
+        })
+        .map_err(|r| {
+            turn.report.refusal = Some(r.clone());
+            StageError::Refused(r)
+        })?;
+    check_order(&plan.order, &groups, n, layout.name())?;
+    let reordered = plan.order.iter().enumerate().any(|(i, &o)| i != o);
+
+    // Reorder units and their measurements.
+    let mut slots: Vec<Option<Message>> = std::mem::take(&mut conv.messages).into_iter().map(Some).collect();
+    conv.messages = plan
+        .order
+        .iter()
+        .filter_map(|&i| slots.get_mut(i).and_then(Option::take))
+        .collect();
+    let sent: Vec<SentUnit> = plan
+        .order
+        .iter()
+        .filter_map(|&i| {
+            Some(SentUnit {
+                id: keys.get(i)?.clone(),
+                tokens: *tokens.get(i)?,
+            })
+        })
+        .collect();
+
+    let digest = frame_digest(conv);
+    let frame_changed = head.previous_frame.is_some_and(|d| d != digest) || head.previous_frame.is_none() && !head.previous.is_empty();
+    let measured = rewrite::measure(&head.previous, &sent, frame_tokens, frame_changed || head.previous.is_empty());
+
+    let mut markers = cache_markers::MarkerOutcome::default();
+    if conv.wire == Wire::Anthropic && config.cache_markers && !conv.messages.is_empty() {
+        let zone_of = |orig: usize| {
+            if head_units.contains(&orig) {
+                0
+            } else if orig >= recent_unit {
+                2
+            } else {
+                1
+            }
+        };
+        let last_of = |z: u8| plan.order.iter().rposition(|&o| zone_of(o) == z);
+        let mut boundaries = vec![n.saturating_sub(1)];
+        boundaries.extend(last_of(0));
+        boundaries.extend(last_of(1));
+        match cache_markers::place(conv, &boundaries) {
+            Ok(m) => markers = m,
+            Err(e) => turn.report.warn(NAME, "cache_markers_skipped", e.to_string()),
+        }
+    }
+
+    let report = &mut turn.report;
+    report.count("request_tokens", measured.request_tokens);
+    report.count("rewritten_tokens", measured.rewritten_tokens);
+    report.count("layout.appended_tokens", measured.appended_tokens);
+    report.count("layout.head_tokens", zones.head);
+    report.count("layout.history_tokens", zones.history);
+    report.count("layout.recent_tokens", zones.recent);
+    report.count("layout.head_filling", u64::from(filling && after_reset));
+    report.count("layout.reordered", u64::from(reordered));
+    report.count("layout.cache_markers_placed", markers.placed);
+    report.count("layout.cache_markers_client_kept", markers.kept);
+    report.count("layout.cache_markers_client_dropped", markers.dropped);
+
+    head.strategy = plan.state;
+    head.previous = sent;
+    head.previous_frame = Some(digest);
+    head.last_estimate = measured.request_tokens;
+    head.store(&mut turn.state).map_err(|e| StageError::Failed {
+        stage: NAME,
+        message: e.to_string(),
+    })?;
+    Ok(LayoutOutcome {
+        rewrite: measured,
+        head: zone,
+        zones,
+        reordered,
+        markers,
+    })
+}
+
+/// Checks a strategy's order: a permutation of `0..n` that keeps each wire message's units
+/// together and in order.
+fn check_order(order: &[usize], groups: &[Range<usize>], n: usize, strategy: &str) -> Result<(), StageError> {
+    let fail = |what: String| StageError::Failed {
+        stage: NAME,
+        message: format!("layout strategy `{strategy}` returned an invalid order: {what}"),
+    };
+    if order.len() != n {
+        return Err(fail(format!("{} indices for {n} units", order.len())));
+    }
+    let mut seen = vec![false; n];
+    for &i in order {
+        match seen.get_mut(i) {
+            Some(s) if !*s => *s = true,
+            Some(_) => return Err(fail(format!("unit {i} appears twice"))),
+            None => return Err(fail(format!("unit {i} does not exist"))),
+        }
+    }
+    let mut pos = vec![0usize; n];
+    for (p, &i) in order.iter().enumerate() {
+        if let Some(slot) = pos.get_mut(i) {
+            *slot = p;
+        }
+    }
+    for g in groups {
+        let first = pos.get(g.start).copied().unwrap_or(0);
+        for (k, i) in g.clone().enumerate() {
+            if pos.get(i).copied() != Some(first + k) {
+                return Err(fail(format!("the wire message of units {}..{} is split", g.start, g.end)));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One event of a replayed session.
+#[derive(Debug, Clone)]
+pub enum ReplayEvent {
+    /// A request, decoded.
+    Request(Box<Conversation>),
+    /// A topic reset with its transition text.
+    Reset(String),
+}
+
+/// One replayed request: its size and rewrite, or the refusal.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReplayTurn {
+    /// 1-based request number.
+    pub turn: usize,
+    /// Size and rewrite (zero when refused).
+    pub rewrite: Rewrite,
+    /// True when the request went out in an order other than store order.
+    pub reordered: bool,
+    /// The refusal, when the request could not fit.
+    pub refusal: Option<Refusal>,
+}
+
+/// Replays a session turn by turn through the layout (no other stage runs: feed requests
+/// that are already folded, or the client's raw requests), returning per-turn tokens and
+/// rewrite. `state` carries over between calls, so a caller can interleave its own stages.
+///
+/// # Errors
+/// A turn failed for a reason other than a refusal.
+pub fn replay(
+    events: impl IntoIterator<Item = ReplayEvent>,
+    state: &mut SessionState,
+    layout: &dyn Layout,
+    estimator: &dyn TokenEstimator,
+    config: &HeadWindowConfig,
+    budget: foldwire_core::Budget,
+) -> Result<Vec<ReplayTurn>, StageError> {
+    let session = state
+        .session
+        .clone()
+        .or_else(|| SessionId::new("replay").ok())
+        .ok_or_else(|| StageError::Failed {
+            stage: NAME,
+            message: "replay needs a session id".to_owned(),
+        })?;
+    let mut out = Vec::new();
+    for event in events {
+        let conv = match event {
+            ReplayEvent::Reset(text) => {
+                reset(state, &text).map_err(|e| StageError::Failed {
+                    stage: NAME,
+                    message: e.to_string(),
+                })?;
+                continue;
+            }
+            ReplayEvent::Request(conv) => *conv,
+        };
+        let mut turn = Turn::new(session.clone(), conv.wire, conv.source.clone(), std::mem::take(state));
+        turn.budget = budget;
+        turn.conversation = Some(conv);
+        let result = lay_out(&mut turn, layout, estimator, config);
+        *state = std::mem::take(&mut turn.state);
+        let number = out.len() + 1;
+        match result {
+            Ok(o) => out.push(ReplayTurn {
+                turn: number,
+                rewrite: o.rewrite,
+                reordered: o.reordered,
+                refusal: None,
+            }),
+            Err(StageError::Refused(r)) => out.push(ReplayTurn {
+                turn: number,
+                rewrite: Rewrite::default(),
+                reordered: false,
+                refusal: Some(r),
+            }),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(out)
+}
