@@ -29,7 +29,9 @@ impl Stage for AuditTools {
     }
     async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
         let Some(conv) = &turn.conversation else {
-            return Err(StageError::NotDecoded { stage: "host.audit_tools" });
+            return Err(StageError::NotDecoded {
+                stage: "host.audit_tools",
+            });
         };
         let mut risky = 0;
         let calls: Vec<String> = conv
@@ -45,8 +47,11 @@ impl Stage for AuditTools {
             }
         }
         if risky > 0 {
-            turn.report
-                .warn("host.audit_tools", "risky_tool", format!("{risky} call(s) to {}", self.risky));
+            turn.report.warn(
+                "host.audit_tools",
+                "risky_tool",
+                format!("{risky} call(s) to {}", self.risky),
+            );
         }
         Ok(())
     }
@@ -67,7 +72,9 @@ impl FoldPolicy for BigRangesOnly {
         if demand.request_tokens <= demand.budget.available() {
             return Vec::new();
         }
-        let mut picked: Vec<usize> = (0..ranges.len()).filter(|&i| ranges[i].tokens >= self.floor).collect();
+        let mut picked: Vec<usize> = (0..ranges.len())
+            .filter(|&i| ranges[i].tokens >= self.floor)
+            .collect();
         picked.sort_by_key(|&i| std::cmp::Reverse(ranges[i].tokens));
         picked
     }
@@ -79,11 +86,20 @@ async fn main() -> Result<()> {
     let registry = Arc::new(Registry::from_inventory()?);
 
     // Hot-add: a strategy registered at runtime is available to pipelines built afterwards.
-    registry.register(ComponentKind::FoldPolicy, "host.fold_big_ranges", "compose-example", |params: &Params| {
-        let floor = params.get("floor").and_then(serde_json::Value::as_u64).unwrap_or(1_000);
-        Ok(Component::FoldPolicy(Arc::new(BigRangesOnly { floor })))
-    })?;
-    let policy = registry.fold_policy("host.fold_big_ranges", &serde_json::json!({ "floor": 500 }))?;
+    registry.register(
+        ComponentKind::FoldPolicy,
+        "host.fold_big_ranges",
+        "compose-example",
+        |params: &Params| {
+            let floor = params
+                .get("floor")
+                .and_then(serde_json::Value::as_u64)
+                .unwrap_or(1_000);
+            Ok(Component::FoldPolicy(Arc::new(BigRangesOnly { floor })))
+        },
+    )?;
+    let policy =
+        registry.fold_policy("host.fold_big_ranges", &serde_json::json!({ "floor": 500 }))?;
     println!("registered at runtime: {}", policy.name());
 
     // The host's own ordering: built-in stages by name around a stage of its own.
@@ -95,20 +111,33 @@ async fn main() -> Result<()> {
         .build()?;
     println!("pipeline: {}", pipeline.names().join(" -> "));
 
-    let engine = Engine::builder(pipeline, Arc::new(MemoryStateStore::new()), registry.clone())
-        .workers(1)
-        .start()?;
+    let engine = Engine::builder(
+        pipeline,
+        Arc::new(MemoryStateStore::new()),
+        registry.clone(),
+    )
+    .workers(1)
+    .start()?;
     let body = Bytes::from(foldwire_examples_body());
     let outcome = engine
-        .run_turn(&SessionId::new("compose-demo")?, TurnRequest::new(Wire::Anthropic, body.clone()))
+        .run_turn(
+            &SessionId::new("compose-demo")?,
+            TurnRequest::new(Wire::Anthropic, body.clone()),
+        )
         .await?;
     println!("{}", serde_json::to_string_pretty(&outcome.report)?);
-    anyhow::ensure!(outcome.output == body, "nothing in this pipeline changes messages");
-    anyhow::ensure!(outcome.report.counter("host.tool_calls.bash") == 2, "the host stage ran");
+    anyhow::ensure!(
+        outcome.output == body,
+        "nothing in this pipeline changes messages"
+    );
+    anyhow::ensure!(
+        outcome.report.counter("host.tool_calls.bash") == 2,
+        "the host stage ran"
+    );
     Ok(())
 }
 
 /// A small Anthropic request with two bash calls and their results.
 fn foldwire_examples_body() -> String {
-    r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"List the files, then show the README."},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"bash","input":{"command":"ls"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"README.md\nsrc"}]},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"bash","input":{"command":"cat README.md"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":"# demo"}]}]}"#.to_owned()
+    r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"List the files, then show the README."},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"bash","input":{"command":"ls"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"README.md\nsrc"}]},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"bash","input":{"command":"cat README.md"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":"demo readme"}]}]}"#.to_owned()
 }

@@ -11,7 +11,9 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result, ensure};
 use bytes::Bytes;
-use foldwire_core::{Engine, Pipeline, PipelineSpec, Registry, SessionId, StageCx, TurnRequest, Wire};
+use foldwire_core::{
+    Engine, Pipeline, PipelineSpec, Registry, SessionId, StageCx, TurnRequest, Wire,
+};
 
 /// A 1x1 PNG, base64.
 const PIXEL: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
@@ -23,10 +25,16 @@ fn request() -> Bytes {
 }
 
 async fn run_at(location: &str, registry: &Arc<Registry>) -> Result<()> {
-    let backends = foldwire_archive::open(location).with_context(|| format!("opening {location}"))?;
+    let backends =
+        foldwire_archive::open(location).with_context(|| format!("opening {location}"))?;
     let spec = PipelineSpec::of(
         "s3-example",
-        &["wire.decode", "media.classify", "archive.spill", "wire.encode"],
+        &[
+            "wire.decode",
+            "media.classify",
+            "archive.spill",
+            "wire.encode",
+        ],
     );
     let pipeline = Pipeline::from_spec(&spec, registry)?;
     let cx = StageCx::new(registry.clone()).with_archive(backends.media.clone());
@@ -36,9 +44,18 @@ async fn run_at(location: &str, registry: &Arc<Registry>) -> Result<()> {
         .start()?;
     let session = SessionId::new("s3-example")?;
     let body = request();
-    let outcome = engine.run_turn(&session, TurnRequest::new(Wire::Anthropic, body.clone())).await?;
-    ensure!(outcome.output == body, "the image is archived, not removed, by these stages");
-    ensure!(outcome.report.fail_open.is_none(), "pipeline failed: {:?}", outcome.report.fail_open);
+    let outcome = engine
+        .run_turn(&session, TurnRequest::new(Wire::Anthropic, body.clone()))
+        .await?;
+    ensure!(
+        outcome.output == body,
+        "the image is archived, not removed, by these stages"
+    );
+    ensure!(
+        outcome.report.fail_open.is_none(),
+        "pipeline failed: {:?}",
+        outcome.report.fail_open
+    );
     let listed = backends.media.list(&session).await?;
     println!("{location}: {} archived object(s)", listed.len());
     for o in &listed {
@@ -56,8 +73,11 @@ fn s3_url() -> Option<String> {
         return Some(url);
     }
     let endpoint = std::env::var("FOLDWIRE_TEST_S3_ENDPOINT").ok()?;
-    let bucket = std::env::var("FOLDWIRE_TEST_S3_BUCKET").unwrap_or_else(|_| "foldwire-test".into());
-    Some(format!("s3://{bucket}/s3-example?endpoint={endpoint}&allow_http=true"))
+    let bucket =
+        std::env::var("FOLDWIRE_TEST_S3_BUCKET").unwrap_or_else(|_| "foldwire-test".into());
+    Some(format!(
+        "s3://{bucket}/s3-example?endpoint={endpoint}&allow_http=true"
+    ))
 }
 
 #[tokio::main]

@@ -42,6 +42,93 @@ pub enum Command {
     /// Run the proxy: point an agent's base URL at it. Listens on 127.0.0.1:8787 with state
     /// and archive under the user's data dir unless told otherwise.
     Serve(ServeArgs),
+    /// Fold a range of refs (or block ids) of a session into a block with this summary;
+    /// prints the blocks created and per-range errors as JSON.
+    Fold {
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// State location.
+        #[command(flatten)]
+        state: StateArgs,
+        /// First ref (`mNNNNN`) or block id (`bN`).
+        #[arg(long)]
+        from: String,
+        /// Last ref or block id.
+        #[arg(long)]
+        to: String,
+        /// The summary that stands in for the range.
+        #[arg(long)]
+        summary: String,
+        /// A topic line.
+        #[arg(long)]
+        topic: Option<String>,
+    },
+    /// Print the originals of a block exactly as received (one unit per line), or archived
+    /// media bytes (`--image-ref mNNNNN [-o FILE]`, `--image-ref list`).
+    Restore {
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// State location.
+        #[command(flatten)]
+        state: StateArgs,
+        /// The block to restore.
+        #[arg(
+            long,
+            conflicts_with = "image_ref",
+            required_unless_present = "image_ref"
+        )]
+        block: Option<String>,
+        /// With --block: also the units of the blocks it consumed.
+        #[arg(long, requires = "block")]
+        full: bool,
+        /// With --block: print JSON (refs and units) instead of the exact units.
+        #[arg(long, requires = "block")]
+        json: bool,
+        /// An archived media ref, or `list`.
+        #[arg(long)]
+        image_ref: Option<String>,
+        /// With --image-ref: write the bytes to this file.
+        #[arg(short = 'o', long = "output", requires = "image_ref")]
+        output: Option<PathBuf>,
+    },
+    /// Print a session's refs, blocks and current compressible ranges as JSON.
+    Inspect {
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// State location.
+        #[command(flatten)]
+        state: StateArgs,
+    },
+    /// Search a session's block summaries and topics.
+    Search {
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// State location.
+        #[command(flatten)]
+        state: StateArgs,
+        /// The words to look for.
+        query: String,
+    },
+    /// Start a new head window at a transition message (topic reset).
+    Reset {
+        /// The session.
+        #[arg(long)]
+        session: String,
+        /// State location.
+        #[command(flatten)]
+        state: StateArgs,
+        /// The transition text.
+        #[arg(long)]
+        transition: String,
+    },
+    /// Replay a recorded session (JSONL: one request body per line, or
+    /// `{"foldwire_reset": "TEXT"}` lines) through the pipeline; prints per-turn tokens,
+    /// folds and rewrite.
+    Replay(ReplayArgs),
     /// Pipeline specs.
     Pipeline {
         /// The action.
@@ -127,6 +214,25 @@ impl RunArgs {
     }
 }
 
+/// `foldwire replay`.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// The recorded session (JSONL).
+    pub file: PathBuf,
+    /// The wire of the requests (detected from each body when absent).
+    #[arg(long, value_parser = parse_wire)]
+    pub wire: Option<Wire>,
+    /// A built-in pipeline name or a spec file.
+    #[arg(long, default_value = "default")]
+    pub pipeline: String,
+    /// The budget (context window) in tokens.
+    #[arg(long)]
+    pub window: Option<u64>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// `foldwire serve`. Precedence: defaults, then `--config FILE`, then environment, then flags.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -173,6 +279,58 @@ pub fn main() -> ExitCode {
         Command::Plugins { json } => commands::plugins::run(json),
         Command::Run(args) => commands::run::run(args),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Fold {
+            session,
+            state,
+            from,
+            to,
+            summary,
+            topic,
+        } => commands::session_cmds::fold(
+            &session,
+            state.state.as_deref(),
+            &from,
+            &to,
+            &summary,
+            topic.as_deref(),
+        ),
+        Command::Restore {
+            session,
+            state,
+            block,
+            full,
+            json,
+            image_ref,
+            output,
+        } => {
+            let target = match (block, image_ref) {
+                (Some(block), _) => {
+                    Ok(commands::session_cmds::RestoreTarget::Block { block, full, json })
+                }
+                (None, Some(r#ref)) => {
+                    Ok(commands::session_cmds::RestoreTarget::Image { r#ref, out: output })
+                }
+                (None, None) => Err(anyhow::anyhow!(
+                    "restore needs --block bN or --image-ref mNNNNN|list"
+                )),
+            };
+            target
+                .and_then(|t| commands::session_cmds::restore(&session, state.state.as_deref(), t))
+        }
+        Command::Inspect { session, state } => {
+            commands::session_cmds::inspect(&session, state.state.as_deref())
+        }
+        Command::Search {
+            session,
+            state,
+            query,
+        } => commands::session_cmds::search(&session, state.state.as_deref(), &query),
+        Command::Reset {
+            session,
+            state,
+            transition,
+        } => commands::session_cmds::reset(&session, state.state.as_deref(), &transition),
+        Command::Replay(args) => commands::replay::run(args),
         Command::Pipeline {
             action: PipelineCommand::Check { spec, json },
         } => commands::pipeline::check(&spec, json),

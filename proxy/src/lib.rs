@@ -6,4 +6,5 @@
 pub mod cli;
 pub mod commands;
 pub mod serve;
+pub mod session;
 pub mod setup;

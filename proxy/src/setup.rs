@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use foldwire_core::{Pipeline, PipelineSpec, Registry, StateStore};
+use foldwire_core::{Pipeline, PipelineSpec, Registry};
 
 /// A registry holding every linked stage and strategy.
 ///
@@ -54,17 +54,16 @@ pub fn default_state_dir() -> PathBuf {
         .join("foldwire")
 }
 
-/// Opens the state store a `--state` value names (a directory or a URL); the default is
-/// the user's data dir.
+/// Opens the state store and media archive a `--state` value names (a directory or a URL);
+/// the default is the user's data dir.
 ///
 /// # Errors
 /// An unusable location.
-pub fn state_store(state: Option<&str>) -> Result<Arc<dyn StateStore>> {
+pub fn backends(state: Option<&str>) -> Result<foldwire_archive::Backends> {
     let location = match state {
         Some(s) => s.to_owned(),
         None => default_state_dir().display().to_string(),
     };
-    let backends = foldwire_archive::open(&location)
-        .with_context(|| format!("opening the state store at {location}"))?;
-    Ok(backends.state)
+    foldwire_archive::open(&location)
+        .with_context(|| format!("opening state and archive at {location}"))
 }

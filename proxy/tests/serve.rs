@@ -57,7 +57,11 @@ async fn mock_handler(
         return Response::builder()
             .header(
                 "content-type",
-                if sse { "text/event-stream" } else { "application/json" },
+                if sse {
+                    "text/event-stream"
+                } else {
+                    "application/json"
+                },
             )
             .body(Body::from_stream(stream))
             .unwrap();
@@ -110,7 +114,10 @@ fn wire_of(dir: &str) -> (&'static str, &'static str) {
             "/v1/chat/completions",
             r#"{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}"#,
         ),
-        "openai-responses" => ("/v1/responses", r#"{"model":"m","stream":true,"input":"hi"}"#),
+        "openai-responses" => (
+            "/v1/responses",
+            r#"{"model":"m","stream":true,"input":"hi"}"#,
+        ),
         _ => (
             "/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse",
             r#"{"contents":[{"role":"user","parts":[{"text":"hi"}]}]}"#,
@@ -138,7 +145,12 @@ async fn every_stream_fixture_reaches_the_client_byte_identical() {
                 .unwrap();
             assert_eq!(resp.status(), 200, "{}", fixture.display());
             let got = resp.bytes().await.unwrap();
-            assert_eq!(got.as_ref(), std::fs::read(&fixture).unwrap(), "{}", fixture.display());
+            assert_eq!(
+                got.as_ref(),
+                std::fs::read(&fixture).unwrap(),
+                "{}",
+                fixture.display()
+            );
             relayed += 1;
         }
     }
@@ -152,7 +164,8 @@ async fn headers_pass_through_and_the_body_is_forwarded_unchanged() {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
-    let body = r#"{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hello there"}]}"#;
+    let body =
+        r#"{"model":"m","max_tokens":16,"messages":[{"role":"user","content":"hello there"}]}"#;
     let resp = reqwest::Client::new()
         .post(format!("http://{proxy}/v1/messages"))
         .header("x-api-key", "sk-secret")
@@ -171,16 +184,23 @@ async fn headers_pass_through_and_the_body_is_forwarded_unchanged() {
     assert_eq!(got.body, body.as_bytes());
     assert_eq!(got.headers["x-api-key"], "sk-secret");
     assert_eq!(got.headers["anthropic-version"], "2023-06-01");
-    assert!(got.headers.get("x-foldwire-session").is_none(), "foldwire's own header stays here");
-    assert!(got.headers.get("x-drop-me").is_none(), "connection-named headers are hop-by-hop");
+    assert!(
+        got.headers.get("x-foldwire-session").is_none(),
+        "foldwire's own header stays here"
+    );
+    assert!(
+        got.headers.get("x-drop-me").is_none(),
+        "connection-named headers are hop-by-hop"
+    );
 
     // The admin API knows the session by its explicit id.
-    let admin: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions/explicit-1"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let admin: serde_json::Value =
+        reqwest::get(format!("http://{proxy}/admin/sessions/explicit-1"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
     assert_eq!(admin["state"]["turns"], 1);
     assert_eq!(admin["reports"][0]["pipeline"], "passthrough");
 }
@@ -198,10 +218,21 @@ async fn a_malformed_body_fails_open_and_is_counted() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert_eq!(mock.received.lock().unwrap().pop().unwrap().body, body.as_bytes());
-    let metrics = reqwest::get(format!("http://{proxy}/metrics")).await.unwrap().text().await.unwrap();
+    assert_eq!(
+        mock.received.lock().unwrap().pop().unwrap().body,
+        body.as_bytes()
+    );
+    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
     assert!(metrics.contains("foldwire_fail_open_total 1"), "{metrics}");
-    assert!(metrics.contains("foldwire_requests_total{wire=\"openai-chat\"} 1"), "{metrics}");
+    assert!(
+        metrics.contains("foldwire_requests_total{wire=\"openai-chat\"} 1"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -224,7 +255,10 @@ async fn gzip_bodies_are_decoded_and_oversized_bodies_get_413() {
     assert_eq!(got.body, body.as_bytes());
     assert!(got.headers.get("content-encoding").is_none());
 
-    let huge = format!(r#"{{"model":"m","input":"{}"}}"#, "x".repeat(2 * 1024 * 1024));
+    let huge = format!(
+        r#"{{"model":"m","input":"{}"}}"#,
+        "x".repeat(2 * 1024 * 1024)
+    );
     let resp = reqwest::Client::new()
         .post(format!("http://{proxy}/v1/responses"))
         .body(huge)
@@ -255,7 +289,12 @@ async fn admin_is_loopback_only_and_swaps_pipelines() {
         .await
         .unwrap();
     assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
-    assert!(bad.text().await.unwrap().contains("add wire.decode before wire.encode"));
+    assert!(
+        bad.text()
+            .await
+            .unwrap()
+            .contains("add wire.decode before wire.encode")
+    );
 
     let ok: serde_json::Value = client
         .put(format!("http://{proxy}/admin/pipeline"))
@@ -288,7 +327,9 @@ async fn two_hundred_sessions_in_parallel_all_arrive() {
         .map(|i| {
             let client = client.clone();
             tokio::spawn(async move {
-                let body = format!(r#"{{"model":"m","messages":[{{"role":"user","content":"session {i}"}}]}}"#);
+                let body = format!(
+                    r#"{{"model":"m","messages":[{{"role":"user","content":"session {i}"}}]}}"#
+                );
                 let resp = client
                     .post(format!("http://{proxy}/v1/chat/completions"))
                     .header("authorization", format!("Bearer user-{i}"))

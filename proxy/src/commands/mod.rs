@@ -2,8 +2,10 @@
 
 pub mod pipeline;
 pub mod plugins;
+pub mod replay;
 pub mod run;
 pub mod serve;
+pub mod session_cmds;
 
 use std::io::Write as _;
 

@@ -5,11 +5,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
-use foldwire_core::{Engine, SessionId, TurnRequest};
+use foldwire_core::{Engine, SessionId, StageCx, TurnRequest};
 
 use super::write_stdout;
 use crate::cli::{EXIT_PASSED_THROUGH, EXIT_REFUSED, RunArgs};
-use crate::setup;
+use crate::{session, setup};
 
 /// Runs one turn and writes the body to forward on stdout.
 ///
@@ -20,9 +20,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let body = read_body(args.input.as_deref())?;
     let registry = setup::registry()?;
     let pipeline = setup::pipeline(&args.pipeline, &registry)?;
-    let store = setup::state_store(args.state.state.as_deref())?;
+    let backends = setup::backends(args.state.state.as_deref())?;
+    let cx = StageCx::new(registry.clone()).with_archive(backends.media.clone());
     // One worker: a single request needs no parallelism, and one thread starts fastest.
-    let engine = Engine::builder(pipeline, store, registry)
+    let engine = Engine::builder(pipeline, backends.state.clone(), registry)
+        .context(cx)
         .workers(1)
         .start()?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -36,7 +38,23 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         // Keep the response reserve proportionate on small windows.
         request.budget.reserve = request.budget.reserve.min(window / 4);
     }
-    let outcome = runtime.block_on(engine.run_turn(&session, request))?;
+    let outcome = runtime.block_on(async {
+        // The body is archived first so `fold`, `inspect` and `restore` can see what the
+        // model saw on this turn.
+        let last =
+            session::archive_request(&backends, &session, args.wire, request.body.clone()).await?;
+        let outcome = engine.run_turn(&session, request).await?;
+        engine
+            .update(
+                &session,
+                Box::new(move |state| {
+                    session::record_last_request(state, &last);
+                    serde_json::Value::Null
+                }),
+            )
+            .await?;
+        anyhow::Ok(outcome)
+    })?;
     if let Some(path) = &args.report {
         let json = serde_json::to_vec_pretty(&outcome.report)?;
         std::fs::write(path, json)

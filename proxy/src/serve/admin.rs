@@ -120,7 +120,12 @@ mod tests {
         for ok in ["localhost", "localhost:8787", "127.0.0.1:1", "[::1]:8787"] {
             assert!(is_local_host(ok), "{ok}");
         }
-        for bad in ["evil.example", "127.0.0.1.evil.example", "[::2]:1", "localhost.evil:80"] {
+        for bad in [
+            "evil.example",
+            "127.0.0.1.evil.example",
+            "[::2]:1",
+            "localhost.evil:80",
+        ] {
             assert!(!is_local_host(bad), "{bad}");
         }
     }

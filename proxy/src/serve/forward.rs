@@ -68,7 +68,11 @@ async fn process(
     app.metrics.request(wire);
     let session = identity::resolve(headers, wire, &route.upstream, &body, &app.identity_key)
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
-    match app.engine.run_turn(&session, TurnRequest::new(wire, body.clone())).await {
+    match app
+        .engine
+        .run_turn(&session, TurnRequest::new(wire, body.clone()))
+        .await
+    {
         Ok(outcome) => {
             app.metrics.report(&outcome.report);
             let refusal = outcome.report.refusal.clone();
@@ -111,11 +115,20 @@ async fn process(
     }
 }
 
-async fn forward(app: &AppState, route: &Route, method: Method, headers: &HeaderMap, body: Bytes) -> Response {
+async fn forward(
+    app: &AppState,
+    route: &Route,
+    method: Method,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
     let url = format!("{}{}", route.upstream, route.path_and_query);
     let mut request = app.client.request(method, &url).body(body);
     for (name, value) in headers {
-        if !is_hop_by_hop(name, headers) && name != "content-encoding" && name != identity::SESSION_HEADER {
+        if !is_hop_by_hop(name, headers)
+            && name != "content-encoding"
+            && name != identity::SESSION_HEADER
+        {
             request = request.header(name, value);
         }
     }
@@ -140,7 +153,13 @@ async fn forward(app: &AppState, route: &Route, method: Method, headers: &Header
     let stream = upstream.bytes_stream();
     response
         .body(Body::from_stream(stream))
-        .unwrap_or_else(|e| error(StatusCode::BAD_GATEWAY, "bad_upstream_response", &e.to_string()))
+        .unwrap_or_else(|e| {
+            error(
+                StatusCode::BAD_GATEWAY,
+                "bad_upstream_response",
+                &e.to_string(),
+            )
+        })
 }
 
 fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
@@ -163,7 +182,12 @@ pub fn error(status: StatusCode, kind: &str, message: &str) -> Response {
 }
 
 /// Keeps the last reports of a session for the admin API.
-pub fn remember(reports: &dashmap::DashMap<SessionId, std::collections::VecDeque<TurnReport>>, keep: usize, session: &SessionId, report: TurnReport) {
+pub fn remember(
+    reports: &dashmap::DashMap<SessionId, std::collections::VecDeque<TurnReport>>,
+    keep: usize,
+    session: &SessionId,
+    report: TurnReport,
+) {
     let mut list = reports.entry(session.clone()).or_default();
     list.push_back(report);
     while list.len() > keep {

@@ -37,7 +37,9 @@ pub fn resolve(
     key: &[u8],
 ) -> Result<SessionId, String> {
     if let Some(v) = headers.get(SESSION_HEADER) {
-        let s = v.to_str().map_err(|_| format!("{SESSION_HEADER} is not ASCII"))?;
+        let s = v
+            .to_str()
+            .map_err(|_| format!("{SESSION_HEADER} is not ASCII"))?;
         return SessionId::new(s).map_err(|e| format!("{SESSION_HEADER}: {e}"));
     }
     let mut h = Sha256::new();
@@ -94,10 +96,17 @@ mod tests {
 
     #[test]
     fn explicit_header_wins_and_credentials_separate_sessions() {
-        let body = bytes::Bytes::from_static(br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#);
+        let body = bytes::Bytes::from_static(
+            br#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#,
+        );
         let mut h = HeaderMap::new();
         h.insert(SESSION_HEADER, HeaderValue::from_static("mine"));
-        assert_eq!(resolve(&h, Wire::Anthropic, "u", &body, b"k").unwrap().as_str(), "mine");
+        assert_eq!(
+            resolve(&h, Wire::Anthropic, "u", &body, b"k")
+                .unwrap()
+                .as_str(),
+            "mine"
+        );
         h.insert(SESSION_HEADER, HeaderValue::from_static("../x"));
         assert!(resolve(&h, Wire::Anthropic, "u", &body, b"k").is_err());
 
@@ -111,6 +120,11 @@ mod tests {
         assert_eq!(sa, resolve(&a, Wire::Anthropic, "u", &body, b"k").unwrap());
         assert!(!sa.as_str().contains("sk-a"));
         a.insert("x-claude-code-session-id", HeaderValue::from_static("abc"));
-        assert!(resolve(&a, Wire::Anthropic, "u", &body, b"k").unwrap().as_str().starts_with("client-"));
+        assert!(
+            resolve(&a, Wire::Anthropic, "u", &body, b"k")
+                .unwrap()
+                .as_str()
+                .starts_with("client-")
+        );
     }
 }

@@ -78,7 +78,11 @@ impl Metrics {
             ("foldwire_refused_total", &self.refused),
             ("foldwire_upstream_errors_total", &self.upstream_errors),
         ] {
-            let _ = writeln!(out, "# TYPE {name} counter\n{name} {}", v.load(Ordering::Relaxed));
+            let _ = writeln!(
+                out,
+                "# TYPE {name} counter\n{name} {}",
+                v.load(Ordering::Relaxed)
+            );
         }
         out.push_str("# TYPE foldwire_stage_seconds summary\n");
         let mut stages: Vec<_> = self
@@ -103,7 +107,10 @@ impl Metrics {
         counters.sort();
         for (name, v) in counters {
             let name = name.replace(['"', '\\', '\n'], "_");
-            let _ = writeln!(out, "foldwire_pipeline_counter_total{{name=\"{name}\"}} {v}");
+            let _ = writeln!(
+                out,
+                "foldwire_pipeline_counter_total{{name=\"{name}\"}} {v}"
+            );
         }
         out
     }

@@ -45,7 +45,12 @@ pub struct AppState {
 
 impl AppState {
     fn remember(&self, session: &SessionId, report: TurnReport) {
-        forward::remember(&self.reports, self.config.reports_per_session, session, report);
+        forward::remember(
+            &self.reports,
+            self.config.reports_per_session,
+            session,
+            report,
+        );
     }
 }
 
@@ -56,12 +61,7 @@ impl AppState {
 pub fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let registry = setup::registry()?;
     let pipeline = setup::pipeline(&config.pipeline, &registry)?;
-    let location = config
-        .state
-        .clone()
-        .unwrap_or_else(|| setup::default_state_dir().display().to_string());
-    let backends = foldwire_archive::open(&location)
-        .with_context(|| format!("opening state and archive at {location}"))?;
+    let backends = setup::backends(config.state.as_deref())?;
     let cx = StageCx::new(registry.clone()).with_archive(backends.media);
     let mut builder = Engine::builder(pipeline, backends.state, registry.clone()).context(cx);
     if config.workers > 0 {
@@ -102,7 +102,10 @@ pub fn router(app: Arc<AppState>) -> Router {
     let admin = Router::new()
         .route("/admin/sessions", get(admin::sessions))
         .route("/admin/sessions/{id}", get(admin::session))
-        .route("/admin/pipeline", get(admin::get_pipeline).put(admin::put_pipeline))
+        .route(
+            "/admin/pipeline",
+            get(admin::get_pipeline).put(admin::put_pipeline),
+        )
         .route("/metrics", get(admin::metrics))
         .layer(axum::middleware::from_fn(admin::loopback_only));
     Router::new()

@@ -101,10 +101,17 @@ mod tests {
         let r = resolve("/v1/messages", &u).unwrap();
         assert_eq!(r.wire, Some(Wire::Anthropic));
         assert_eq!(r.upstream, "https://api.anthropic.com");
-        let r = resolve("/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse", &u).unwrap();
+        let r = resolve(
+            "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
+            &u,
+        )
+        .unwrap();
         assert_eq!(r.wire, Some(Wire::Gemini));
         assert_eq!(r.model.as_deref(), Some("gemini-2.5-pro"));
-        assert_eq!(r.path_and_query, "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse");
+        assert_eq!(
+            r.path_and_query,
+            "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+        );
         let r = resolve("/u/http://127.0.0.1:9000/v1/chat/completions", &u).unwrap();
         assert_eq!(r.upstream, "http://127.0.0.1:9000");
         assert_eq!(r.path_and_query, "/v1/chat/completions");
@@ -113,6 +120,9 @@ mod tests {
         assert_eq!(r.upstream, "https://api.example.com");
         assert_eq!(resolve("/v1/messages/count_tokens", &u).unwrap().wire, None);
         assert!(matches!(resolve("/nope", &u), Err(RouteError::Unknown(_))));
-        assert!(matches!(resolve("/u/ftp://x/v1/messages", &u), Err(RouteError::BadUpstream(_))));
+        assert!(matches!(
+            resolve("/u/ftp://x/v1/messages", &u),
+            Err(RouteError::BadUpstream(_))
+        ));
     }
 }
