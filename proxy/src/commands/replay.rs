@@ -91,7 +91,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
                     let wire = match args.wire {
                         Some(w) => w,
                         None => foldwire_wire::request::detect(None, &body)
-                            .map_err(|e| anyhow!("turn {}: {e}", rows.len() + 1))?,
+                            .map_err(|e| anyhow!("turn {}: {e} (give --wire)", rows.len() + 1))?,
                     };
                     let mut request = TurnRequest::new(wire, body);
                     if let Some(window) = args.window {
