@@ -17,7 +17,6 @@
 pub mod conformance;
 pub mod error;
 pub mod faults;
-
 pub mod index;
 pub mod keys;
 pub mod media;

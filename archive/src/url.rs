@@ -69,8 +69,12 @@ impl ArchiveLocation {
                 if rest.is_empty() {
                     return Err(bad(given, "file:// needs a directory"));
                 }
-                // `file:///abs` keeps its leading slash; `file://rel` is relative to the cwd.
-                Ok(ArchiveLocation::Local(PathBuf::from(rest)))
+                // `file:///abs` keeps its leading slash; `file://rel` is relative to the cwd;
+                // `file://localhost/abs` names the local host, as RFC 8089 allows.
+                let path = rest.strip_prefix("localhost/").map_or(rest, |p| {
+                    rest.get(rest.len() - p.len() - 1..).unwrap_or(rest)
+                });
+                Ok(ArchiveLocation::Local(PathBuf::from(path)))
             }
             "memory" => {
                 if !rest.trim_matches('/').is_empty() {
@@ -164,6 +168,10 @@ mod tests {
             ArchiveLocation::Local("/tmp/x".into())
         );
         assert_eq!(
+            ArchiveLocation::parse("file://localhost/tmp/x").unwrap(),
+            ArchiveLocation::Local("/tmp/x".into())
+        );
+        assert_eq!(
             ArchiveLocation::parse("./rel/dir").unwrap(),
             ArchiveLocation::Local("./rel/dir".into())
         );
@@ -186,6 +194,16 @@ mod tests {
                 ],
             }
         );
+    }
+
+    #[test]
+    fn the_default_is_the_user_data_dir() {
+        if let Some(data) = dirs::data_dir() {
+            assert_eq!(
+                default_location().unwrap(),
+                ArchiveLocation::Local(data.join("foldwire"))
+            );
+        }
     }
 
     #[test]

@@ -247,7 +247,12 @@ impl Found<'_> {
         if is_data_url(url) {
             self.inline(kind, field, url, declared);
         } else {
-            self.unrecoverable(kind, field, declared, format!("remote URL {url}"));
+            self.unrecoverable(
+                kind,
+                field,
+                declared,
+                format!("remote URL {}", shorten(url)),
+            );
         }
     }
 }
@@ -461,6 +466,15 @@ fn media_type_from_filename(name: &str) -> Option<&'static str> {
     })
 }
 
+/// A URL cut to a readable length for reasons and warnings (signed URLs can be huge).
+fn shorten(url: &str) -> String {
+    const MAX: usize = 200;
+    match url.char_indices().nth(MAX) {
+        Some((at, _)) => format!("{}…", url.get(..at).unwrap_or(url)),
+        None => url.to_owned(),
+    }
+}
+
 /// True for a `data:` URL (case-insensitive scheme) with a comma before its payload.
 pub fn is_data_url(s: &str) -> bool {
     s.get(..5).is_some_and(|p| p.eq_ignore_ascii_case("data:")) && s.contains(',')
@@ -613,6 +627,14 @@ mod tests {
         assert_eq!(p.decoded_len(), 3);
         assert!(InlinePayload::parse("not base64!!", None).decode().is_err());
         assert!(InlinePayload::parse("data:,bad%zz", None).decode().is_err());
+    }
+
+    #[test]
+    fn long_urls_are_shortened_in_reasons() {
+        let long = format!("https://example.com/{}", "x".repeat(500));
+        let short = shorten(&long);
+        assert!(short.len() < 210 && short.starts_with("https://example.com/xxx"));
+        assert_eq!(shorten("https://a/b"), "https://a/b");
     }
 
     #[test]

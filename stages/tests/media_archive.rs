@@ -575,3 +575,79 @@ fn both_stages_are_registered() {
         );
     }
 }
+
+/// Stands in for `wire.decode` (written elsewhere): puts a ready conversation on the turn.
+struct FakeDecode(Conversation);
+
+#[foldwire_core::async_trait]
+impl Stage for FakeDecode {
+    fn name(&self) -> &'static str {
+        "test.decode"
+    }
+    fn provides(&self) -> &'static [foldwire_core::Fact] {
+        &[foldwire_core::Fact::Decoded]
+    }
+    async fn run(&self, turn: &mut Turn, _: &StageCx) -> Result<(), foldwire_core::StageError> {
+        turn.conversation = Some(self.0.clone());
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn the_stages_compose_by_name_and_refuse_a_wrong_order() {
+    foldwire_stages::link();
+    let registry = Registry::from_inventory().unwrap();
+    let (raws, _) = units_for(Wire::Anthropic, &image_bytes(6));
+    let pipeline = foldwire_core::Pipeline::builder(&registry)
+        .stage(FakeDecode(conversation(Wire::Anthropic, &raws)))
+        .stage_named("media.classify", serde_json::Value::Null)
+        .unwrap()
+        .stage_named("archive.spill", serde_json::Value::Null)
+        .unwrap()
+        .build()
+        .unwrap();
+    let b = Backends::memory();
+    let cx = cx_with(Some(Arc::clone(&b.media)));
+    let session = SessionId::new("composed").unwrap();
+    let mut turn = Turn::new(
+        session.clone(),
+        Wire::Anthropic,
+        Bytes::new(),
+        SessionState::new(session.clone()),
+    );
+    pipeline.run(&mut turn, &cx).await.unwrap();
+    assert_eq!(turn.report.counter("archive.stored"), 1);
+    assert_eq!(
+        b.media
+            .get_content(&session, &keys::sha256_hex(&image_bytes(6)))
+            .await
+            .unwrap()
+            .as_ref(),
+        image_bytes(6).as_slice()
+    );
+
+    let wrong = foldwire_core::Pipeline::builder(&registry)
+        .stage(FakeDecode(conversation(Wire::Anthropic, &raws)))
+        .stage_named("archive.spill", serde_json::Value::Null)
+        .unwrap()
+        .stage_named("media.classify", serde_json::Value::Null)
+        .unwrap()
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        wrong.contains("archive.spill") && wrong.contains("media.classify"),
+        "{wrong}"
+    );
+    // Unknown params are refused by name.
+    let Err(bad) = foldwire_core::Pipeline::builder(&registry)
+        .stage_named("archive.spill", serde_json::json!({"colour": "blue"}))
+    else {
+        panic!("unknown params accepted");
+    };
+    let bad = bad.to_string();
+    assert!(
+        bad.contains("archive.spill") && bad.contains("colour"),
+        "{bad}"
+    );
+}
