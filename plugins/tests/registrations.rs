@@ -10,19 +10,36 @@ fn every_bundled_component_is_registered_once() {
     let expect = |kind: ComponentKind, names: &[&str]| {
         let have = registry.names(kind);
         for n in names {
-            assert!(have.iter().any(|h| h == n), "{kind} {n} missing from {have:?}");
+            assert!(
+                have.iter().any(|h| h == n),
+                "{kind} {n} missing from {have:?}"
+            );
         }
     };
-    expect(ComponentKind::Stage, &foldwire_core::pipeline::DEFAULT_ORDER);
-    expect(ComponentKind::FoldPolicy, &["fold.oldest_first", "fold.largest_first"]);
-    expect(ComponentKind::Layout, &["layout.head_first", "layout.store_order_fill"]);
+    expect(
+        ComponentKind::Stage,
+        &foldwire_core::pipeline::DEFAULT_ORDER,
+    );
+    expect(
+        ComponentKind::FoldPolicy,
+        &["fold.oldest_first", "fold.largest_first"],
+    );
+    expect(
+        ComponentKind::Layout,
+        &["layout.head_first", "layout.store_order_fill"],
+    );
     expect(ComponentKind::Summarizer, &["summarizer.extractive"]);
     for c in registry.list() {
-        let expected_crate = if c.kind == ComponentKind::Stage { "foldwire-stages" } else { "foldwire-plugins" };
+        let expected_crate = if c.kind == ComponentKind::Stage {
+            "foldwire-stages"
+        } else {
+            "foldwire-plugins"
+        };
         assert_eq!(c.crate_name, expected_crate, "{}", c.name);
     }
     // Both built-in pipelines build from what is registered.
     for name in ["default", "passthrough"] {
-        foldwire_core::Pipeline::from_spec(&PipelineSpec::builtin(name).unwrap(), &registry).unwrap();
+        foldwire_core::Pipeline::from_spec(&PipelineSpec::builtin(name).unwrap(), &registry)
+            .unwrap();
     }
 }

@@ -215,7 +215,18 @@ const TOOLS: &str = include_str!("../../examples/requests/anthropic-tools.json")
 fn fold_inspect_search_and_restore_a_block_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().to_str().unwrap();
-    run_ok(&["run", "--wire", "anthropic", "--session", "k1", "--state", st], TOOLS.as_bytes());
+    run_ok(
+        &[
+            "run",
+            "--wire",
+            "anthropic",
+            "--session",
+            "k1",
+            "--state",
+            st,
+        ],
+        TOOLS.as_bytes(),
+    );
 
     let inspected = json(&run_ok(&["inspect", "--session", "k1", "--state", st], b""));
     assert_eq!(inspected["refs"].as_array().unwrap().len(), 38);
@@ -224,40 +235,87 @@ fn fold_inspect_search_and_restore_a_block_exactly() {
 
     let folded = json(&run_ok(
         &[
-            "fold", "--session", "k1", "--state", st, "--from", "m00002", "--to", "m00009",
-            "--summary", "Read parts 0-3 of src/auth; every check calls verify().", "--topic", "auth reading",
+            "fold",
+            "--session",
+            "k1",
+            "--state",
+            st,
+            "--from",
+            "m00002",
+            "--to",
+            "m00009",
+            "--summary",
+            "Read parts 0-3 of src/auth; every check calls verify().",
+            "--topic",
+            "auth reading",
         ],
         b"",
     ));
     assert_eq!(folded["blocks_created"][0], "b1");
 
     // The originals come back exactly as the client sent them.
-    let restored = run_ok(&["restore", "--session", "k1", "--state", st, "--block", "b1"], b"");
+    let restored = run_ok(
+        &["restore", "--session", "k1", "--state", st, "--block", "b1"],
+        b"",
+    );
     let restored = text(&restored);
     let request: serde_json::Value = serde_json::from_str(TOOLS).unwrap();
     let first_tool_use = serde_json::to_string(&request["messages"][1]["content"][1]).unwrap();
     assert!(restored.lines().any(|l| l == first_tool_use), "{restored}");
     for line in restored.lines() {
-        assert!(TOOLS.contains(line), "restored bytes not in the original: {line}");
+        assert!(
+            TOOLS.contains(line),
+            "restored bytes not in the original: {line}"
+        );
     }
 
-    let hits = json(&run_ok(&["search", "--session", "k1", "--state", st, "verify"], b""));
+    let hits = json(&run_ok(
+        &["search", "--session", "k1", "--state", st, "verify"],
+        b"",
+    ));
     assert_eq!(hits[0]["block"], "b1");
     assert_eq!(hits[0]["span"][0], "m00002");
 
     // The next turn folds the block in: the summary is on the wire, the originals are not.
-    let next = run_ok(&["run", "--wire", "anthropic", "--session", "k1", "--state", st], TOOLS.as_bytes());
+    let next = run_ok(
+        &[
+            "run",
+            "--wire",
+            "anthropic",
+            "--session",
+            "k1",
+            "--state",
+            st,
+        ],
+        TOOLS.as_bytes(),
+    );
     let next = text(&next);
     assert!(next.contains("[foldwire b1"), "{}", &next[..400]);
     assert!(!next.contains(&first_tool_use));
 
     // Refs that do not exist are per-range errors, and the command says the fold failed.
     let out = foldwire(
-        &["fold", "--session", "k1", "--state", st, "--from", "m09998", "--to", "m09999", "--summary", "x"],
+        &[
+            "fold",
+            "--session",
+            "k1",
+            "--state",
+            st,
+            "--from",
+            "m09998",
+            "--to",
+            "m09999",
+            "--summary",
+            "x",
+        ],
         b"",
     );
     assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stdout).contains("does not exist"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("does not exist"),
+        "{}",
+        text(&out.stdout)
+    );
 }
 
 #[test]
@@ -269,14 +327,46 @@ fn archived_images_restore_byte_identical_by_ref() {
     let body = std::fs::read(&fixture).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().to_str().unwrap();
-    run_ok(&["run", "--wire", "anthropic", "--session", "img", "--state", st], &body);
-    let listed = json(&run_ok(&["restore", "--session", "img", "--state", st, "--image-ref", "list"], b""));
+    run_ok(
+        &[
+            "run",
+            "--wire",
+            "anthropic",
+            "--session",
+            "img",
+            "--state",
+            st,
+        ],
+        &body,
+    );
+    let listed = json(&run_ok(
+        &[
+            "restore",
+            "--session",
+            "img",
+            "--state",
+            st,
+            "--image-ref",
+            "list",
+        ],
+        b"",
+    ));
     let entry = &listed[0];
     assert_eq!(entry["media_type"], "image/png");
     let r = entry["ref"].as_str().unwrap();
     let out_file = dir.path().join("img.bin");
     run_ok(
-        &["restore", "--session", "img", "--state", st, "--image-ref", r, "-o", out_file.to_str().unwrap()],
+        &[
+            "restore",
+            "--session",
+            "img",
+            "--state",
+            st,
+            "--image-ref",
+            r,
+            "-o",
+            out_file.to_str().unwrap(),
+        ],
         b"",
     );
     let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
@@ -290,7 +380,9 @@ fn archived_images_restore_byte_identical_by_ref() {
         .unwrap()
         .to_owned();
     use base64::Engine as _;
-    let expected = base64::engine::general_purpose::STANDARD.decode(data).unwrap();
+    let expected = base64::engine::general_purpose::STANDARD
+        .decode(data)
+        .unwrap();
     assert_eq!(std::fs::read(&out_file).unwrap(), expected);
     assert_eq!(entry["size"], expected.len());
 }
@@ -299,15 +391,49 @@ fn archived_images_restore_byte_identical_by_ref() {
 fn reset_and_replay_report_per_turn_tokens_and_rewrite() {
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().to_str().unwrap();
-    run_ok(&["run", "--wire", "anthropic", "--session", "r1", "--state", st], SMALL.as_bytes());
+    run_ok(
+        &[
+            "run",
+            "--wire",
+            "anthropic",
+            "--session",
+            "r1",
+            "--state",
+            st,
+        ],
+        SMALL.as_bytes(),
+    );
     let reset = json(&run_ok(
-        &["reset", "--session", "r1", "--state", st, "--transition", "New topic: billing."],
+        &[
+            "reset",
+            "--session",
+            "r1",
+            "--state",
+            st,
+            "--transition",
+            "New topic: billing.",
+        ],
         b"",
     ));
     assert_eq!(reset["reset_generation"], 1);
-    let out = foldwire(&["reset", "--session", "nobody", "--state", st, "--transition", "x"], b"");
+    let out = foldwire(
+        &[
+            "reset",
+            "--session",
+            "nobody",
+            "--state",
+            st,
+            "--transition",
+            "x",
+        ],
+        b"",
+    );
     assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("has no state"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("has no state"),
+        "{}",
+        text(&out.stderr)
+    );
 
     // Three turns of a growing conversation: the second and third only append.
     let turn = |n: usize| {
@@ -317,15 +443,32 @@ fn reset_and_replay_report_per_turn_tokens_and_rewrite() {
             msgs.push(format!(r#"{{"role":"assistant","content":"answer {i}"}}"#));
         }
         msgs.push(r#"{"role":"user","content":"next"}"#.to_owned());
-        format!(r#"{{"model":"m","max_tokens":64,"messages":[{}]}}"#, msgs.join(","))
+        format!(
+            r#"{{"model":"m","max_tokens":64,"messages":[{}]}}"#,
+            msgs.join(",")
+        )
     };
     let file = dir.path().join("session.jsonl");
     std::fs::write(&file, format!("{}\n{}\n{}\n", turn(1), turn(2), turn(3))).unwrap();
-    let rows = json(&run_ok(&["replay", file.to_str().unwrap(), "--json", "--wire", "anthropic"], b""));
+    let rows = json(&run_ok(
+        &[
+            "replay",
+            file.to_str().unwrap(),
+            "--json",
+            "--wire",
+            "anthropic",
+        ],
+        b"",
+    ));
     let rows = rows.as_array().unwrap();
     assert_eq!(rows.len(), 3);
     assert_eq!(rows[0]["wire"], "anthropic");
-    assert!(rows[1]["request_tokens"].as_u64().unwrap() > rows[0]["request_tokens"].as_u64().unwrap());
-    let table = text(&run_ok(&["replay", file.to_str().unwrap(), "--wire", "anthropic"], b""));
+    assert!(
+        rows[1]["request_tokens"].as_u64().unwrap() > rows[0]["request_tokens"].as_u64().unwrap()
+    );
+    let table = text(&run_ok(
+        &["replay", file.to_str().unwrap(), "--wire", "anthropic"],
+        b"",
+    ));
     assert!(table.contains("summary: 3 turns"), "{table}");
 }
