@@ -324,3 +324,88 @@ fn ids_are_stable_across_consecutive_turns() {
         3,
     );
 }
+
+/// The next turn of a session: the client resends the same history bytes and appends one
+/// message (what every agent does).
+fn next_turn(conv: &Conversation, appended: &str) -> Bytes {
+    let end = conv.messages_span.end - 1; // the closing bracket of the messages array
+    let mut b = conv.source[..end].to_vec();
+    b.push(b',');
+    b.extend_from_slice(appended.as_bytes());
+    b.extend_from_slice(&conv.source[end..]);
+    Bytes::from(b)
+}
+
+#[test]
+fn ids_survive_into_the_next_turn_on_every_wire() {
+    let appended = [
+        (
+            Wire::Anthropic,
+            "anthropic",
+            r#"{"role":"user","content":"Continue."}"#,
+        ),
+        (
+            Wire::OpenAiChat,
+            "openai-chat",
+            r#"{"role":"user","content":"Continue."}"#,
+        ),
+        (
+            Wire::OpenAiResponses,
+            "openai-responses",
+            r#"{"role":"user","content":"Continue."}"#,
+        ),
+        (
+            Wire::Gemini,
+            "gemini",
+            r#"{"role":"user","parts":[{"text":"Continue."}]}"#,
+        ),
+    ];
+    for (wire, dir, msg) in appended {
+        for f in fixtures::files(dir, "request-") {
+            let (_, t1) = load(wire, &f);
+            if t1.source[t1.messages_span.start] != b'[' {
+                continue; // a string input has no array to append to
+            }
+            let t2 = decode(wire, next_turn(&t1, msg)).unwrap();
+            assert_eq!(t2.messages.len(), t1.messages.len() + 1, "{}", f.display());
+            for (a, b) in t1.messages.iter().zip(&t2.messages) {
+                assert_eq!(a.id, b.id, "{}", f.display());
+                assert_eq!(a.tool, b.tool, "{}", f.display());
+            }
+            // The appended unit is new.
+            let last = t2.messages.last().unwrap();
+            assert!(
+                t1.messages.iter().all(|m| m.id != last.id),
+                "{}",
+                f.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn duplicate_units_get_ordered_suffixes_and_ids_track_content() {
+    let body = r#"{"messages":[{"role":"user","content":"Continue."},{"role":"assistant","content":"ok"},{"role":"user","content":"Continue."},{"role":"user","content":"Continue."}]}"#;
+    let c = decode(Wire::Anthropic, Bytes::from(body)).unwrap();
+    let ids: Vec<&str> = c.messages.iter().map(|m| m.id.0.as_str()).collect();
+    assert_eq!(ids[0].len(), 16);
+    assert!(ids[0].chars().all(|ch| ch.is_ascii_hexdigit()));
+    assert_eq!(ids[2], format!("{}#2", ids[0]));
+    assert_eq!(ids[3], format!("{}#3", ids[0]));
+    assert_ne!(ids[1], ids[0]);
+    // Same text from another role is another unit.
+    let other = decode(
+        Wire::Anthropic,
+        Bytes::from(r#"{"messages":[{"role":"assistant","content":"Continue."}]}"#),
+    )
+    .unwrap();
+    assert_ne!(other.messages[0].id.0, ids[0]);
+    // A one-byte change in a unit changes its id, not its neighbours'.
+    let changed = decode(
+        Wire::Anthropic,
+        Bytes::from(body.replacen("\"ok\"", "\"ok!\"", 1)),
+    )
+    .unwrap();
+    assert_ne!(changed.messages[1].id, c.messages[1].id);
+    assert_eq!(changed.messages[0].id, c.messages[0].id);
+}

@@ -31,7 +31,7 @@ pub use error::{DetectError, WireError};
 pub use identity::fingerprint;
 pub use rebuild::encode;
 
-use scan::{Field, Syntax};
+use scan::{Field, Mode, Syntax};
 
 /// The key of the messages array on each wire.
 pub fn messages_key(wire: Wire) -> &'static str {
@@ -258,7 +258,7 @@ impl<'a> Cx<'a> {
         if self.bytes().get(span.start) != Some(&b'{') {
             return Err(self.shape(path, "an object", span));
         }
-        scan::object_fields(self.src, span).map_err(|e| self.syntax(path, e))
+        scan::object_fields_mode(self.src, span, Mode::Trusted).map_err(|e| self.syntax(path, e))
     }
 
     /// The items of the array at `span`, or an error naming `path`.
@@ -270,7 +270,7 @@ impl<'a> Cx<'a> {
         if self.bytes().get(span.start) != Some(&b'[') {
             return Err(self.shape(path, "an array", span));
         }
-        scan::array_items(self.bytes(), span).map_err(|e| self.syntax(path, e))
+        scan::array_items_mode(self.bytes(), span, Mode::Trusted).map_err(|e| self.syntax(path, e))
     }
 
     /// The string value of field `key`, erroring when present but not a string.
@@ -338,18 +338,18 @@ impl<'a> Cx<'a> {
     }
 }
 
-/// Text of a tool result's content: the string itself, or the `text` of its text blocks
+/// Text of a tool result's content (a span of the validated body): the string itself, or the `text` of its text blocks
 /// joined by newlines (images and other blocks contribute nothing).
 pub(crate) fn text_of_content(src: &str, span: &Range<usize>) -> String {
     if let Some(s) = scan::string_value(src, span) {
         return s.into_owned();
     }
-    let Ok(items) = scan::array_items(src.as_bytes(), span) else {
+    let Ok(items) = scan::array_items_mode(src.as_bytes(), span, Mode::Trusted) else {
         return String::new();
     };
     let mut out = String::new();
     for item in items {
-        let Ok(fields) = scan::object_fields(src, &item) else {
+        let Ok(fields) = scan::object_fields_mode(src, &item, Mode::Trusted) else {
             continue;
         };
         if let Some(text) =

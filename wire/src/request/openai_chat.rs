@@ -61,21 +61,21 @@ pub(crate) fn decode_messages(
             continue;
         }
         let before = cx.messages.len();
-        if let Some(reasoning) = scan::field(&fields, "reasoning_content") {
-            if let Some(text) = scan::string_value(cx.src, &reasoning.value) {
-                let text = text.into_owned();
-                cx.unit(
-                    entry,
-                    UnitSpec {
-                        slot: UnitSlot::ReasoningField,
-                        role,
-                        kind: MessageKind::Reasoning,
-                        text,
-                        tool: None,
-                        span: reasoning.value.clone(),
-                    },
-                );
-            }
+        if let Some(reasoning) = scan::field(&fields, "reasoning_content")
+            && let Some(text) = scan::string_value(cx.src, &reasoning.value)
+        {
+            let text = text.into_owned();
+            cx.unit(
+                entry,
+                UnitSpec {
+                    slot: UnitSlot::ReasoningField,
+                    role,
+                    kind: MessageKind::Reasoning,
+                    text,
+                    tool: None,
+                    span: reasoning.value.clone(),
+                },
+            );
         }
         if let Some(content) = content {
             let cpath = mpath.key("content");

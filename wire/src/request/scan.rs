@@ -62,6 +62,28 @@ pub(crate) fn string_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
     }
 }
 
+/// End (exclusive) of the string literal at `start` in text already validated: finds the
+/// closing quote with one `memchr` per embedded quote instead of stopping at every escape.
+fn string_end_trusted(src: &[u8], start: usize) -> Result<usize, Syntax> {
+    let mut pos = start + 1;
+    loop {
+        let rest = src.get(pos..).unwrap_or_default();
+        let Some(off) = memchr::memchr(b'"', rest) else {
+            return syntax(src.len(), "the closing quote of a string");
+        };
+        let quote = pos + off;
+        // The quote is escaped when an odd number of backslashes precede it.
+        let mut k = quote;
+        while k > start + 1 && src.get(k - 1) == Some(&b'\\') {
+            k -= 1;
+        }
+        if (quote - k) % 2 == 0 {
+            return Ok(quote + 1);
+        }
+        pos = quote + 1;
+    }
+}
+
 fn number_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
     let mut pos = start;
     if src.get(pos) == Some(&b'-') {
@@ -110,6 +132,23 @@ fn literal_end(src: &[u8], start: usize, word: &'static [u8]) -> Result<usize, S
 /// End (exclusive) of the JSON value starting at `start` (no leading whitespace), fully
 /// validated.
 pub(crate) fn value_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
+    value_end_mode(src, start, Mode::Validate)
+}
+
+/// How strictly strings are scanned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Check every escape: for bytes nobody has checked yet.
+    Validate,
+    /// Only find the closing quote: for spans inside a body already validated.
+    Trusted,
+}
+
+fn value_end_mode(src: &[u8], start: usize, mode: Mode) -> Result<usize, Syntax> {
+    let string_end = match mode {
+        Mode::Validate => string_end,
+        Mode::Trusted => string_end_trusted,
+    };
     // Open containers, innermost last.
     let mut stack: Vec<u8> = Vec::new();
     let mut pos = start;
@@ -123,7 +162,7 @@ pub(crate) fn value_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
                     pos += 1;
                 } else {
                     stack.push(b'{');
-                    pos = key_and_colon(src, pos)?;
+                    pos = key_and_colon(src, pos, string_end)?;
                     continue 'value;
                 }
             }
@@ -150,7 +189,7 @@ pub(crate) fn value_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
             pos = skip_ws(src, pos);
             match (open, src.get(pos)) {
                 (b'{', Some(b',')) => {
-                    pos = key_and_colon(src, skip_ws(src, pos + 1))?;
+                    pos = key_and_colon(src, skip_ws(src, pos + 1), string_end)?;
                     continue 'value;
                 }
                 (b'[', Some(b',')) => {
@@ -169,7 +208,11 @@ pub(crate) fn value_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
 }
 
 /// Parses `"key" :` at `pos` and returns the start of the value after it.
-fn key_and_colon(src: &[u8], pos: usize) -> Result<usize, Syntax> {
+fn key_and_colon(
+    src: &[u8],
+    pos: usize,
+    string_end: fn(&[u8], usize) -> Result<usize, Syntax>,
+) -> Result<usize, Syntax> {
     if src.get(pos) != Some(&b'"') {
         return syntax(pos, "an object key");
     }
@@ -209,6 +252,19 @@ pub(crate) fn object_fields<'a>(
     src: &'a str,
     span: &Range<usize>,
 ) -> Result<Vec<Field<'a>>, Syntax> {
+    object_fields_mode(src, span, Mode::Validate)
+}
+
+/// [`object_fields`] with a chosen string-scanning mode.
+pub(crate) fn object_fields_mode<'a>(
+    src: &'a str,
+    span: &Range<usize>,
+    mode: Mode,
+) -> Result<Vec<Field<'a>>, Syntax> {
+    let string_end = match mode {
+        Mode::Validate => string_end,
+        Mode::Trusted => string_end_trusted,
+    };
     let bytes = src.as_bytes();
     if bytes.get(span.start) != Some(&b'{') {
         return syntax(span.start, "an object");
@@ -227,7 +283,7 @@ pub(crate) fn object_fields<'a>(
             return syntax(colon, "':' after an object key");
         }
         let vstart = skip_ws(bytes, colon + 1);
-        let vend = value_end(bytes, vstart)?;
+        let vend = value_end_mode(bytes, vstart, mode)?;
         fields.push(Field {
             key,
             key_start,
@@ -244,6 +300,15 @@ pub(crate) fn object_fields<'a>(
 
 /// The element spans of the array value at `span` (which must start with `[`).
 pub(crate) fn array_items(src: &[u8], span: &Range<usize>) -> Result<Vec<Range<usize>>, Syntax> {
+    array_items_mode(src, span, Mode::Validate)
+}
+
+/// [`array_items`] with a chosen string-scanning mode.
+pub(crate) fn array_items_mode(
+    src: &[u8],
+    span: &Range<usize>,
+    mode: Mode,
+) -> Result<Vec<Range<usize>>, Syntax> {
     if src.get(span.start) != Some(&b'[') {
         return syntax(span.start, "an array");
     }
@@ -253,7 +318,7 @@ pub(crate) fn array_items(src: &[u8], span: &Range<usize>) -> Result<Vec<Range<u
         return Ok(items);
     }
     loop {
-        let end = value_end(src, pos)?;
+        let end = value_end_mode(src, pos, mode)?;
         items.push(pos..end);
         pos = skip_ws(src, end);
         match src.get(pos) {
@@ -271,54 +336,63 @@ pub(crate) fn unescape<'a>(src: &'a str, span: &Range<usize>) -> Cow<'a, str> {
     let inner = src
         .get(span.start + 1..span.end.saturating_sub(1))
         .unwrap_or_default();
-    if !inner.contains('\\') {
+    let bytes = inner.as_bytes();
+    let Some(first) = memchr::memchr(b'\\', bytes) else {
         return Cow::Borrowed(inner);
-    }
+    };
     let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.char_indices();
-    while let Some((i, c)) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next().map(|(_, e)| e) {
-            Some('n') => out.push('\n'),
-            Some('t') => out.push('\t'),
-            Some('r') => out.push('\r'),
-            Some('b') => out.push('\u{8}'),
-            Some('f') => out.push('\u{c}'),
-            Some('u') => {
-                let unit = hex4(inner, i + 2);
-                for _ in 0..4 {
-                    chars.next();
-                }
-                let ch = match unit {
-                    Some(hi @ 0xD800..=0xDBFF) => {
-                        let low = if inner.get(i + 6..i + 8) == Some("\\u") {
-                            hex4(inner, i + 8)
-                        } else {
-                            None
-                        };
-                        match low {
-                            Some(lo @ 0xDC00..=0xDFFF) => {
-                                for _ in 0..6 {
-                                    chars.next();
-                                }
-                                char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
-                            }
-                            _ => None,
-                        }
-                    }
-                    Some(u) => char::from_u32(u),
-                    None => None,
-                };
-                out.push(ch.unwrap_or('\u{FFFD}'));
+    let mut pos = 0;
+    let mut next = Some(first);
+    while let Some(bs) = next {
+        // Escapes are ASCII, so every cut below falls on a char boundary.
+        out.push_str(inner.get(pos..bs).unwrap_or_default());
+        pos = bs + 2;
+        match bytes.get(bs + 1) {
+            Some(b'n') => out.push('\n'),
+            Some(b't') => out.push('\t'),
+            Some(b'r') => out.push('\r'),
+            Some(b'b') => out.push('\u{8}'),
+            Some(b'f') => out.push('\u{c}'),
+            Some(b'u') => {
+                let (ch, used) = unicode_escape(inner, bs);
+                out.push(ch);
+                pos = bs + used;
             }
-            Some(other) => out.push(other),
-            None => {}
+            Some(&c) if c.is_ascii() => out.push(char::from(c)),
+            // Not a valid escape (only in unvalidated text): keep what follows as is.
+            _ => pos = bs + 1,
         }
+        next = bytes
+            .get(pos..)
+            .and_then(|rest| memchr::memchr(b'\\', rest))
+            .map(|o| pos + o);
     }
+    out.push_str(inner.get(pos..).unwrap_or_default());
     Cow::Owned(out)
+}
+
+/// Decodes the `\\uXXXX` escape at `bs` (and a following low surrogate); returns the char and
+/// how many bytes it used. Lone or broken surrogates become U+FFFD.
+fn unicode_escape(inner: &str, bs: usize) -> (char, usize) {
+    match hex4(inner, bs + 2) {
+        Some(hi @ 0xD800..=0xDBFF) => {
+            let low = if inner.get(bs + 6..bs + 8) == Some("\\u") {
+                hex4(inner, bs + 8)
+            } else {
+                None
+            };
+            match low {
+                Some(lo @ 0xDC00..=0xDFFF) => (
+                    char::from_u32(0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00))
+                        .unwrap_or('\u{FFFD}'),
+                    12,
+                ),
+                _ => ('\u{FFFD}', 6),
+            }
+        }
+        Some(u) => (char::from_u32(u).unwrap_or('\u{FFFD}'), 6),
+        None => ('\u{FFFD}', 2),
+    }
 }
 
 fn hex4(s: &str, at: usize) -> Option<u32> {
@@ -442,6 +516,20 @@ mod tests {
         assert!(value_end(b"\"\\q\"", 0).is_err());
         let deep = "[".repeat(100_000);
         assert!(value_end(deep.as_bytes(), 0).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn fast_paths_agree_with_serde(text in proptest::prelude::any::<String>(), pad in "[a-z\\\\\"]{0,6}") {
+            let s = text + &pad;
+            let lit = serde_json::to_string(&s).unwrap();
+            let span = 0..lit.len();
+            proptest::prop_assert_eq!(unescape(&lit, &span), s.as_str());
+            proptest::prop_assert_eq!(string_end(lit.as_bytes(), 0), Ok(lit.len()));
+            proptest::prop_assert_eq!(string_end_trusted(lit.as_bytes(), 0), Ok(lit.len()));
+            let escaped_all = lit.replace('z', "\\u007a");
+            proptest::prop_assert_eq!(unescape(&escaped_all, &(0..escaped_all.len())), s.as_str());
+        }
     }
 
     #[test]
