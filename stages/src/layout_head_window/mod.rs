@@ -312,7 +312,7 @@ pub fn lay_out(
     let group_tokens = windows::group_tokens(&groups, &tokens);
     let start_g = windows::group_of(&groups, head_start_unit);
     let sealed_here = head.sealed
-        && head.head_ids.first().is_some()
+        && !head.head_ids.is_empty()
         && conv.messages.get(head_start_unit).map(|m| &m.id) == head.head_ids.first();
     let (end_g, filling) = if sealed_here {
         (
