@@ -40,7 +40,10 @@ fn req(start: AnyRef, end: AnyRef, summary: &str) -> CompressRequest {
 
 fn four() -> Conv {
     let mut c = Conv::new(Wire::Anthropic);
-    c.user("alpha").assistant("beta").user("gamma").assistant("delta");
+    c.user("alpha")
+        .assistant("beta")
+        .user("gamma")
+        .assistant("delta");
     c
 }
 
@@ -48,7 +51,13 @@ fn four() -> Conv {
 fn a_message_range_makes_an_active_tier_one_block() {
     let mut state = SessionState::default();
     let view = minted(&four(), &mut state);
-    let r = apply_compression(&mut state, &view, &[req(m(1), m(2), "first two")], &cfg0(), &CharEstimator);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "first two")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert_eq!(r.blocks_created, vec![BlockId(1)]);
     assert!(r.tokens_compressed > 0);
     let block = &state.blocks[0];
@@ -57,14 +66,23 @@ fn a_message_range_makes_an_active_tier_one_block() {
     assert_eq!(block.effective, block.direct);
     assert_eq!(block.span, (Ref(1), Ref(2)));
     assert_eq!(block.topic.as_deref(), Some("topic"));
-    assert_eq!(block.message_ids, vec![view.messages[0].id.clone(), view.messages[1].id.clone()]);
+    assert_eq!(
+        block.message_ids,
+        vec![view.messages[0].id.clone(), view.messages[1].id.clone()]
+    );
 }
 
 #[test]
 fn reversed_refs_are_normalized_with_a_note() {
     let mut state = SessionState::default();
     let view = minted(&four(), &mut state);
-    let r = apply_compression(&mut state, &view, &[req(m(3), m(1), "s")], &cfg0(), &CharEstimator);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(3), m(1), "s")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert_eq!(state.blocks[0].direct, vec![Ref(1), Ref(2), Ref(3)]);
     assert!(r.ranges[0].warnings.iter().any(|w| w.contains("reversed")));
 }
@@ -73,33 +91,85 @@ fn reversed_refs_are_normalized_with_a_note() {
 fn block_refs_make_the_next_tier_up_to_three_and_consume() {
     let mut state = SessionState::default();
     let view = minted(&four(), &mut state);
-    apply_compression(&mut state, &view, &[req(m(1), m(2), "t1")], &cfg0(), &CharEstimator);
-    let r = apply_compression(&mut state, &view, &[req(b(1), b(1), "t2")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "t1")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(b(1), b(1), "t2")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert_eq!(r.blocks_created, vec![BlockId(2)]);
     let b2 = &state.blocks[1];
     assert_eq!((b2.tier, b2.consumed.clone()), (2, vec![BlockId(1)]));
     assert_eq!(b2.effective, vec![Ref(1), Ref(2)]);
-    assert!(b2.direct.is_empty(), "a block range with only a consumed block is valid");
+    assert!(
+        b2.direct.is_empty(),
+        "a block range with only a consumed block is valid"
+    );
     assert!(!state.blocks[0].active);
     // Consumed summaries count as compressed tokens.
     assert!(r.tokens_compressed > 0);
-    apply_compression(&mut state, &view, &[req(b(2), b(2), "t3")], &cfg0(), &CharEstimator);
-    apply_compression(&mut state, &view, &[req(b(3), b(3), "still t3")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(b(2), b(2), "t3")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(b(3), b(3), "still t3")],
+        &cfg0(),
+        &CharEstimator,
+    );
     let tiers: Vec<u8> = state.blocks.iter().map(|b| b.tier).collect();
     assert_eq!(tiers, vec![1, 2, 3, 3]);
     assert_eq!(state.active_blocks().count(), 1);
     // A consumed block named as an endpoint snaps to the active block holding it.
-    let r = apply_compression(&mut state, &view, &[req(b(1), b(1), "again")], &cfg0(), &CharEstimator);
-    assert!(r.ranges[0].warnings.iter().any(|w| w.contains("anchored")), "{r:?}");
-    assert_eq!(state.blocks.last().unwrap().id, BlockId(5), "block ids never reused");
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(b(1), b(1), "again")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert!(
+        r.ranges[0].warnings.iter().any(|w| w.contains("anchored")),
+        "{r:?}"
+    );
+    assert_eq!(
+        state.blocks.last().unwrap().id,
+        BlockId(5),
+        "block ids never reused"
+    );
 }
 
 #[test]
 fn a_message_range_absorbs_nested_tier_one_blocks() {
     let mut state = SessionState::default();
     let view = minted(&four(), &mut state);
-    apply_compression(&mut state, &view, &[req(m(2), m(3), "inner")], &cfg0(), &CharEstimator);
-    let r = apply_compression(&mut state, &view, &[req(m(1), m(4), "outer")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(3), "inner")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(4), "outer")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert!(r.errors().next().is_none(), "{r:?}");
     let outer = &state.blocks[1];
     assert_eq!((outer.tier, outer.consumed.clone()), (1, vec![BlockId(1)]));
@@ -114,12 +184,39 @@ fn rewrapping_only_existing_blocks_by_message_refs_is_refused() {
     let mut conv = four();
     conv.user("epsilon");
     let view = minted(&conv, &mut state);
-    apply_compression(&mut state, &view, &[req(m(2), m(3), "inner")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(3), "inner")],
+        &cfg0(),
+        &CharEstimator,
+    );
     // m1..m1 widened to nothing new? No: a range whose fresh part is empty but holds b1.
-    let r = apply_compression(&mut state, &view, &[req(m(2), m(3), "again")], &cfg0(), &CharEstimator);
-    assert!(matches!(r.ranges[0].error, Some(CompressError::AlreadyFolded { block: BlockId(1), .. })), "{r:?}");
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(3), "again")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert!(
+        matches!(
+            r.ranges[0].error,
+            Some(CompressError::AlreadyFolded {
+                block: BlockId(1),
+                ..
+            })
+        ),
+        "{r:?}"
+    );
     // b1..b1 still promotes.
-    let r = apply_compression(&mut state, &view, &[req(b(1), b(1), "promote")], &cfg0(), &CharEstimator);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(b(1), b(1), "promote")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert_eq!(r.blocks_created.len(), 1);
 }
 
@@ -130,13 +227,26 @@ fn one_bad_range_does_not_stop_the_batch() {
     let r = apply_compression(
         &mut state,
         &view,
-        &[req(m(1), m(2), "ok"), req(m(50), m(60), "unknown"), req(m(3), m(3), "   ")],
+        &[
+            req(m(1), m(2), "ok"),
+            req(m(50), m(60), "unknown"),
+            req(m(3), m(3), "   "),
+        ],
         &cfg0(),
         &CharEstimator,
     );
     assert_eq!(r.blocks_created, vec![BlockId(1)]);
-    assert!(matches!(r.ranges[1].error, Some(CompressError::UnknownRef { .. })));
-    assert!(r.ranges[1].message.as_deref().unwrap().contains("does not exist in this session"));
+    assert!(matches!(
+        r.ranges[1].error,
+        Some(CompressError::UnknownRef { .. })
+    ));
+    assert!(
+        r.ranges[1]
+            .message
+            .as_deref()
+            .unwrap()
+            .contains("does not exist in this session")
+    );
     assert_eq!(r.ranges[2].error, Some(CompressError::EmptySummary));
 }
 
@@ -144,11 +254,26 @@ fn one_bad_range_does_not_stop_the_batch() {
 fn a_folded_message_cannot_be_folded_again_by_its_ref() {
     let mut state = SessionState::default();
     let view = minted(&four(), &mut state);
-    apply_compression(&mut state, &view, &[req(m(1), m(2), "s")], &cfg0(), &CharEstimator);
-    let r = apply_compression(&mut state, &view, &[req(m(2), m(4), "s")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "s")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(4), "s")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert_eq!(
         r.ranges[0].error,
-        Some(CompressError::AlreadyFolded { given: "m00002".into(), block: BlockId(1) })
+        Some(CompressError::AlreadyFolded {
+            given: "m00002".into(),
+            block: BlockId(1)
+        })
     );
     assert!(r.ranges[0].message.as_deref().unwrap().contains("use b1"));
 }
@@ -160,14 +285,24 @@ fn overlapping_ranges_resolve_earliest_first_whatever_the_order() {
         let mut conv = four();
         conv.user("e").assistant("f").user("g");
         let view = minted(&conv, &mut state);
-        let all = [req(m(1), m(3), "first"), req(m(2), m(4), "second"), req(m(6), m(7), "third")];
+        let all = [
+            req(m(1), m(3), "first"),
+            req(m(2), m(4), "second"),
+            req(m(6), m(7), "third"),
+        ];
         let batch: Vec<CompressRequest> = order.iter().map(|&i| all[i].clone()).collect();
         let r = apply_compression(&mut state, &view, &batch, &cfg0(), &CharEstimator);
         let summaries: Vec<&str> = state.blocks.iter().map(|b| b.summary.as_str()).collect();
-        assert!(summaries.contains(&"first") && summaries.contains(&"third"), "{order:?}");
+        assert!(
+            summaries.contains(&"first") && summaries.contains(&"third"),
+            "{order:?}"
+        );
         assert!(!summaries.contains(&"second"));
         let loser = order.iter().position(|&i| i == 1).unwrap();
-        assert!(matches!(r.ranges[loser].error, Some(CompressError::Overlaps { .. })));
+        assert!(matches!(
+            r.ranges[loser].error,
+            Some(CompressError::Overlaps { .. })
+        ));
     }
 }
 
@@ -177,8 +312,17 @@ fn summary_length_is_bounded() {
     let view = minted(&four(), &mut state);
     let mut cfg = cfg0();
     cfg.max_summary_chars = 100;
-    let r = apply_compression(&mut state, &view, &[req(m(1), m(2), &"x".repeat(200))], &cfg, &CharEstimator);
-    assert_eq!(r.ranges[0].error, Some(CompressError::SummaryTooLong { len: 200, max: 100 }));
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), &"x".repeat(200))],
+        &cfg,
+        &CharEstimator,
+    );
+    assert_eq!(
+        r.ranges[0].error,
+        Some(CompressError::SummaryTooLong { len: 200, max: 100 })
+    );
 }
 
 #[test]
@@ -187,8 +331,17 @@ fn the_size_gate_is_batch_wide() {
     let view = minted(&four(), &mut state);
     let mut cfg = cfg0();
     cfg.min_tokens = 5000;
-    let r = apply_compression(&mut state, &view, &[req(m(1), m(2), "small")], &cfg, &CharEstimator);
-    assert!(matches!(r.ranges[0].error, Some(CompressError::TooSmall { min: 5000, .. })));
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "small")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(matches!(
+        r.ranges[0].error,
+        Some(CompressError::TooSmall { min: 5000, .. })
+    ));
     assert!(state.blocks.is_empty());
     // Many small ranges pass together once their sum reaches the minimum.
     let mut conv = Conv::new(Wire::Anthropic);
@@ -212,42 +365,92 @@ fn the_size_gate_is_batch_wide() {
 fn tool_pairs_are_widened_however_far_apart() {
     let mut state = SessionState::default();
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("start").turn(None, Some("calling"), &[("c1", "bash", r#"{"command":"ls"}"#)]);
+    conv.user("start").turn(
+        None,
+        Some("calling"),
+        &[("c1", "bash", r#"{"command":"ls"}"#)],
+    );
     for i in 0..30 {
         conv.user(&format!("noise {i}"));
     }
     conv.results(&[("c1", "listing")]).user("end");
     let view = minted(&conv, &mut state);
     // The range names only the call: its result 30 messages later joins it.
-    let r = apply_compression(&mut state, &view, &[req(m(3), m(3), "call")], &cfg0(), &CharEstimator);
-    assert!(r.ranges[0].warnings.iter().any(|w| w.contains("widened")), "{r:?}");
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(3), m(3), "call")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert!(
+        r.ranges[0].warnings.iter().any(|w| w.contains("widened")),
+        "{r:?}"
+    );
     let block = &state.blocks[0];
-    assert!(block.direct.contains(&Ref(3)) && block.direct.contains(&Ref(34)), "{:?}", block.direct);
+    assert!(
+        block.direct.contains(&Ref(3)) && block.direct.contains(&Ref(34)),
+        "{:?}",
+        block.direct
+    );
     // Starting at a result pulls its call in the other direction.
     let mut state = SessionState::default();
     let view = minted(&conv, &mut state);
-    apply_compression(&mut state, &view, &[req(m(34), m(35), "result")], &cfg0(), &CharEstimator);
-    assert_eq!(state.blocks[0].span, (Ref(3), Ref(35)), "the call came along with its result");
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(34), m(35), "result")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert_eq!(
+        state.blocks[0].span,
+        (Ref(3), Ref(35)),
+        "the call came along with its result"
+    );
 }
 
 #[test]
 fn reasoning_folds_with_the_act_it_precedes() {
     let mut state = SessionState::default();
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("q").turn(Some("thinking hard"), Some("answer"), &[]).user("next");
+    conv.user("q")
+        .turn(Some("thinking hard"), Some("answer"), &[])
+        .user("next");
     let view = minted(&conv, &mut state);
-    apply_compression(&mut state, &view, &[req(m(2), m(2), "just the thinking")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(2), "just the thinking")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert_eq!(state.blocks[0].direct, vec![Ref(2), Ref(3)]);
     let mut state = SessionState::default();
     let view = minted(&conv, &mut state);
-    apply_compression(&mut state, &view, &[req(m(3), m(3), "just the answer")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(3), m(3), "just the answer")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert_eq!(state.blocks[0].direct, vec![Ref(2), Ref(3)]);
     // Reasoning + call pulls the call's result too.
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("q").turn(Some("think"), None, &[("c1", "read", "{}")]).results(&[("c1", "r")]).user("n");
+    conv.user("q")
+        .turn(Some("think"), None, &[("c1", "read", "{}")])
+        .results(&[("c1", "r")])
+        .user("n");
     let mut state = SessionState::default();
     let view = minted(&conv, &mut state);
-    apply_compression(&mut state, &view, &[req(m(2), m(2), "s")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(2), "s")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert_eq!(state.blocks[0].direct, vec![Ref(2), Ref(3), Ref(4)]);
 }
 
@@ -264,9 +467,20 @@ fn protected_tools_stay_out_with_their_results() {
     let view = minted(&conv, &mut state);
     let mut cfg = cfg0();
     cfg.protection.protected_tools = vec!["mcp_*".into()];
-    let r = apply_compression(&mut state, &view, &[req(m(1), m(6), "s")], &cfg, &CharEstimator);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(6), "s")],
+        &cfg,
+        &CharEstimator,
+    );
     assert_eq!(state.blocks[0].direct, vec![Ref(1), Ref(4), Ref(5), Ref(6)]);
-    assert!(r.ranges[0].warnings.iter().any(|w| w.contains("protected tools")));
+    assert!(
+        r.ranges[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("protected tools"))
+    );
     assert_eq!(state.blocks[0].summary, "s");
 }
 
@@ -274,27 +488,67 @@ fn protected_tools_stay_out_with_their_results() {
 fn the_protected_zone_excludes_or_refuses() {
     let mut conv = Conv::new(Wire::Anthropic);
     for (i, t) in ["a", "b", "c", "d", "e", "f", "g", "h"].iter().enumerate() {
-        if i % 2 == 0 { conv.user(t) } else { conv.assistant(t) };
+        if i % 2 == 0 {
+            conv.user(t)
+        } else {
+            conv.assistant(t)
+        };
     }
     let mut cfg = cfg0();
     cfg.protection.recent_messages = 3;
     cfg.protection.last_user = true;
     let mut state = SessionState::default();
     let view = minted(&conv, &mut state);
-    let r = apply_compression(&mut state, &view, &[req(m(6), m(8), "tail")], &cfg, &CharEstimator);
-    assert!(matches!(r.ranges[0].error, Some(CompressError::Protected { .. })), "{r:?}");
-    let r = apply_compression(&mut state, &view, &[req(m(5), m(7), "edge")], &cfg, &CharEstimator);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(6), m(8), "tail")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(
+        matches!(r.ranges[0].error, Some(CompressError::Protected { .. })),
+        "{r:?}"
+    );
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(5), m(7), "edge")],
+        &cfg,
+        &CharEstimator,
+    );
     assert_eq!(state.blocks[0].direct, vec![Ref(5)]);
-    assert!(r.ranges[0].warnings.iter().any(|w| w.contains("m00006, m00007")), "{r:?}");
-    let r = apply_compression(&mut state, &view, &[req(m(1), m(3), "head")], &cfg, &CharEstimator);
+    assert!(
+        r.ranges[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("m00006, m00007")),
+        "{r:?}"
+    );
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(3), "head")],
+        &cfg,
+        &CharEstimator,
+    );
     assert!(r.ranges[0].warnings.is_empty());
     // The last user message is protected even outside the last N.
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("a").user("last user").assistant("b").assistant("c");
+    conv.user("a")
+        .user("last user")
+        .assistant("b")
+        .assistant("c");
     cfg.protection.recent_messages = 1;
     let mut state = SessionState::default();
     let view = minted(&conv, &mut state);
-    let r = apply_compression(&mut state, &view, &[req(m(2), m(3), "s")], &cfg, &CharEstimator);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(3), "s")],
+        &cfg,
+        &CharEstimator,
+    );
     assert_eq!(state.blocks[0].direct, vec![Ref(3)]);
     assert!(r.ranges[0].warnings.iter().any(|w| w.contains("m00002")));
 }
@@ -303,9 +557,18 @@ fn the_protected_zone_excludes_or_refuses() {
 fn pinned_units_inside_a_range_stay_visible() {
     let mut state = SessionState::default();
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("a").user_remote_image("https://h/i.png").user("b").user("c");
+    conv.user("a")
+        .user_remote_image("https://h/i.png")
+        .user("b")
+        .user("c");
     let view = minted(&conv, &mut state);
-    let r = apply_compression(&mut state, &view, &[req(m(1), m(3), "s")], &cfg0(), &CharEstimator);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(3), "s")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert!(r.errors().next().is_none());
     assert_eq!(state.blocks[0].direct, vec![Ref(1), Ref(2), Ref(3)]);
     assert_eq!(view.messages[1].r#ref, None);
@@ -316,19 +579,41 @@ fn restore_returns_the_original_bytes() {
     let mut state = SessionState::default();
     let mut conv = Conv::new(Wire::Anthropic);
     conv.user("héllo \"quoted\"")
-        .turn(Some("th"), Some("t"), &[("c1", "bash", r#"{"command":"ls -la"}"#)])
+        .turn(
+            Some("th"),
+            Some("t"),
+            &[("c1", "bash", r#"{"command":"ls -la"}"#)],
+        )
         .results(&[("c1", "file\nlist")])
         .user("tail");
     let view = minted(&conv, &mut state);
-    apply_compression(&mut state, &view, &[req(m(1), m(5), "s")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(5), "s")],
+        &cfg0(),
+        &CharEstimator,
+    );
     let restored = restore(&state, BlockId(1), false).unwrap();
     let got: Vec<&[u8]> = restored.units.iter().map(|u| u.raw.as_bytes()).collect();
     let want: Vec<&[u8]> = view.messages[..5].iter().map(|u| u.raw.as_ref()).collect();
     assert_eq!(got, want);
     // After promotion, the tier-2 block restores the same bytes with `full`, none without.
-    apply_compression(&mut state, &view, &[req(b(1), b(1), "t2")], &cfg0(), &CharEstimator);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(b(1), b(1), "t2")],
+        &cfg0(),
+        &CharEstimator,
+    );
     assert!(restore(&state, BlockId(2), false).unwrap().units.is_empty());
     let full = restore(&state, BlockId(2), true).unwrap();
-    assert_eq!(full.units.iter().map(|u| u.raw.as_bytes()).collect::<Vec<_>>(), want);
+    assert_eq!(
+        full.units
+            .iter()
+            .map(|u| u.raw.as_bytes())
+            .collect::<Vec<_>>(),
+        want
+    );
     assert!(restore(&state, BlockId(9), true).is_err());
 }

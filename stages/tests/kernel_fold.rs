@@ -64,17 +64,34 @@ fn covered_units_are_replaced_by_one_summary_where_the_range_began() {
     assert_eq!(texts(&c), vec!["m1", "[foldwire b1 · topic 1]", "m4"]);
     let summary = &c.messages[1];
     assert_eq!(summary.text, "[foldwire b1 · topic 1]\nsummary 1");
-    assert_eq!((summary.role, summary.origin, summary.modified), (Role::User, Origin::Summary(BlockId(1)), true));
+    assert_eq!(
+        (summary.role, summary.origin, summary.modified),
+        (Role::User, Origin::Summary(BlockId(1)), true)
+    );
     assert!(summary.raw.is_empty() && summary.r#ref.is_none());
     assert_eq!(c.entries[summary.entry].role, Role::User);
     assert_ne!(summary.entry, c.messages[0].entry);
-    assert_eq!((outcome.removed, outcome.summaries.clone()), (2, vec![BlockId(1)]));
+    assert_eq!(
+        (outcome.removed, outcome.summaries.clone()),
+        (2, vec![BlockId(1)])
+    );
 }
 
 #[test]
 fn summaries_anchor_by_position_not_block_order() {
-    let (c, _) = folded(&users(&["u", "w", "x", "z"]), vec![block(1, &[3]), block(2, &[2])]);
-    assert_eq!(texts(&c), vec!["u", "[foldwire b2 · topic 2]", "[foldwire b1 · topic 1]", "z"]);
+    let (c, _) = folded(
+        &users(&["u", "w", "x", "z"]),
+        vec![block(1, &[3]), block(2, &[2])],
+    );
+    assert_eq!(
+        texts(&c),
+        vec![
+            "u",
+            "[foldwire b2 · topic 2]",
+            "[foldwire b1 · topic 1]",
+            "z"
+        ]
+    );
 }
 
 #[test]
@@ -91,7 +108,11 @@ fn first_user_holds_when_a_tool_result_follows_it() {
     conv.user("u1").results(&[("c0", "old output")]).user("u2");
     let (c, outcome) = folded(&conv, vec![block(1, &[1])]);
     assert_eq!(outcome.first_user, FirstUserPin::Held);
-    assert_eq!(texts(&c), vec!["u1", "old output", "u2"], "nothing left the wire, so no summary");
+    assert_eq!(
+        texts(&c),
+        vec!["u1", "old output", "u2"],
+        "nothing left the wire, so no summary"
+    );
 }
 
 #[test]
@@ -113,9 +134,19 @@ async fn the_stage_reports_the_residual_pin() {
     let c = minted(&conv, &mut state);
     state.blocks.push(block(1, &[1]));
     let mut turn = turn_for(c, state);
-    let stage = Fold { config: FoldConfig { auto: false, ..FoldConfig::default() } };
+    let stage = Fold {
+        config: FoldConfig {
+            auto: false,
+            ..FoldConfig::default()
+        },
+    };
     stage.run(&mut turn, &cx()).await.unwrap();
-    assert!(turn.report.warnings.iter().any(|w| w.code == "first_user_pin_residual"));
+    assert!(
+        turn.report
+            .warnings
+            .iter()
+            .any(|w| w.code == "first_user_pin_residual")
+    );
 }
 
 #[test]
@@ -141,24 +172,41 @@ fn an_uncovered_first_user_always_survives() {
 fn client_trimmed_history_lets_the_fold_apply() {
     // Turn 1 folded u1..a2. The client then trimmed u1/a1 itself and resends the rest.
     let mut full = Conv::new(Wire::Anthropic);
-    full.user("u1").assistant("a1").user("u2").assistant("a2").user("u3");
+    full.user("u1")
+        .assistant("a1")
+        .user("u2")
+        .assistant("a2")
+        .user("u3");
     let mut state = SessionState::default();
     minted(&full, &mut state);
     state.blocks.push(block(1, &[1, 2, 3, 4]));
     let mut trimmed = Conv::new(Wire::Anthropic);
-    trimmed.user("u2").assistant("a2").user("u3").assistant("a3");
+    trimmed
+        .user("u2")
+        .assistant("a2")
+        .user("u3")
+        .assistant("a3");
     let mut c = minted(&trimmed, &mut state);
-    assert_eq!(c.messages[0].r#ref, Some(Ref(3)), "same fingerprint, same ref");
+    assert_eq!(
+        c.messages[0].r#ref,
+        Some(Ref(3)),
+        "same fingerprint, same ref"
+    );
     let outcome = fold_view(&mut c, &state);
     assert_eq!(outcome.first_user, FirstUserPin::Dropped);
     assert_eq!(texts(&c), vec!["[foldwire b1 · topic 1]", "u3", "a3"]);
-    assert!(!c.messages.iter().any(|u| u.text == "u2"), "the folded payload is not re-sent");
+    assert!(
+        !c.messages.iter().any(|u| u.text == "u2"),
+        "the folded payload is not re-sent"
+    );
 }
 
 #[test]
 fn a_folded_call_takes_its_result_and_a_lone_half_stays() {
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("u0").assistant("a0").user("u1")
+    conv.user("u0")
+        .assistant("a0")
+        .user("u1")
         .turn(None, None, &[("c1", "bash", "{}")])
         .results(&[("c1", "out")])
         .user("u2");
@@ -175,7 +223,9 @@ fn a_folded_call_takes_its_result_and_a_lone_half_stays() {
 #[test]
 fn reasoning_never_loses_its_act() {
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("q").turn(Some("think"), Some("answer"), &[]).user("next");
+    conv.user("q")
+        .turn(Some("think"), Some("answer"), &[])
+        .user("next");
     let (c, outcome) = folded(&conv, vec![block(1, &[3])]);
     assert_eq!(outcome.kept_for_pairing, 1);
     assert_eq!(texts(&c), vec!["q", "think", "answer", "next"]);
@@ -187,14 +237,25 @@ fn reasoning_never_loses_its_act() {
 fn a_summary_never_splits_an_assistant_run_or_a_call_from_its_result() {
     // Assistant run across wire messages (Chat): the summary goes before the run.
     let mut conv = Conv::new(Wire::OpenAiChat);
-    conv.user("q").assistant("a1").assistant("a2").assistant("a3").user("z");
+    conv.user("q")
+        .assistant("a1")
+        .assistant("a2")
+        .assistant("a3")
+        .user("z");
     let (c, _) = folded(&conv, vec![block(1, &[3])]);
-    assert_eq!(texts(&c), vec!["q", "[foldwire b1 · topic 1]", "a1", "a3", "z"]);
+    assert_eq!(
+        texts(&c),
+        vec!["q", "[foldwire b1 · topic 1]", "a1", "a3", "z"]
+    );
     // A covered text behind the results of a call: the summary lands after the results,
     // never between the call and them, and never inside a wire message.
     // Build the user message [tool_result, text] by hand.
     let mut conv2 = Conv::new(Wire::Anthropic);
-    conv2.user("q").turn(None, Some("doing"), &[("c1", "bash", "{}")]).results(&[("c1", "out")]).user("after");
+    conv2
+        .user("q")
+        .turn(None, Some("doing"), &[("c1", "bash", "{}")])
+        .results(&[("c1", "out")])
+        .user("after");
     let mut c = conv2.build();
     let last_entry = c.messages[3].entry;
     c.messages[4].entry = last_entry; // text joins the results' user message
@@ -208,7 +269,10 @@ fn a_summary_never_splits_an_assistant_run_or_a_call_from_its_result() {
     extra_user.r#ref = Some(Ref(6));
     c.messages.push(extra_user);
     fold_view(&mut c, &state);
-    assert_eq!(texts(&c), vec!["q", "doing", "{}", "out", "[foldwire b1 · topic 1]", "tail"]);
+    assert_eq!(
+        texts(&c),
+        vec!["q", "doing", "{}", "out", "[foldwire b1 · topic 1]", "tail"]
+    );
 }
 
 fn cfg0() -> CompressConfig {
@@ -229,8 +293,18 @@ fn fold_then_restore_is_byte_identical_and_pairing_holds_on_every_wire() {
     for wire in Wire::ALL {
         let mut conv = Conv::new(wire);
         conv.user("please fix src/lib.rs")
-            .turn(Some("plan"), Some("reading"), &[("c1", "read", r#"{"path":"src/lib.rs"}"#), ("c2", "bash", r#"{"command":"cargo test"}"#)])
-            .results(&[("c1", "fn main() {}"), ("c2", "error[E0425]: cannot find value")])
+            .turn(
+                Some("plan"),
+                Some("reading"),
+                &[
+                    ("c1", "read", r#"{"path":"src/lib.rs"}"#),
+                    ("c2", "bash", r#"{"command":"cargo test"}"#),
+                ],
+            )
+            .results(&[
+                ("c1", "fn main() {}"),
+                ("c2", "error[E0425]: cannot find value"),
+            ])
             .assistant("fixed")
             .user("thanks, now the docs")
             .turn(None, None, &[("c3", "read", r#"{"path":"README.md"}"#)])
@@ -238,7 +312,10 @@ fn fold_then_restore_is_byte_identical_and_pairing_holds_on_every_wire() {
             .user("done?");
         let mut state = SessionState::default();
         let view = minted(&conv, &mut state);
-        assert!(violations(wire, &view.messages).is_empty(), "{wire}: fixture itself is valid");
+        assert!(
+            violations(wire, &view.messages).is_empty(),
+            "{wire}: fixture itself is valid"
+        );
         let r = apply_compression(
             &mut state,
             &view,
@@ -258,10 +335,23 @@ fn fold_then_restore_is_byte_identical_and_pairing_holds_on_every_wire() {
         assert_eq!(block.direct, (2..=7).map(Ref).collect::<Vec<_>>(), "{wire}");
         let mut out = view.clone();
         fold_view(&mut out, &state);
-        assert!(violations(wire, &out.messages).is_empty(), "{wire}: {:?}", violations(wire, &out.messages));
-        assert!(out.messages.iter().all(|u| u.r#ref.is_none_or(|r| !block.effective.contains(&r))));
+        assert!(
+            violations(wire, &out.messages).is_empty(),
+            "{wire}: {:?}",
+            violations(wire, &out.messages)
+        );
+        assert!(
+            out.messages
+                .iter()
+                .all(|u| u.r#ref.is_none_or(|r| !block.effective.contains(&r)))
+        );
         let restored = restore(&state, block.id, true).unwrap();
-        let original: Vec<&[u8]> = view.messages.iter().filter(|u| u.r#ref.is_some_and(|r| block.effective.contains(&r))).map(|u| u.raw.as_ref()).collect();
+        let original: Vec<&[u8]> = view
+            .messages
+            .iter()
+            .filter(|u| u.r#ref.is_some_and(|r| block.effective.contains(&r)))
+            .map(|u| u.raw.as_ref())
+            .collect();
         let back: Vec<&[u8]> = restored.units.iter().map(|u| u.raw.as_bytes()).collect();
         assert_eq!(back, original, "{wire}");
     }

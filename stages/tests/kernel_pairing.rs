@@ -19,7 +19,9 @@ fn move_to_fresh_entry(c: &mut Conversation, from: usize, to_boundary: usize) {
     let mut unit = c.messages.remove(from);
     unit.entry = c.push_entry(unit.role);
     let boundaries: Vec<usize> = (0..=c.messages.len())
-        .filter(|&p| p == 0 || p == c.messages.len() || c.messages[p - 1].entry != c.messages[p].entry)
+        .filter(|&p| {
+            p == 0 || p == c.messages.len() || c.messages[p - 1].entry != c.messages[p].entry
+        })
         .collect();
     let at = boundaries[to_boundary % boundaries.len()];
     c.messages.insert(at, unit);
@@ -29,8 +31,14 @@ fn move_to_fresh_entry(c: &mut Conversation, from: usize, to_boundary: usize) {
 fn a_valid_conversation_is_left_exactly_as_it_was() {
     for wire in Wire::ALL {
         let mut conv = Conv::new(wire);
-        conv.user("q").turn(Some("r"), Some("t"), &[("c1", "a", "{}"), ("c2", "b", "{}")])
-            .results(&[("c1", "x"), ("c2", "y")]).user("z");
+        conv.user("q")
+            .turn(
+                Some("r"),
+                Some("t"),
+                &[("c1", "a", "{}"), ("c2", "b", "{}")],
+            )
+            .results(&[("c1", "x"), ("c2", "y")])
+            .user("z");
         let before = conv.build();
         let mut after = before.clone();
         let report = repair(&mut after);
@@ -58,13 +66,27 @@ fn a_result_far_away_is_brought_back_without_a_window() {
 #[test]
 fn a_stub_only_when_no_result_exists_and_it_says_so() {
     let mut conv = Conv::new(Wire::OpenAiChat);
-    conv.user("q").turn(None, None, &[("c1", "bash", "{}")]).user("next");
+    conv.user("q")
+        .turn(None, None, &[("c1", "bash", "{}")])
+        .user("next");
     let mut c = conv.build();
     let report = repair(&mut c);
     assert_eq!(report.stubs, 1);
     let stub = &c.messages[2];
-    assert_eq!((stub.origin, stub.kind, stub.role), (Origin::Stub, MessageKind::ToolResult, foldwire_core::Role::Tool));
-    assert!(stub.text.contains("no result for tool call c1 (bash) exists"), "{}", stub.text);
+    assert_eq!(
+        (stub.origin, stub.kind, stub.role),
+        (
+            Origin::Stub,
+            MessageKind::ToolResult,
+            foldwire_core::Role::Tool
+        )
+    );
+    assert!(
+        stub.text
+            .contains("no result for tool call c1 (bash) exists"),
+        "{}",
+        stub.text
+    );
     assert!(violations(Wire::OpenAiChat, &c.messages).is_empty());
 }
 
@@ -81,25 +103,39 @@ fn orphan_results_are_dropped() {
 #[test]
 fn parallel_results_split_over_messages_are_joined() {
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("q").turn(None, None, &[("c1", "a", "{}"), ("c2", "b", "{}")])
-        .results(&[("c1", "x")]).results(&[("c2", "y")]).user("z");
+    conv.user("q")
+        .turn(None, None, &[("c1", "a", "{}"), ("c2", "b", "{}")])
+        .results(&[("c1", "x")])
+        .results(&[("c2", "y")])
+        .user("z");
     let mut c = conv.build();
     let report = repair(&mut c);
     assert_eq!(report.joined, 1);
     assert_eq!(texts(&c), vec!["q", "{}", "{}", "x", "y", "z"]);
-    assert_eq!(c.messages[3].entry, c.messages[4].entry, "both results in one user message");
+    assert_eq!(
+        c.messages[3].entry, c.messages[4].entry,
+        "both results in one user message"
+    );
     assert!(violations(Wire::Anthropic, &c.messages).is_empty());
 }
 
 #[tokio::test]
 async fn the_stage_counts_every_action() {
     let mut conv = Conv::new(Wire::OpenAiResponses);
-    conv.user("q").turn(None, None, &[("c1", "a", "{}")]).results(&[("zz", "orphan")]).user("z");
+    conv.user("q")
+        .turn(None, None, &[("c1", "a", "{}")])
+        .results(&[("zz", "orphan")])
+        .user("z");
     let mut turn = turn_for(conv.build(), SessionState::default());
     PairingRepair.run(&mut turn, &cx()).await.unwrap();
     assert_eq!(turn.report.counter("pairing.stub_results"), 1);
     assert_eq!(turn.report.counter("pairing.orphan_results_dropped"), 1);
-    assert!(turn.report.warnings.iter().any(|w| w.code == "pairing_stub_results"));
+    assert!(
+        turn.report
+            .warnings
+            .iter()
+            .any(|w| w.code == "pairing_stub_results")
+    );
 }
 
 fn wire_strategy() -> impl Strategy<Value = Wire> {

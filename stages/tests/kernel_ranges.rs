@@ -70,7 +70,10 @@ fn the_last_messages_the_last_tokens_and_the_last_user_are_protected() {
     cfg.protection.recent_tokens = 250;
     assert_eq!(spans(&ranges_of(&conv, &cfg)), vec![(1, 3)]);
     // Defaults: 5 messages.
-    let defaults = RangesConfig { min_tokens: 1, ..RangesConfig::default() };
+    let defaults = RangesConfig {
+        min_tokens: 1,
+        ..RangesConfig::default()
+    };
     let mut conv = Conv::new(Wire::Anthropic);
     for i in 0..10 {
         conv.user(&sized(&format!("u{i}"), 2000));
@@ -98,7 +101,11 @@ fn protected_tools_and_pinned_units_are_barriers() {
 fn a_call_is_never_split_from_its_result_nor_reasoning_from_its_act() {
     let mut conv = Conv::new(Wire::Anthropic);
     conv.user("a")
-        .turn(Some("think"), Some("act"), &[("c1", "bash", r#"{"command":"ls"}"#)])
+        .turn(
+            Some("think"),
+            Some("act"),
+            &[("c1", "bash", r#"{"command":"ls"}"#)],
+        )
         .results(&[("c1", "out")]);
     let mut cfg = open();
     cfg.protection.recent_messages = 1; // only the result is protected…
@@ -121,12 +128,19 @@ fn small_fragments_are_dropped_and_long_runs_cut_at_user_messages() {
     assert_eq!(spans(&ranges_of(&chat(8), &cfg)), vec![(1, 4), (5, 8)]);
     // A cut that would separate a call from its result does not happen.
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("a").assistant("b").assistant("c").turn(None, None, &[("c1", "t", "{}")]);
+    conv.user("a")
+        .assistant("b")
+        .assistant("c")
+        .turn(None, None, &[("c1", "t", "{}")]);
     conv.user("interjection").results(&[("c1", "late")]);
     let r = ranges_of(&conv, &cfg);
     for range in &r {
         let covers = |n: u32| range.start.0 <= n && n <= range.end.0;
-        assert_eq!(covers(4), covers(6), "call m00004 and result m00006 together: {r:?}");
+        assert_eq!(
+            covers(4),
+            covers(6),
+            "call m00004 and result m00006 together: {r:?}"
+        );
     }
 }
 
@@ -162,9 +176,14 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
     assert_eq!(spans(&turn.ranges), vec![(1, 4)]);
     assert_eq!(turn.report.counter("ranges.compressible"), 1);
     let bad = registry.stage("ranges.build", &serde_json::json!({"recent": 1}));
-    let Err(err) = bad else { panic!("unknown param accepted") };
+    let Err(err) = bad else {
+        panic!("unknown param accepted")
+    };
     assert!(err.to_string().contains("recent"));
     for name in ["refs.mint", "ranges.build", "fold", "pairing.repair"] {
-        assert!(registry.stage(name, &serde_json::Value::Null).is_ok(), "{name}");
+        assert!(
+            registry.stage(name, &serde_json::Value::Null).is_ok(),
+            "{name}"
+        );
     }
 }

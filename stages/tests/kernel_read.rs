@@ -12,18 +12,34 @@ use support::{Conv, minted};
 fn session() -> (SessionState, foldwire_core::Conversation) {
     let mut conv = Conv::new(Wire::Anthropic);
     for i in 0..8 {
-        conv.user(&format!("user {i}")).assistant(&format!("assistant {i}"));
+        conv.user(&format!("user {i}"))
+            .assistant(&format!("assistant {i}"));
     }
     let mut state = SessionState::default();
     let view = minted(&conv, &mut state);
     let cfg = CompressConfig {
-        protection: Protection { recent_messages: 0, recent_tokens: 0, last_user: false, protected_tools: vec![] },
+        protection: Protection {
+            recent_messages: 0,
+            recent_tokens: 0,
+            last_user: false,
+            protected_tools: vec![],
+        },
         min_tokens: 0,
         max_summary_chars: 1000,
     };
     let reqs = [
-        ("auth module", "refactored the auth module; login tests pass", 1, 4),
-        ("database", "migrated the database schema; auth untouched", 5, 8),
+        (
+            "auth module",
+            "refactored the auth module; login tests pass",
+            1,
+            4,
+        ),
+        (
+            "database",
+            "migrated the database schema; auth untouched",
+            5,
+            8,
+        ),
         ("docs", "wrote the README", 9, 10),
     ];
     let batch: Vec<CompressRequest> = reqs
@@ -59,21 +75,35 @@ fn search_ranks_topic_matches_above_summary_matches() {
 #[test]
 fn inspect_lists_refs_blocks_and_ranges() {
     let (state, view) = session();
-    let report = inspect(&state, &view, &RangesConfig {
-        protection: Protection { recent_tokens: 0, ..Protection::default() },
-        min_tokens: 1,
-        ..RangesConfig::default()
-    }, &CharEstimator);
+    let report = inspect(
+        &state,
+        &view,
+        &RangesConfig {
+            protection: Protection {
+                recent_tokens: 0,
+                ..Protection::default()
+            },
+            min_tokens: 1,
+            ..RangesConfig::default()
+        },
+        &CharEstimator,
+    );
     assert_eq!(report.refs.len(), 16);
     let m3 = &report.refs[2];
     assert_eq!((m3.wire_index, m3.block), (Some(2), Some(BlockId(1))));
     assert_eq!(m3.preview.as_deref(), Some("user 1"));
     assert_eq!(report.refs[12].block, None);
     assert_eq!(report.blocks.len(), 3);
-    assert_eq!((report.blocks[1].span, report.blocks[1].topic.as_deref()), ((Ref(5), Ref(8)), Some("database")));
+    assert_eq!(
+        (report.blocks[1].span, report.blocks[1].topic.as_deref()),
+        ((Ref(5), Ref(8)), Some("database"))
+    );
     // m00011..m00016 are not folded; the newest five are protected, m00011 is offered.
     assert_eq!(report.ranges.len(), 1);
-    assert_eq!((report.ranges[0].start, report.ranges[0].end), (Ref(11), Ref(11)));
+    assert_eq!(
+        (report.ranges[0].start, report.ranges[0].end),
+        (Ref(11), Ref(11))
+    );
     let json = serde_json::to_value(&report).unwrap();
     assert_eq!(json["refs"][0]["ref"], "m00001");
     assert_eq!(json["refs"][0]["role"], "user");

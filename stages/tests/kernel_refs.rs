@@ -35,7 +35,10 @@ fn known_units_keep_their_refs_and_new_ones_continue_the_sequence() {
     conv.user("c");
     let mut second = conv.build();
     let report = mint_refs(&mut state, &mut second);
-    assert_eq!(refs(&second), vec![Some(Ref(1)), Some(Ref(2)), Some(Ref(3))]);
+    assert_eq!(
+        refs(&second),
+        vec![Some(Ref(1)), Some(Ref(2)), Some(Ref(3))]
+    );
     assert_eq!((report.known, report.minted), (2, 1));
 }
 
@@ -71,7 +74,11 @@ fn a_number_is_never_reused_even_when_its_message_disappears() {
 fn pinned_units_get_no_number_and_consume_none() {
     let mut state = SessionState::default();
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("a").user_remote_image("https://x/y.png").user("b").pin_last("host rule").user("c");
+    conv.user("a")
+        .user_remote_image("https://x/y.png")
+        .user("b")
+        .pin_last("host rule")
+        .user("c");
     let mut c = conv.build();
     let report = mint_refs(&mut state, &mut c);
     assert_eq!(refs(&c), vec![Some(Ref(1)), None, None, Some(Ref(2))]);
@@ -82,7 +89,10 @@ fn pinned_units_get_no_number_and_consume_none() {
 fn a_held_back_unit_gets_a_fresh_number_once_foldable() {
     let mut state = SessionState::default();
     let mut conv = Conv::new(Wire::Anthropic);
-    conv.user("a").user("held").pin_last("archive failed").user("b");
+    conv.user("a")
+        .user("held")
+        .pin_last("archive failed")
+        .user("b");
     let mut c = conv.build();
     mint_refs(&mut state, &mut c);
     assert_eq!(refs(&c), vec![Some(Ref(1)), None, Some(Ref(2))]);
@@ -111,7 +121,10 @@ fn summaries_stubs_and_pinned_known_units_carry_no_ref() {
     c2.messages[0].pin = Some(Pin::ArchiveFailed("timeout".into()));
     mint_refs(&mut state, &mut c2);
     assert_eq!(refs(&c2), vec![None, Some(Ref(2)), None]);
-    assert_eq!(state.next_ref, 3, "nothing minted for the summary or the pinned unit");
+    assert_eq!(
+        state.next_ref, 3,
+        "nothing minted for the summary or the pinned unit"
+    );
     // Unpinned again, it finds its own ref: a ref names one message forever.
     let mut c3 = conv.build();
     mint_refs(&mut state, &mut c3);

@@ -31,7 +31,14 @@ impl Conv {
         }
     }
 
-    fn unit(&mut self, role: Role, kind: MessageKind, text: &str, tool: Option<ToolLink>, raw: String) -> Message {
+    fn unit(
+        &mut self,
+        role: Role,
+        kind: MessageKind,
+        text: &str,
+        tool: Option<ToolLink>,
+        raw: String,
+    ) -> Message {
         let base = format!("{role:?}|{kind:?}|{raw}");
         let n = self.seen.entry(base.clone()).or_default();
         *n += 1;
@@ -72,7 +79,10 @@ impl Conv {
 
     /// A user message carrying an image whose bytes cannot be stored (pinned).
     pub fn user_remote_image(&mut self, url: &str) -> &mut Self {
-        let raw = format!(r#"{{"type":"image","source":{{"type":"url","url":{}}}}}"#, json(url));
+        let raw = format!(
+            r#"{{"type":"image","source":{{"type":"url","url":{}}}}}"#,
+            json(url)
+        );
         let mut u = self.unit(Role::User, MessageKind::Media, "", None, raw);
         u.media.push(MediaRef {
             kind: "image".into(),
@@ -88,10 +98,18 @@ impl Conv {
 
     /// An assistant turn: optional reasoning, optional text, then tool calls (parallel when
     /// several). Responses gets one item per unit; the other wires one message.
-    pub fn turn(&mut self, reasoning: Option<&str>, text: Option<&str>, calls: &[(&str, &str, &str)]) -> &mut Self {
+    pub fn turn(
+        &mut self,
+        reasoning: Option<&str>,
+        text: Option<&str>,
+        calls: &[(&str, &str, &str)],
+    ) -> &mut Self {
         let mut units = Vec::new();
         if let Some(r) = reasoning {
-            let raw = format!(r#"{{"type":"thinking","thinking":{},"signature":"sig"}}"#, json(r));
+            let raw = format!(
+                r#"{{"type":"thinking","thinking":{},"signature":"sig"}}"#,
+                json(r)
+            );
             units.push(self.unit(Role::Assistant, MessageKind::Reasoning, r, None, raw));
         }
         if let Some(t) = text {
@@ -99,7 +117,8 @@ impl Conv {
             units.push(self.unit(Role::Assistant, MessageKind::Text, t, None, raw));
         }
         for (id, name, args) in calls {
-            let raw = format!(r#"{{"type":"tool_use","id":"{id}","name":"{name}","input":{args}}}"#);
+            let raw =
+                format!(r#"{{"type":"tool_use","id":"{id}","name":"{name}","input":{args}}}"#);
             let tool = Some(ToolLink {
                 call_id: (*id).to_owned(),
                 name: Some((*name).to_owned()),
@@ -126,7 +145,10 @@ impl Conv {
         let units: Vec<Message> = results
             .iter()
             .map(|(id, out)| {
-                let raw = format!(r#"{{"type":"tool_result","tool_use_id":"{id}","content":{}}}"#, json(out));
+                let raw = format!(
+                    r#"{{"type":"tool_result","tool_use_id":"{id}","content":{}}}"#,
+                    json(out)
+                );
                 let tool = Some(ToolLink {
                     call_id: (*id).to_owned(),
                     name: None,
@@ -161,7 +183,11 @@ impl Conv {
                 .iter()
                 .map(|u| String::from_utf8(u.raw.to_vec()).unwrap())
                 .collect();
-            let raw = format!(r#"{{"role":"{}","content":[{}]}}"#, format!("{role:?}").to_lowercase(), content.join(","));
+            let raw = format!(
+                r#"{{"role":"{}","content":[{}]}}"#,
+                format!("{role:?}").to_lowercase(),
+                content.join(",")
+            );
             if e > 0 {
                 body.push(',');
             }
@@ -219,7 +245,12 @@ pub fn texts(c: &Conversation) -> Vec<String> {
 }
 
 pub fn turn_for(c: Conversation, state: SessionState) -> Turn {
-    let mut t = Turn::new(SessionId::new("s1").unwrap(), c.wire, c.source.clone(), state);
+    let mut t = Turn::new(
+        SessionId::new("s1").unwrap(),
+        c.wire,
+        c.source.clone(),
+        state,
+    );
     t.conversation = Some(c);
     t
 }
