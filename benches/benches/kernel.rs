@@ -9,8 +9,8 @@ use std::time::Instant;
 use bytes::Bytes;
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use foldwire_core::{
-    AnyRef, CharEstimator, Conversation, Entry, Message, MessageId, MessageKind, Origin, Ref,
-    Role, SessionState, ToolLink, UnitSlot, Wire,
+    AnyRef, CharEstimator, Conversation, Entry, Message, MessageId, MessageKind, Origin, Ref, Role,
+    SessionState, ToolLink, UnitSlot, Wire,
 };
 use foldwire_stages::kernel::{
     CompressConfig, CompressRequest, Protection, RangesConfig, apply_compression,
@@ -25,7 +25,11 @@ fn conversation(body: &[u8]) -> Conversation {
     let mut entries = Vec::new();
     let mut messages = Vec::new();
     for (e, m) in v["messages"].as_array().unwrap().iter().enumerate() {
-        let role = if m["role"] == "assistant" { Role::Assistant } else { Role::User };
+        let role = if m["role"] == "assistant" {
+            Role::Assistant
+        } else {
+            Role::User
+        };
         let blocks: Vec<Value> = match &m["content"] {
             Value::String(s) => vec![serde_json::json!({"type": "text", "text": s})],
             Value::Array(a) => a.clone(),
@@ -45,9 +49,16 @@ fn conversation(body: &[u8]) -> Conversation {
                 "tool_result" => (
                     MessageKind::ToolResult,
                     b["content"].as_str().unwrap_or_default().into(),
-                    Some(ToolLink { call_id: b["tool_use_id"].as_str().unwrap().into(), name: None }),
+                    Some(ToolLink {
+                        call_id: b["tool_use_id"].as_str().unwrap().into(),
+                        name: None,
+                    }),
                 ),
-                _ => (MessageKind::Text, b["text"].as_str().unwrap_or_default().into(), None),
+                _ => (
+                    MessageKind::Text,
+                    b["text"].as_str().unwrap_or_default().into(),
+                    None,
+                ),
             };
             messages.push(Message {
                 id: MessageId(format!("{e}:{k}:{}", raw.len())),
@@ -103,17 +114,30 @@ fn folded_session(body: &[u8]) -> (Conversation, SessionState) {
         .map(|i| CompressRequest {
             start: AnyRef::Message(Ref(2 + i * 120)),
             end: AnyRef::Message(Ref(1 + (i + 1) * 120)),
-            summary: format!("turns {} to {}: read modules, tests pass", i * 40, i * 40 + 39),
+            summary: format!(
+                "turns {} to {}: read modules, tests pass",
+                i * 40,
+                i * 40 + 39
+            ),
             topic: Some(format!("part {i}")),
             author: None,
         })
         .collect();
     let r = apply_compression(&mut state, &conv, &requests, &open, &CharEstimator);
-    assert_eq!(r.blocks_created.len(), 20, "{:?}", r.ranges.iter().find(|o| o.error.is_some()));
+    assert_eq!(
+        r.blocks_created.len(),
+        20,
+        "{:?}",
+        r.ranges.iter().find(|o| o.error.is_some())
+    );
     (conv, state)
 }
 
-fn kernel_pass(mut conv: Conversation, state: &SessionState, config: &RangesConfig) -> Conversation {
+fn kernel_pass(
+    mut conv: Conversation,
+    state: &SessionState,
+    config: &RangesConfig,
+) -> Conversation {
     let ranges = compressible_ranges(&conv, state, config, &CharEstimator);
     black_box(&ranges);
     fold_view(&mut conv, state);
@@ -131,7 +155,13 @@ fn bench(c: &mut Criterion) {
     let (conv, state) = folded_session(&body);
     let config = RangesConfig::default();
     let out = kernel_pass(conv.clone(), &state, &config);
-    assert_eq!(out.messages.iter().filter(|u| matches!(u.origin, Origin::Summary(_))).count(), 20);
+    assert_eq!(
+        out.messages
+            .iter()
+            .filter(|u| matches!(u.origin, Origin::Summary(_)))
+            .count(),
+        20
+    );
 
     // A quick side-by-side for the ratio (criterion reports each precisely below).
     let time = |f: &mut dyn FnMut()| {
@@ -163,9 +193,15 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("kernel");
     g.bench_function("ranges_fold_repair_3002_units_20_blocks", |b| {
-        b.iter_batched(|| conv.clone(), |cv| kernel_pass(cv, &state, &config), BatchSize::LargeInput)
+        b.iter_batched(
+            || conv.clone(),
+            |cv| kernel_pass(cv, &state, &config),
+            BatchSize::LargeInput,
+        )
     });
-    g.bench_function("serde_json_value_round_trip", |b| b.iter(|| value_round_trip(black_box(&body))));
+    g.bench_function("serde_json_value_round_trip", |b| {
+        b.iter(|| value_round_trip(black_box(&body)))
+    });
     g.finish();
 }
 

@@ -435,3 +435,16 @@ mod property {
         }
     }
 }
+
+#[test]
+fn folding_an_already_folded_view_changes_nothing() {
+    let conv = users(&["m1", "m2", "m3", "m4"]);
+    let mut state = SessionState::default();
+    let mut c = minted(&conv, &mut state);
+    state.blocks.push(block(1, &[2, 3]));
+    fold_view(&mut c, &state);
+    let once = c.clone();
+    let outcome = fold_view(&mut c, &state);
+    assert_eq!(c, once);
+    assert!(outcome.summaries.is_empty() && outcome.removed == 0);
+}
