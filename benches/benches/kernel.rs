@@ -176,7 +176,9 @@ fn bench(c: &mut Criterion) {
         t.elapsed().as_secs_f64() / N as f64
     }
     let kernel = timed(&conv, |cv| kernel_pass(cv, &state, &config));
-    let ranges_only = timed(&conv, |cv| compressible_ranges(&cv, &state, &config, &CharEstimator));
+    let ranges_only = timed(&conv, |cv| {
+        compressible_ranges(&cv, &state, &config, &CharEstimator)
+    });
     let fold_only = timed(&conv, |mut cv| {
         fold_view(&mut cv, &state);
         cv
