@@ -617,3 +617,93 @@ fn restore_returns_the_original_bytes() {
     );
     assert!(restore(&state, BlockId(9), true).is_err());
 }
+
+#[test]
+fn a_ref_inherited_by_a_higher_tier_snaps_to_that_block() {
+    let mut state = SessionState::default();
+    let view = minted(&four(), &mut state);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "t1")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(b(1), b(1), "t2")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    // m00001 now sits in b2 through the consumed b1: it anchors to b2, and the fresh m00003
+    // folds into a new tier-1 block (b2 is of another tier and stays as it is).
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(3), "more")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert!(
+        r.ranges[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("anchored to b2")),
+        "{r:?}"
+    );
+    let b3 = state.blocks.last().unwrap();
+    assert_eq!(
+        (b3.id, b3.tier, b3.direct.clone()),
+        (BlockId(3), 1, vec![Ref(3)])
+    );
+    assert!(state.blocks[1].active);
+}
+
+#[test]
+fn a_block_visible_only_through_its_summary_can_be_promoted() {
+    let mut state = SessionState::default();
+    let view = minted(&four(), &mut state);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(3), "t1")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let mut folded = view.clone();
+    foldwire_stages::kernel::fold_view(&mut folded, &state);
+    assert!(folded.messages.iter().all(|u| u.r#ref != Some(Ref(2))));
+    let r = apply_compression(
+        &mut state,
+        &folded,
+        &[req(b(1), b(1), "t2")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert_eq!(r.blocks_created, vec![BlockId(2)]);
+    let b2 = &state.blocks[1];
+    assert_eq!((b2.tier, b2.effective.clone()), (2, vec![Ref(2), Ref(3)]));
+}
+
+#[test]
+fn the_compress_tool_is_protected_by_default() {
+    let mut state = SessionState::default();
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user(&sized("a", 300))
+        .turn(None, None, &[("c1", "compress", r#"{"from":"m00001"}"#)])
+        .results(&[("c1", "folded")]);
+    for i in 0..8 {
+        conv.user(&sized(&format!("later {i}"), 2000));
+    }
+    let view = minted(&conv, &mut state);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(4), "s")],
+        &CompressConfig::default(),
+        &CharEstimator,
+    );
+    assert!(r.errors().next().is_none(), "{r:?}");
+    assert_eq!(state.blocks[0].direct, vec![Ref(1), Ref(4)]);
+}

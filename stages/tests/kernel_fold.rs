@@ -356,3 +356,95 @@ fn fold_then_restore_is_byte_identical_and_pairing_holds_on_every_wire() {
         assert_eq!(back, original, "{wire}");
     }
 }
+
+#[test]
+fn a_pinned_first_user_tool_result_keeps_its_call() {
+    // Client-trimmed history that starts with the assistant: the first user unit is the
+    // result of c1. The block folds call and result; an assistant text follows.
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.turn(None, None, &[("c1", "bash", "{}")])
+        .results(&[("c1", "out")])
+        .assistant("a");
+    let (c, outcome) = folded(&conv, vec![block(1, &[1, 2])]);
+    assert_eq!(outcome.first_user, FirstUserPin::Residual);
+    assert_eq!(texts(&c), vec!["{}", "out", "a"]);
+    assert!(violations(Wire::Anthropic, &c.messages).is_empty());
+}
+
+mod property {
+    use super::*;
+    use foldwire_core::{MessageKind, Role};
+    use proptest::prelude::*;
+
+    fn wire_strategy() -> impl Strategy<Value = Wire> {
+        prop_oneof![
+            Just(Wire::Anthropic),
+            Just(Wire::OpenAiChat),
+            Just(Wire::OpenAiResponses),
+            Just(Wire::Gemini)
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+        #[test]
+        fn any_blocks_fold_without_orphans_and_keep_a_user(
+            wire in wire_strategy(),
+            turns in prop::collection::vec((0usize..3, any::<bool>()), 1..6),
+            spans in prop::collection::vec((any::<u32>(), 0u32..8), 1..4),
+        ) {
+            let mut conv = Conv::new(wire);
+            conv.user("start");
+            let mut n = 0;
+            for (t, (calls, reasoning)) in turns.iter().enumerate() {
+                let ids: Vec<String> = (0..*calls).map(|_| { n += 1; format!("k{n}") }).collect();
+                let specs: Vec<(&str, &str, &str)> = ids.iter().map(|i| (i.as_str(), "t", "{}")).collect();
+                conv.turn(reasoning.then_some("think"), Some(&format!("act {t}")), &specs);
+                let outs: Vec<(&str, &str)> = ids.iter().map(|i| (i.as_str(), "out")).collect();
+                if !outs.is_empty() { conv.results(&outs); }
+                conv.user(&format!("user {t}"));
+            }
+            let mut state = SessionState::default();
+            let view = minted(&conv, &mut state);
+            let total = state.next_ref - 1;
+            // Disjoint blocks over arbitrary spans (not widened: blocks from an older view).
+            let mut taken = std::collections::HashSet::new();
+            for (i, (start, len)) in spans.iter().enumerate() {
+                let s = 1 + start % total;
+                let refs: Vec<u32> = (s..=(s + len).min(total)).filter(|r| taken.insert(*r)).collect();
+                if !refs.is_empty() { state.blocks.push(block(i as u32 + 1, &refs)); }
+            }
+            let mut out = view.clone();
+            fold_view(&mut out, &state);
+            let v = violations(wire, &out.messages);
+            prop_assert!(v.is_empty(), "{wire}: {v:?}");
+            prop_assert!(out.messages.iter().any(|u| u.role == Role::User && u.origin == Origin::Client));
+            for (i, u) in out.messages.iter().enumerate() {
+                if u.kind == MessageKind::Reasoning {
+                    let next = out.messages[i + 1..].iter().find(|x| x.kind != MessageKind::Reasoning);
+                    prop_assert!(next.is_some_and(|x| x.role == Role::Assistant && matches!(x.kind, MessageKind::Text | MessageKind::ToolCall)));
+                }
+            }
+            // Only covered units left the wire.
+            let covered: std::collections::HashSet<Ref> = state.blocks.iter().flat_map(|b| b.effective.clone()).collect();
+            for u in &view.messages {
+                if !out.messages.iter().any(|o| o.id == u.id) {
+                    prop_assert!(u.r#ref.is_some_and(|r| covered.contains(&r)));
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn folding_an_already_folded_view_changes_nothing() {
+    let conv = users(&["m1", "m2", "m3", "m4"]);
+    let mut state = SessionState::default();
+    let mut c = minted(&conv, &mut state);
+    state.blocks.push(block(1, &[2, 3]));
+    fold_view(&mut c, &state);
+    let once = c.clone();
+    let outcome = fold_view(&mut c, &state);
+    assert_eq!(c, once);
+    assert!(outcome.summaries.is_empty() && outcome.removed == 0);
+}

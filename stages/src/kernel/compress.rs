@@ -342,6 +342,23 @@ pub fn apply_compression(
     result
 }
 
+/// Why a client unit cannot fold, in words.
+fn pin_reason(unit: &Message) -> String {
+    let media = unit.media.iter().find_map(|m| match &m.class {
+        foldwire_core::MediaClass::Unrecoverable { reason } => Some(reason.clone()),
+        foldwire_core::MediaClass::Archivable => None,
+    });
+    match (&unit.pin, media) {
+        (_, Some(reason)) => format!("unrecoverable media ({reason})"),
+        (Some(foldwire_core::Pin::UnrecoverableMedia(d)), None) => {
+            format!("unrecoverable media ({d})")
+        }
+        (Some(foldwire_core::Pin::ArchiveFailed(d)), None) => format!("archive write failed ({d})"),
+        (Some(foldwire_core::Pin::Protected(d)), None) => format!("protected ({d})"),
+        (None, None) => format!("{:?} item", unit.kind).to_lowercase(),
+    }
+}
+
 fn fail(outcome: &mut RangeOutcome, error: CompressError) {
     outcome.message = Some(error.to_string());
     outcome.error = Some(error);
@@ -546,8 +563,12 @@ impl Ctx<'_> {
         let mut direct: BTreeSet<usize> = BTreeSet::new();
         let mut hard = 0usize;
         let mut soft: Vec<String> = Vec::new();
+        let mut pinned: Vec<String> = Vec::new();
         for i in first..=last {
             let Some(u) = self.units.get(i) else { continue };
+            if u.origin == Origin::Client && !foldable(u) {
+                pinned.push(pin_reason(u));
+            }
             let fresh = foldable(u) && u.r#ref.is_some_and(|r| !self.covered.contains_key(&r));
             if !fresh {
                 continue;
@@ -559,6 +580,13 @@ impl Ctx<'_> {
             } else {
                 direct.insert(i);
             }
+        }
+        if !pinned.is_empty() {
+            warnings.push(format!(
+                "{} message(s) in the range cannot fold and stay on the wire: {}",
+                pinned.len(),
+                pinned.join("; ")
+            ));
         }
         if hard > 0 {
             warnings.push(format!(

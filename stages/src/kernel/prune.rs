@@ -113,8 +113,15 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
             } else {
                 FirstUserPin::Residual
             };
-            if let Some(r) = remove.get_mut(f) {
-                *r = false;
+            // The pinned unit stays with everything linked to it (a tool result pinned as
+            // the first user unit keeps its call), so the pin never orphans anything.
+            let root = links.root(f);
+            for i in 0..n {
+                if links.root(i) == root
+                    && let Some(r) = remove.get_mut(i)
+                {
+                    *r = false;
+                }
             }
         }
     }

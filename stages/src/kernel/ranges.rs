@@ -1,6 +1,6 @@
 //! Compressible ranges: the contiguous runs of units the model (or a fold policy) may fold.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use foldwire_core::{Conversation, Message};
 use foldwire_core::{MessageKind, RangeInfo, Role, SessionState, TokenEstimator};
@@ -85,11 +85,9 @@ pub fn compressible_ranges(
             }
         }
         for members in groups.values() {
-            let segs: HashSet<usize> = members
-                .iter()
-                .filter_map(|&i| segment_of.get(i).copied())
-                .collect();
-            if segs.len() > 1 {
+            let first = members.first().and_then(|&i| segment_of.get(i));
+            let split = members.iter().any(|&i| segment_of.get(i) != first);
+            if split {
                 for &i in members {
                     if let Some(c) = candidate.get_mut(i) {
                         *c = false;
@@ -149,9 +147,14 @@ fn describe(units: &[Message], estimator: &dyn TokenEstimator) -> Option<RangeIn
             let name = u
                 .tool
                 .as_ref()
-                .and_then(|t| t.name.clone())
-                .unwrap_or_else(|| "unnamed".to_owned());
-            *tool_calls.entry(name).or_default() += 1;
+                .and_then(|t| t.name.as_deref())
+                .unwrap_or("unnamed");
+            match tool_calls.get_mut(name) {
+                Some(count) => *count += 1,
+                None => {
+                    tool_calls.insert(name.to_owned(), 1);
+                }
+            }
         }
     }
     Some(RangeInfo {

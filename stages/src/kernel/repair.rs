@@ -61,20 +61,25 @@ pub fn repair(conversation: &mut Conversation) -> RepairReport {
         }
     }
     let mut first_result: HashMap<String, usize> = HashMap::new();
-    let mut keep = vec![true; original.len()];
-    for (i, u) in original.iter().enumerate() {
-        if let Some(id) = result_id(u) {
-            if !calls.contains_key(id) {
+    let keep: Vec<bool> = original
+        .iter()
+        .enumerate()
+        .map(|(i, u)| match result_id(u) {
+            Some(id) if !calls.contains_key(id) => {
                 report.orphans_dropped += 1;
-                keep[i] = false;
-            } else if first_result.contains_key(id) {
-                report.duplicates_dropped += 1;
-                keep[i] = false;
-            } else {
-                first_result.insert(id.to_owned(), i);
+                false
             }
-        }
-    }
+            Some(id) if first_result.contains_key(id) => {
+                report.duplicates_dropped += 1;
+                false
+            }
+            Some(id) => {
+                first_result.insert(id.to_owned(), i);
+                true
+            }
+            None => true,
+        })
+        .collect();
     if keep.iter().all(|k| *k) && super::pairing_rules::violations(wire, &original).is_empty() {
         conversation.messages = original;
         return report;

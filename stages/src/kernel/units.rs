@@ -183,11 +183,20 @@ impl Links {
 
     /// Every group with more than one member, as lists of positions in order.
     pub fn groups(&self) -> HashMap<usize, Vec<usize>> {
-        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
-        for i in 0..self.parent.len() {
-            groups.entry(self.root(i)).or_default().push(i);
+        let n = self.parent.len();
+        let roots: Vec<usize> = (0..n).map(|i| self.root(i)).collect();
+        let mut sizes = vec![0u32; n];
+        for r in &roots {
+            if let Some(s) = sizes.get_mut(*r) {
+                *s += 1;
+            }
         }
-        groups.retain(|_, members| members.len() > 1);
+        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (i, r) in roots.iter().enumerate() {
+            if sizes.get(*r).is_some_and(|s| *s > 1) {
+                groups.entry(*r).or_default().push(i);
+            }
+        }
         groups
     }
 }

@@ -1,0 +1,246 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The bundled strategies, and the fold stage folding on its own when a request is over its
+//! budget.
+
+#[path = "../../stages/tests/support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+
+use foldwire_core::{
+    Budget, CharEstimator, ComponentKind, FoldDemand, MessageKind, Params, RangeInfo, Ref,
+    Registry, SessionState, Stage, StageCx, SummaryRequest, Wire,
+};
+use foldwire_plugins::summarizer::{Extractive, ExtractiveConfig};
+use foldwire_stages::kernel::pairing_rules::violations;
+use foldwire_stages::kernel::restore;
+use support::{Conv, sized, turn_for};
+
+fn registry() -> Arc<Registry> {
+    foldwire_plugins::link();
+    Arc::new(Registry::from_inventory().unwrap())
+}
+
+#[test]
+fn every_kernel_component_is_registered() {
+    let r = registry();
+    let policies = r.names(ComponentKind::FoldPolicy);
+    assert!(
+        policies.contains(&"fold.oldest_first".into())
+            && policies.contains(&"fold.largest_first".into())
+    );
+    assert!(
+        r.names(ComponentKind::Summarizer)
+            .contains(&"summarizer.extractive".into())
+    );
+    let stages = r.names(ComponentKind::Stage);
+    for s in ["refs.mint", "ranges.build", "fold", "pairing.repair"] {
+        assert!(stages.contains(&s.to_string()), "{s}");
+    }
+}
+
+fn range(start: u32, tokens: u64) -> RangeInfo {
+    RangeInfo {
+        start: Ref(start),
+        end: Ref(start),
+        tokens,
+        messages: 1,
+        tool_calls: Default::default(),
+    }
+}
+
+fn demand(request_tokens: u64) -> FoldDemand {
+    FoldDemand {
+        request_tokens,
+        budget: Budget {
+            window: 10_000,
+            reserve: 0,
+            calibration: 1.0,
+        },
+    }
+}
+
+#[test]
+fn policies_fold_only_over_the_threshold_in_their_order() {
+    let r = registry();
+    let ranges = [range(1, 1000), range(10, 3000), range(20, 500)];
+    let oldest = r.fold_policy("fold.oldest_first", &Params::Null).unwrap();
+    let largest = r.fold_policy("fold.largest_first", &Params::Null).unwrap();
+    assert!(
+        oldest.choose(&ranges, &demand(7_000)).is_empty(),
+        "under 80 %"
+    );
+    // 9 000 tokens, target 6 000: 3 000 to save.
+    assert_eq!(oldest.choose(&ranges, &demand(9_000)), vec![0, 1]);
+    assert_eq!(largest.choose(&ranges, &demand(9_000)), vec![0, 1]);
+    // 2 500 to save: the largest range alone does it; oldest-first needs two.
+    assert_eq!(oldest.choose(&ranges, &demand(8_500)), vec![0, 1]);
+    assert_eq!(largest.choose(&ranges, &demand(8_500)), vec![1]);
+    let tuned = r
+        .fold_policy(
+            "fold.oldest_first",
+            &serde_json::json!({"threshold": 0.5, "target": 0.4}),
+        )
+        .unwrap();
+    assert_eq!(tuned.choose(&ranges, &demand(5_500)), vec![0, 1]);
+    assert!(
+        r.fold_policy(
+            "fold.oldest_first",
+            &serde_json::json!({"threshold": 0.5, "target": 0.9})
+        )
+        .is_err()
+    );
+    assert!(
+        r.fold_policy("fold.largest_first", &serde_json::json!({"when": 1}))
+            .is_err()
+    );
+}
+
+#[tokio::test]
+async fn the_extractive_summary_keeps_what_an_agent_needs() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("Please fix the login bug in src/auth/login.rs")
+        .turn(None, Some("I'll run the tests first, then patch validate_token."), &[("c1", "bash", r#"{"command":"cargo test -p auth"}"#)])
+        .results(&[("c1", "running 3 tests\nerror[E0308]: mismatched types in AuthConfig::load\ntest result: FAILED")])
+        .assistant("Decided to switch to the SessionStore::refresh path instead.");
+    let c = conv.build();
+    let r = registry();
+    let s = r
+        .summarizer("summarizer.extractive", &Params::Null)
+        .unwrap();
+    let req = SummaryRequest {
+        wire: Wire::Anthropic,
+        messages: &c.messages,
+        max_chars: 2000,
+    };
+    let summary = s.summarize(req).await.unwrap();
+    let t = &summary.text;
+    assert!(t.starts_with("(extractive summary of 5 messages)"), "{t}");
+    for needle in [
+        "src/auth/login.rs",
+        "validate_token",
+        "error[E0308]: mismatched types",
+        "cargo test -p auth",
+        "Decided to switch",
+        "SessionStore::refresh",
+    ] {
+        assert!(t.contains(needle), "missing {needle:?} in {t}");
+    }
+    assert_eq!(summary.author, "summarizer.extractive");
+    assert_eq!(summary.topic.as_deref(), Some("src/auth/login.rs"));
+    assert_eq!(s.summarize(req).await.unwrap(), summary, "deterministic");
+    let short = Extractive(ExtractiveConfig {
+        max_chars: 80,
+        max_items: 12,
+    })
+    .summarize_units(&c.messages, 2000);
+    assert!(short.text.len() <= 80, "{}", short.text);
+    assert!(
+        s.summarize(SummaryRequest {
+            messages: &[],
+            ..req
+        })
+        .await
+        .is_err()
+    );
+}
+
+#[tokio::test]
+async fn an_over_budget_request_folds_by_itself_and_restores_exactly() {
+    for wire in Wire::ALL {
+        let mut conv = Conv::new(wire);
+        conv.user("refactor src/lib.rs");
+        for i in 0..20 {
+            let id = format!("call{i}");
+            conv.turn(
+                None,
+                Some(&format!("step {i}: reading src/mod{i}.rs")),
+                &[(&id, "bash", r#"{"command":"cat"}"#)],
+            )
+            .results(&[(&id, &sized(&format!("output {i}"), 400))]);
+        }
+        conv.user("continue");
+        let registry = registry();
+        let cx = StageCx::new(registry.clone()).with_estimator(Arc::new(CharEstimator));
+        let mut turn = turn_for(conv.build(), SessionState::default());
+        turn.budget = Budget {
+            window: 6_000,
+            reserve: 0,
+            calibration: 1.0,
+        };
+        let original = turn.conversation.clone().unwrap();
+        let params = |name: &str| match name {
+            "ranges.build" => serde_json::json!({"protection": {"recent_tokens": 1000}}),
+            "fold" => serde_json::json!({"compress": {"protection": {"recent_tokens": 1000}}}),
+            _ => Params::Null,
+        };
+        for name in ["refs.mint", "ranges.build", "fold", "pairing.repair"] {
+            registry
+                .stage(name, &params(name))
+                .unwrap()
+                .run(&mut turn, &cx)
+                .await
+                .unwrap();
+        }
+        let c = turn.conversation.as_ref().unwrap();
+        assert!(
+            turn.report.counter("fold.blocks_created") > 0,
+            "{wire}: {:?}",
+            turn.report
+        );
+        assert!(turn.report.counter("fold.units_removed") > 0);
+        assert!(
+            violations(wire, &c.messages).is_empty(),
+            "{wire}: {:?}",
+            violations(wire, &c.messages)
+        );
+        let visible: usize = c
+            .messages
+            .iter()
+            .map(|u| u.raw.len().max(u.text.len()))
+            .sum();
+        let before: usize = original.messages.iter().map(|u| u.raw.len()).sum();
+        assert!(
+            visible * 2 < before,
+            "{wire}: {visible} of {before} bytes still sent"
+        );
+        assert!(
+            c.messages
+                .iter()
+                .any(|u| u.kind == MessageKind::Text && u.text.starts_with("[foldwire b1"))
+        );
+        for block in &turn.state.blocks {
+            let back = restore(&turn.state, block.id, true).unwrap();
+            for unit in back.units {
+                let orig = original
+                    .messages
+                    .iter()
+                    .find(|u| u.id == turn.state.refs[(unit.r#ref.0 - 1) as usize].message)
+                    .unwrap();
+                assert_eq!(unit.raw.as_bytes(), orig.raw.as_ref(), "{wire}");
+            }
+        }
+        // The next turn (same history resent) folds the same blocks again, without new ones.
+        let blocks = turn.state.blocks.len();
+        let mut next = turn_for(conv.build(), turn.state.clone());
+        next.budget = Budget {
+            window: 1_000_000,
+            reserve: 0,
+            calibration: 1.0,
+        };
+        for name in ["refs.mint", "ranges.build", "fold", "pairing.repair"] {
+            registry
+                .stage(name, &params(name))
+                .unwrap()
+                .run(&mut next, &cx)
+                .await
+                .unwrap();
+        }
+        assert_eq!(next.state.blocks.len(), blocks);
+        assert_eq!(
+            next.conversation.as_ref().unwrap().messages.len(),
+            c.messages.len(),
+            "{wire}"
+        );
+    }
+}
