@@ -18,7 +18,8 @@ const TURNS: usize = 1000;
 const OUTPUT: usize = 2000;
 
 fn tool_output(t: usize, size: usize) -> String {
-    let line = format!("line {t} fn handler_{t}(req: Request) -> Response {{ validate(req)?; ok() }}\n");
+    let line =
+        format!("line {t} fn handler_{t}(req: Request) -> Response {{ validate(req)?; ok() }}\n");
     let mut out = line.repeat(size.div_ceil(line.len()));
     out.truncate(size);
     out
@@ -40,7 +41,11 @@ fn chat_turns(turns: usize, output: usize) -> Vec<u8> {
             s,
             r#",{{"role":"assistant","content":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow.","tool_calls":[{{"id":"{id}","type":"function","function":{{"name":"bash","arguments":{args}}}}}]}}"#
         );
-        let _ = write!(s, r#",{{"role":"tool","tool_call_id":"{id}","content":{}}}"#, js(&tool_output(t, output)));
+        let _ = write!(
+            s,
+            r#",{{"role":"tool","tool_call_id":"{id}","content":{}}}"#,
+            js(&tool_output(t, output))
+        );
     }
     s.push_str(r#",{"role":"user","content":"Continue."}],"stream":true}"#);
     s.into_bytes()
@@ -57,7 +62,10 @@ fn responses_turns(turns: usize, output: usize) -> Vec<u8> {
             s,
             r#",{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow."}}]}}"#
         );
-        let _ = write!(s, r#",{{"type":"function_call","call_id":"{id}","name":"bash","arguments":{args}}}"#);
+        let _ = write!(
+            s,
+            r#",{{"type":"function_call","call_id":"{id}","name":"bash","arguments":{args}}}"#
+        );
         let _ = write!(
             s,
             r#",{{"type":"function_call_output","call_id":"{id}","output":{}}}"#,
@@ -89,9 +97,15 @@ fn gemini_turns(turns: usize, output: usize) -> Vec<u8> {
 
 fn bodies() -> Vec<(Wire, Bytes)> {
     vec![
-        (Wire::Anthropic, Bytes::from(foldwire_benches::anthropic_turns(TURNS, OUTPUT))),
+        (
+            Wire::Anthropic,
+            Bytes::from(foldwire_benches::anthropic_turns(TURNS, OUTPUT)),
+        ),
         (Wire::OpenAiChat, Bytes::from(chat_turns(TURNS, OUTPUT))),
-        (Wire::OpenAiResponses, Bytes::from(responses_turns(TURNS, OUTPUT))),
+        (
+            Wire::OpenAiResponses,
+            Bytes::from(responses_turns(TURNS, OUTPUT)),
+        ),
         (Wire::Gemini, Bytes::from(gemini_turns(TURNS, OUTPUT))),
     ]
 }
@@ -117,7 +131,10 @@ fn value_round_trip(body: &Bytes) -> usize {
 
 /// Wall times of three contenders run interleaved (so machine load hits them alike): the
 /// minimum and the median of each over `runs` rounds, after one warm-up round.
-fn interleaved<const N: usize>(runs: usize, mut fs: [&mut dyn FnMut() -> usize; N]) -> [(Duration, Duration); N] {
+fn interleaved<const N: usize>(
+    runs: usize,
+    mut fs: [&mut dyn FnMut() -> usize; N],
+) -> [(Duration, Duration); N] {
     for f in fs.iter_mut() {
         black_box(f());
     }
@@ -148,9 +165,15 @@ fn codec(c: &mut Criterion) {
         serde_json::from_slice::<serde_json::Value>(&encode(&edited).unwrap()).unwrap();
 
         let mut group = c.benchmark_group(format!("codec/{wire}"));
-        group.bench_function("decode+encode", |b| b.iter(|| codec_round_trip(*wire, black_box(body))));
-        group.bench_function("decode+edit+encode", |b| b.iter(|| codec_with_edit(*wire, black_box(body))));
-        group.bench_function("serde_json::Value round trip", |b| b.iter(|| value_round_trip(black_box(body))));
+        group.bench_function("decode+encode", |b| {
+            b.iter(|| codec_round_trip(*wire, black_box(body)))
+        });
+        group.bench_function("decode+edit+encode", |b| {
+            b.iter(|| codec_with_edit(*wire, black_box(body)))
+        });
+        group.bench_function("serde_json::Value round trip", |b| {
+            b.iter(|| value_round_trip(black_box(body)))
+        });
         group.finish();
     }
     println!("\ncodec vs serde_json::Value round trip (31 interleaved rounds; min / median):");
