@@ -77,7 +77,7 @@ fn string_end_trusted(src: &[u8], start: usize) -> Result<usize, Syntax> {
         while k > start + 1 && src.get(k - 1) == Some(&b'\\') {
             k -= 1;
         }
-        if (quote - k) % 2 == 0 {
+        if (quote - k).is_multiple_of(2) {
             return Ok(quote + 1);
         }
         pos = quote + 1;
