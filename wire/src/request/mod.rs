@@ -311,6 +311,12 @@ impl<'a> Cx<'a> {
         self.src.get(span.clone()).unwrap_or_default()
     }
 
+    /// Makes room for `n` more wire messages (and about twice as many units).
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.entries.reserve(n);
+        self.messages.reserve(n.saturating_mul(2));
+    }
+
     /// Starts a wire message.
     pub(crate) fn begin_entry(&mut self, role: Role, span: &Range<usize>) -> usize {
         self.entries.push(Entry {
