@@ -18,7 +18,8 @@ const TURNS: usize = 1000;
 const OUTPUT: usize = 2000;
 
 fn tool_output(t: usize, size: usize) -> String {
-    let line = format!("line {t} fn handler_{t}(req: Request) -> Response {{ validate(req)?; ok() }}\n");
+    let line =
+        format!("line {t} fn handler_{t}(req: Request) -> Response {{ validate(req)?; ok() }}\n");
     let mut out = line.repeat(size.div_ceil(line.len()));
     out.truncate(size);
     out
@@ -40,7 +41,11 @@ fn chat_turns(turns: usize, output: usize) -> Vec<u8> {
             s,
             r#",{{"role":"assistant","content":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow.","tool_calls":[{{"id":"{id}","type":"function","function":{{"name":"bash","arguments":{args}}}}}]}}"#
         );
-        let _ = write!(s, r#",{{"role":"tool","tool_call_id":"{id}","content":{}}}"#, js(&tool_output(t, output)));
+        let _ = write!(
+            s,
+            r#",{{"role":"tool","tool_call_id":"{id}","content":{}}}"#,
+            js(&tool_output(t, output))
+        );
     }
     s.push_str(r#",{"role":"user","content":"Continue."}],"stream":true}"#);
     s.into_bytes()
@@ -57,7 +62,10 @@ fn responses_turns(turns: usize, output: usize) -> Vec<u8> {
             s,
             r#",{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow."}}]}}"#
         );
-        let _ = write!(s, r#",{{"type":"function_call","call_id":"{id}","name":"bash","arguments":{args}}}"#);
+        let _ = write!(
+            s,
+            r#",{{"type":"function_call","call_id":"{id}","name":"bash","arguments":{args}}}"#
+        );
         let _ = write!(
             s,
             r#",{{"type":"function_call_output","call_id":"{id}","output":{}}}"#,
@@ -89,9 +97,15 @@ fn gemini_turns(turns: usize, output: usize) -> Vec<u8> {
 
 fn bodies() -> Vec<(Wire, Bytes)> {
     vec![
-        (Wire::Anthropic, Bytes::from(foldwire_benches::anthropic_turns(TURNS, OUTPUT))),
+        (
+            Wire::Anthropic,
+            Bytes::from(foldwire_benches::anthropic_turns(TURNS, OUTPUT)),
+        ),
         (Wire::OpenAiChat, Bytes::from(chat_turns(TURNS, OUTPUT))),
-        (Wire::OpenAiResponses, Bytes::from(responses_turns(TURNS, OUTPUT))),
+        (
+            Wire::OpenAiResponses,
+            Bytes::from(responses_turns(TURNS, OUTPUT)),
+        ),
         (Wire::Gemini, Bytes::from(gemini_turns(TURNS, OUTPUT))),
     ]
 }
@@ -115,19 +129,29 @@ fn value_round_trip(body: &Bytes) -> usize {
     serde_json::to_vec(&v).unwrap().len()
 }
 
-/// Median wall time of `f` over `runs` runs after two warm-up calls.
-fn median(runs: usize, mut f: impl FnMut() -> usize) -> Duration {
-    black_box(f());
-    black_box(f());
-    let mut times: Vec<Duration> = (0..runs)
-        .map(|_| {
+/// Wall times of three contenders run interleaved (so machine load hits them alike): the
+/// minimum and the median of each over `runs` rounds, after one warm-up round.
+fn interleaved<const N: usize>(
+    runs: usize,
+    mut fs: [&mut dyn FnMut() -> usize; N],
+) -> [(Duration, Duration); N] {
+    for f in fs.iter_mut() {
+        black_box(f());
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); N];
+    for _ in 0..runs {
+        for (f, t) in fs.iter_mut().zip(times.iter_mut()) {
             let start = Instant::now();
             black_box(f());
-            start.elapsed()
-        })
-        .collect();
-    times.sort();
-    times[runs / 2]
+            t.push(start.elapsed());
+        }
+    }
+    let mut out = [(Duration::ZERO, Duration::ZERO); N];
+    for (o, t) in out.iter_mut().zip(times.iter_mut()) {
+        t.sort();
+        *o = (t[0], t[runs / 2]);
+    }
+    out
 }
 
 fn codec(c: &mut Criterion) {
@@ -141,22 +165,41 @@ fn codec(c: &mut Criterion) {
         serde_json::from_slice::<serde_json::Value>(&encode(&edited).unwrap()).unwrap();
 
         let mut group = c.benchmark_group(format!("codec/{wire}"));
-        group.bench_function("decode+encode", |b| b.iter(|| codec_round_trip(*wire, black_box(body))));
-        group.bench_function("decode+edit+encode", |b| b.iter(|| codec_with_edit(*wire, black_box(body))));
-        group.bench_function("serde_json::Value round trip", |b| b.iter(|| value_round_trip(black_box(body))));
+        group.bench_function("decode+encode", |b| {
+            b.iter(|| codec_round_trip(*wire, black_box(body)))
+        });
+        group.bench_function("decode+edit+encode", |b| {
+            b.iter(|| codec_with_edit(*wire, black_box(body)))
+        });
+        group.bench_function("serde_json::Value round trip", |b| {
+            b.iter(|| value_round_trip(black_box(body)))
+        });
         group.finish();
     }
-    println!("\ncodec ratios (median of 21 runs each, same process):");
+    println!("\ncodec vs serde_json::Value round trip (31 interleaved rounds; min / median):");
     for (wire, body) in &bodies {
-        let value = median(21, || value_round_trip(body));
-        let codec = median(21, || codec_round_trip(*wire, body));
-        let edit = median(21, || codec_with_edit(*wire, body));
-        let units = decode(*wire, body.clone()).unwrap().messages.len();
+        let [value, codec, edit] = interleaved(
+            31,
+            [
+                &mut || value_round_trip(body),
+                &mut || codec_round_trip(*wire, body),
+                &mut || codec_with_edit(*wire, body),
+            ],
+        );
+        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
         println!(
-            "  {wire:<17} {:>8} bytes {units:>5} units  value {value:>10.2?}  decode+encode {codec:>10.2?} ({:.3}x)  with one edit {edit:>10.2?} ({:.3}x)",
+            "  {wire:<16} {:>7} B  value {:>7.2?}/{:>7.2?}  decode+encode {:>7.2?}/{:>7.2?} = {:.2}x/{:.2}x  one edit {:>7.2?}/{:>7.2?} = {:.2}x/{:.2}x",
             body.len(),
-            codec.as_secs_f64() / value.as_secs_f64(),
-            edit.as_secs_f64() / value.as_secs_f64(),
+            value.0,
+            value.1,
+            codec.0,
+            codec.1,
+            ratio(codec.0, value.0),
+            ratio(codec.1, value.1),
+            edit.0,
+            edit.1,
+            ratio(edit.0, value.0),
+            ratio(edit.1, value.1),
         );
     }
 }

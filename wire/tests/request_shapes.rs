@@ -346,6 +346,23 @@ fn responses_edits_render_items() {
         json!({"type":"output_text","text":"more"})
     );
     assert_eq!(v["instructions"], "be good");
+    // A compaction item is never rewritten: modifying it is an encode error, dropping it or
+    // moving it keeps its bytes.
+    let mut m = c.clone();
+    m.messages[7].replace_raw(Bytes::from_static(
+        br#"{"type":"compaction","encrypted_content":"forged"}"#,
+    ));
+    let err = encode(&m).unwrap_err().to_string();
+    assert!(
+        err.contains("messages[7]") && err.contains("opaque"),
+        "{err}"
+    );
+    let mut moved = c.clone();
+    let item = moved.messages.remove(7);
+    moved.messages.push(item);
+    let out = encode(&moved).unwrap();
+    let raw = c.entries[5].raw.clone().unwrap();
+    assert!(out.windows(raw.len()).any(|w| w == &raw[..]));
 }
 
 #[test]

@@ -14,6 +14,7 @@ pub(crate) fn decode_messages(
     span: &Range<usize>,
 ) -> Result<(), WireError> {
     let items = cx.items(path, span)?;
+    cx.reserve(items.len());
     for (i, item) in items.iter().enumerate() {
         let mpath = path.index(i);
         let fields = cx.fields(&mpath, item)?;

@@ -22,6 +22,7 @@ pub(crate) fn decode_contents(
     span: &Range<usize>,
 ) -> Result<(), WireError> {
     let items = cx.items(path, span)?;
+    cx.reserve(items.len());
     // Derived call ids not yet answered, per function name, oldest first.
     let mut pending: HashMap<String, VecDeque<String>> = HashMap::new();
     for (i, item) in items.iter().enumerate() {

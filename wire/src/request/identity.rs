@@ -2,7 +2,6 @@
 //! same unit, so refs and blocks stay attached to it across turns.
 
 use std::collections::HashMap;
-use std::fmt::Write as _;
 
 use foldwire_core::{Message, MessageId, Role, UnitSlot};
 use sha2::{Digest, Sha256};
@@ -14,6 +13,10 @@ const ID_HEX_LEN: usize = 16;
 /// The fingerprint of a unit: SHA-256 over its role, the shape of its slot (a string content
 /// and a reasoning field with equal text are different units) and its exact bytes.
 pub fn fingerprint(role: Role, slot: UnitSlot, raw: &[u8]) -> MessageId {
+    MessageId(hex(&digest(role, slot, raw)))
+}
+
+fn digest(role: Role, slot: UnitSlot, raw: &[u8]) -> [u8; ID_HEX_LEN / 2] {
     let role_tag: u8 = match role {
         Role::System => b's',
         Role::User => b'u',
@@ -30,26 +33,37 @@ pub fn fingerprint(role: Role, slot: UnitSlot, raw: &[u8]) -> MessageId {
     let mut h = Sha256::new();
     h.update([role_tag, slot_tag, 0]);
     h.update(raw);
-    let digest = h.finalize();
-    let mut out = String::with_capacity(ID_HEX_LEN + 3);
-    for b in digest.iter().take(ID_HEX_LEN / 2) {
-        let _ = write!(out, "{b:02x}");
+    let full = h.finalize();
+    let mut out = [0u8; ID_HEX_LEN / 2];
+    for (o, b) in out.iter_mut().zip(full.iter()) {
+        *o = *b;
     }
-    MessageId(out)
+    out
+}
+
+fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2 + 3);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    out
 }
 
 /// Gives every unit its fingerprint; the second and later copies of an identical unit in one
 /// request get `#2`, `#3`, … in order, so ids are unique and still stable across turns.
 pub(crate) fn assign_ids(messages: &mut [Message]) {
-    let mut seen: HashMap<MessageId, u32> = HashMap::with_capacity(messages.len());
+    let mut seen: HashMap<[u8; ID_HEX_LEN / 2], u32> = HashMap::with_capacity(messages.len());
     for m in messages.iter_mut() {
-        let base = fingerprint(m.role, m.slot, &m.raw);
-        let n = seen.entry(base.clone()).or_insert(0);
+        let d = digest(m.role, m.slot, &m.raw);
+        let n = seen.entry(d).or_insert(0);
         *n += 1;
-        m.id = if *n == 1 {
-            base
-        } else {
-            MessageId(format!("{}#{}", base.0, n))
-        };
+        let mut id = hex(&d);
+        if *n > 1 {
+            id.push('#');
+            id.push_str(&n.to_string());
+        }
+        m.id = MessageId(id);
     }
 }

@@ -31,7 +31,7 @@ pub use error::{DetectError, WireError};
 pub use identity::fingerprint;
 pub use rebuild::encode;
 
-use scan::{Field, Mode, Syntax};
+use scan::{Field, Mode, Syntax, Tape};
 
 /// The key of the messages array on each wire.
 pub fn messages_key(wire: Wire) -> &'static str {
@@ -53,15 +53,16 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
             });
         }
     };
-    let mut cx = Cx::new(wire, src, &body);
     let root = Path::root();
     let start = scan::skip_ws(src.as_bytes(), 0);
-    let end = scan::value_end(src.as_bytes(), start).map_err(|e| WireError::Syntax {
-        wire,
-        path: scan::path_at(src, e.at),
-        at: e.at,
-        expected: e.expected,
-    })?;
+    let (end, tape) =
+        scan::value_end_taped(src.as_bytes(), start).map_err(|e| WireError::Syntax {
+            wire,
+            path: scan::path_at(src, e.at),
+            at: e.at,
+            expected: e.expected,
+        })?;
+    let mut cx = Cx::new(wire, src, &body, &tape);
     let trailing = scan::skip_ws(src.as_bytes(), end);
     if trailing != src.len() {
         return Err(cx.syntax(
@@ -197,6 +198,8 @@ pub(crate) struct UnitSpec {
 
 /// Decoding state: the body and the entries and units found so far.
 pub(crate) struct Cx<'a> {
+    /// Value ends of the validated body.
+    tape: &'a Tape,
     /// The wire.
     pub wire: Wire,
     /// The body as text.
@@ -209,8 +212,9 @@ pub(crate) struct Cx<'a> {
 }
 
 impl<'a> Cx<'a> {
-    fn new(wire: Wire, src: &'a str, body: &'a Bytes) -> Self {
+    fn new(wire: Wire, src: &'a str, body: &'a Bytes, tape: &'a Tape) -> Self {
         Cx {
+            tape,
             wire,
             src,
             body,
@@ -258,7 +262,8 @@ impl<'a> Cx<'a> {
         if self.bytes().get(span.start) != Some(&b'{') {
             return Err(self.shape(path, "an object", span));
         }
-        scan::object_fields_mode(self.src, span, Mode::Trusted).map_err(|e| self.syntax(path, e))
+        scan::object_fields_mode(self.src, span, Mode::Taped(self.tape))
+            .map_err(|e| self.syntax(path, e))
     }
 
     /// The items of the array at `span`, or an error naming `path`.
@@ -270,7 +275,8 @@ impl<'a> Cx<'a> {
         if self.bytes().get(span.start) != Some(&b'[') {
             return Err(self.shape(path, "an array", span));
         }
-        scan::array_items_mode(self.bytes(), span, Mode::Trusted).map_err(|e| self.syntax(path, e))
+        scan::array_items_mode(self.bytes(), span, Mode::Taped(self.tape))
+            .map_err(|e| self.syntax(path, e))
     }
 
     /// The string value of field `key`, erroring when present but not a string.
@@ -303,6 +309,12 @@ impl<'a> Cx<'a> {
     /// The raw text of a span (JSON as written).
     pub(crate) fn text(&self, span: &Range<usize>) -> &'a str {
         self.src.get(span.clone()).unwrap_or_default()
+    }
+
+    /// Makes room for `n` more wire messages (and about twice as many units).
+    pub(crate) fn reserve(&mut self, n: usize) {
+        self.entries.reserve(n);
+        self.messages.reserve(n.saturating_mul(2));
     }
 
     /// Starts a wire message.

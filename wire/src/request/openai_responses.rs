@@ -35,6 +35,7 @@ pub(crate) fn decode_input(
         return Err(cx.shape(path, "a string or an array of items", span));
     }
     let items = cx.items(path, span)?;
+    cx.reserve(items.len());
     for (i, item) in items.iter().enumerate() {
         decode_item(cx, &path.index(i), item)?;
     }

@@ -177,6 +177,15 @@ fn piece<'m>(
     unit: &'m Message,
     entry_role: Role,
 ) -> Result<Piece<'m>, WireError> {
+    if unit.modified && unit.kind == MessageKind::Opaque {
+        // Opaque items (Responses compaction) are only meaningful to the provider as sent.
+        return Err(encode_err(
+            conv.wire,
+            format!("messages[{index}]"),
+            "an opaque item (e.g. a compaction item) unchanged",
+            "a modified one".to_owned(),
+        ));
+    }
     if unit.modified && unit.raw.is_empty() {
         return Ok(synthesized_piece(conv.wire, unit, entry_role));
     }

@@ -135,43 +135,93 @@ pub(crate) fn value_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
     value_end_mode(src, start, Mode::Validate)
 }
 
+/// Where each non-empty container of a validated body ends, recorded by the
+/// validating pass so later passes over nested spans find value ends by lookup instead of
+/// scanning the same bytes again at every nesting level.
+#[derive(Debug, Default)]
+pub(crate) struct Tape {
+    /// `(start, end)` pairs, sorted by start.
+    spans: Vec<(usize, usize)>,
+}
+
+impl Tape {
+    fn end_of(&self, start: usize) -> Option<usize> {
+        let i = self.spans.binary_search_by_key(&start, |&(s, _)| s).ok()?;
+        self.spans.get(i).map(|&(_, e)| e).filter(|&e| e > start)
+    }
+}
+
+/// Validates the value at `start` like [`value_end`] and returns its end and its tape.
+pub(crate) fn value_end_taped(src: &[u8], start: usize) -> Result<(usize, Tape), Syntax> {
+    let mut tape = Tape::default();
+    let end = scan_value(src, start, string_end, Some(&mut tape.spans))?;
+    Ok((end, tape))
+}
+
 /// How strictly strings are scanned.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Mode {
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Mode<'t> {
     /// Check every escape: for bytes nobody has checked yet.
     Validate,
     /// Only find the closing quote: for spans inside a body already validated.
     Trusted,
+    /// Inside a body validated with this tape: look value ends up.
+    Taped(&'t Tape),
 }
 
-fn value_end_mode(src: &[u8], start: usize, mode: Mode) -> Result<usize, Syntax> {
-    let string_end = match mode {
-        Mode::Validate => string_end,
-        Mode::Trusted => string_end_trusted,
+fn value_end_mode(src: &[u8], start: usize, mode: Mode<'_>) -> Result<usize, Syntax> {
+    match mode {
+        Mode::Validate => scan_value(src, start, string_end, None),
+        Mode::Trusted => scan_value(src, start, string_end_trusted, None),
+        // Strings are found with one memchr (cheaper than a lookup); containers by lookup.
+        Mode::Taped(tape) => match src.get(start) {
+            Some(b'{' | b'[') => match tape.end_of(start) {
+                Some(end) => Ok(end),
+                None => scan_value(src, start, string_end_trusted, None),
+            },
+            _ => scan_value(src, start, string_end_trusted, None),
+        },
+    }
+}
+
+type StringEnd = fn(&[u8], usize) -> Result<usize, Syntax>;
+
+/// The iterative scanner behind every mode; records container spans into `tape` when given
+/// one.
+fn scan_value(
+    src: &[u8],
+    start: usize,
+    string_end: StringEnd,
+    mut tape: Option<&mut Vec<(usize, usize)>>,
+) -> Result<usize, Syntax> {
+    // Open containers, innermost last, with their tape slot.
+    let mut stack: Vec<(u8, usize)> = Vec::new();
+    let record = |tape: &mut Option<&mut Vec<(usize, usize)>>, open: usize| -> usize {
+        match tape {
+            Some(t) => {
+                t.push((open, 0));
+                t.len() - 1
+            }
+            None => usize::MAX,
+        }
     };
-    // Open containers, innermost last.
-    let mut stack: Vec<u8> = Vec::new();
     let mut pos = start;
     'value: loop {
         // Parse one value at `pos`.
         match src.get(pos) {
             Some(b'"') => pos = string_end(src, pos)?,
-            Some(b'{') => {
+            Some(&open @ (b'{' | b'[')) => {
+                let close = if open == b'{' { b'}' } else { b']' };
+                let at = pos;
                 pos = skip_ws(src, pos + 1);
-                if src.get(pos) == Some(&b'}') {
+                if src.get(pos) == Some(&close) {
                     pos += 1;
                 } else {
-                    stack.push(b'{');
-                    pos = key_and_colon(src, pos, string_end)?;
-                    continue 'value;
-                }
-            }
-            Some(b'[') => {
-                pos = skip_ws(src, pos + 1);
-                if src.get(pos) == Some(&b']') {
-                    pos += 1;
-                } else {
-                    stack.push(b'[');
+                    let slot = record(&mut tape, at);
+                    stack.push((open, slot));
+                    if open == b'{' {
+                        pos = key_and_colon(src, pos, string_end)?;
+                    }
                     continue 'value;
                 }
             }
@@ -183,7 +233,7 @@ fn value_end_mode(src: &[u8], start: usize, mode: Mode) -> Result<usize, Syntax>
         }
         // After a value: close containers or move to the next element.
         loop {
-            let Some(&open) = stack.last() else {
+            let Some(&(open, slot)) = stack.last() else {
                 return Ok(pos);
             };
             pos = skip_ws(src, pos);
@@ -199,6 +249,9 @@ fn value_end_mode(src: &[u8], start: usize, mode: Mode) -> Result<usize, Syntax>
                 (b'{', Some(b'}')) | (b'[', Some(b']')) => {
                     stack.pop();
                     pos += 1;
+                    if let Some(entry) = tape.as_deref_mut().and_then(|t| t.get_mut(slot)) {
+                        entry.1 = pos;
+                    }
                 }
                 (b'{', _) => return syntax(pos, "',' or '}'"),
                 _ => return syntax(pos, "',' or ']'"),
@@ -208,11 +261,7 @@ fn value_end_mode(src: &[u8], start: usize, mode: Mode) -> Result<usize, Syntax>
 }
 
 /// Parses `"key" :` at `pos` and returns the start of the value after it.
-fn key_and_colon(
-    src: &[u8],
-    pos: usize,
-    string_end: fn(&[u8], usize) -> Result<usize, Syntax>,
-) -> Result<usize, Syntax> {
+fn key_and_colon(src: &[u8], pos: usize, string_end: StringEnd) -> Result<usize, Syntax> {
     if src.get(pos) != Some(&b'"') {
         return syntax(pos, "an object key");
     }
@@ -259,11 +308,11 @@ pub(crate) fn object_fields<'a>(
 pub(crate) fn object_fields_mode<'a>(
     src: &'a str,
     span: &Range<usize>,
-    mode: Mode,
+    mode: Mode<'_>,
 ) -> Result<Vec<Field<'a>>, Syntax> {
-    let string_end = match mode {
+    let string_end: StringEnd = match mode {
         Mode::Validate => string_end,
-        Mode::Trusted => string_end_trusted,
+        Mode::Trusted | Mode::Taped(_) => string_end_trusted,
     };
     let bytes = src.as_bytes();
     if bytes.get(span.start) != Some(&b'{') {
@@ -307,7 +356,7 @@ pub(crate) fn array_items(src: &[u8], span: &Range<usize>) -> Result<Vec<Range<u
 pub(crate) fn array_items_mode(
     src: &[u8],
     span: &Range<usize>,
-    mode: Mode,
+    mode: Mode<'_>,
 ) -> Result<Vec<Range<usize>>, Syntax> {
     if src.get(span.start) != Some(&b'[') {
         return syntax(span.start, "an array");
@@ -516,6 +565,24 @@ mod tests {
         assert!(value_end(b"\"\\q\"", 0).is_err());
         let deep = "[".repeat(100_000);
         assert!(value_end(deep.as_bytes(), 0).is_err());
+    }
+
+    #[test]
+    fn taped_lookups_match_scanning() {
+        let long = "x".repeat(100);
+        let src = format!(r#"{{"a":[1,{{"b":"{long}"}},[]],"c":"{long}","d":{{}}}}"#);
+        let (end, tape) = value_end_taped(src.as_bytes(), 0).unwrap();
+        assert_eq!(end, src.len());
+        let top = object_fields_mode(&src, &(0..end), Mode::Taped(&tape)).unwrap();
+        let plain = object_fields(&src, &(0..end)).unwrap();
+        assert_eq!(top.len(), 3);
+        for (a, b) in top.iter().zip(&plain) {
+            assert_eq!(a.value, b.value);
+        }
+        let items = array_items_mode(src.as_bytes(), &top[0].value, Mode::Taped(&tape)).unwrap();
+        assert_eq!(items, array_items(src.as_bytes(), &top[0].value).unwrap());
+        assert!(tape.end_of(top[0].value.start).is_some());
+        assert!(tape.end_of(top[1].value.start).is_none());
     }
 
     proptest::proptest! {
