@@ -28,7 +28,7 @@ impl Layout for StoreOrder {
         "test.store_order"
     }
     fn arrange(&self, r: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal> {
-        Ok(LayoutPlan { order: (0..r.messages.len()).collect(), state: r.state.clone() })
+        Ok(LayoutPlan { order: (0..r.messages.len()).collect(), state: r.state.clone(), seal_head: false })
     }
 }
 
@@ -43,7 +43,7 @@ impl Layout for Splitter {
     fn arrange(&self, r: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal> {
         let mut order: Vec<usize> = (0..r.messages.len()).collect();
         order.swap(0, 2);
-        Ok(LayoutPlan { order, state: r.state.clone() })
+        Ok(LayoutPlan { order, state: r.state.clone(), seal_head: false })
     }
 }
 

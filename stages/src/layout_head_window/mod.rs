@@ -359,6 +359,9 @@ pub fn lay_out(
             StageError::Refused(r)
         })?;
     check_order(&plan.order, &groups, n, layout.name())?;
+    if plan.seal_head {
+        head.sealed = true;
+    }
     let reordered = plan.order.iter().enumerate().any(|(i, &o)| i != o);
 
     // Reorder units and their measurements.
