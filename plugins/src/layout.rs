@@ -20,9 +20,7 @@
 
 use std::sync::Arc;
 
-use foldwire_core::{
-    BuildError, Component, Layout, LayoutPlan, LayoutRequest, Params, Refusal,
-};
+use foldwire_core::{BuildError, Component, Layout, LayoutPlan, LayoutRequest, Params, Refusal};
 use foldwire_stages::layout_head_window::windows::head_first_order;
 use serde::{Deserialize, Serialize};
 
@@ -130,7 +128,8 @@ impl Layout for StoreOrderFill {
     fn arrange(&self, request: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal> {
         let n = request.messages.len();
         let head = request.head;
-        let mut state: FillState = serde_json::from_value(request.state.clone()).unwrap_or_default();
+        let mut state: FillState =
+            serde_json::from_value(request.state.clone()).unwrap_or_default();
         let store_order = |state: FillState| LayoutPlan {
             order: (0..n).collect(),
             state: serde_json::to_value(state).unwrap_or_default(),

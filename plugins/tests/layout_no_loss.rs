@@ -8,8 +8,12 @@
 mod common;
 
 use common::*;
-use foldwire_core::{Block, CharEstimator, Layout, MessageId, Role, SessionState, StageError, Wire};
-use foldwire_plugins::layout::{HeadFill, HeadFirst, HeadFirstConfig, MoveHead, StoreOrderFill, StoreOrderFillConfig};
+use foldwire_core::{
+    Block, CharEstimator, Layout, MessageId, Role, SessionState, StageError, Wire,
+};
+use foldwire_plugins::layout::{
+    HeadFill, HeadFirst, HeadFirstConfig, MoveHead, StoreOrderFill, StoreOrderFillConfig,
+};
 use foldwire_stages::layout_head_window::{HeadWindowConfig, cache_markers, lay_out, reset};
 use proptest::prelude::*;
 
@@ -24,11 +28,18 @@ fn build(shapes: &[Shape]) -> Vec<(Role, Vec<B>)> {
     for (i, shape) in shapes.iter().enumerate() {
         match shape {
             Shape::Text(chars) => {
-                let role = if out.len() % 2 == 0 { Role::User } else { Role::Assistant };
+                let role = if out.len() % 2 == 0 {
+                    Role::User
+                } else {
+                    Role::Assistant
+                };
                 out.push((role, vec![text(&format!("t{i}"), *chars)]));
             }
             Shape::ToolRound(chars) => {
-                out.push((Role::Assistant, vec![text(&format!("a{i}"), 60), B::Call(format!("c{i}"))]));
+                out.push((
+                    Role::Assistant,
+                    vec![text(&format!("a{i}"), 60), B::Call(format!("c{i}"))],
+                ));
                 out.push((Role::User, vec![B::Result(format!("c{i}"), *chars)]));
             }
         }
@@ -39,9 +50,13 @@ fn build(shapes: &[Shape]) -> Vec<(Role, Vec<B>)> {
 fn layout(k: u8) -> Box<dyn Layout> {
     match k % 4 {
         0 => Box::new(StoreOrderFill::default()),
-        1 => Box::new(StoreOrderFill::new(StoreOrderFillConfig { move_head: MoveHead::OnFill })),
+        1 => Box::new(StoreOrderFill::new(StoreOrderFillConfig {
+            move_head: MoveHead::OnFill,
+        })),
         2 => Box::new(HeadFirst::default()),
-        _ => Box::new(HeadFirst::new(HeadFirstConfig { fill: HeadFill::Fill })),
+        _ => Box::new(HeadFirst::new(HeadFirstConfig {
+            fill: HeadFill::Fill,
+        })),
     }
 }
 

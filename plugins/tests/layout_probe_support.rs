@@ -71,14 +71,23 @@ fn label(msg: &(Role, Vec<B>)) -> String {
 
 /// The request as the fold stage leaves it: covered messages replaced, once, by their
 /// block's summary; new folds made while the request is over 90% of `available`.
-pub fn fold(all: &[(Role, Vec<B>)], state: &mut SessionState, available: u64, recent: u64) -> (Vec<(Role, Vec<B>)>, usize) {
+pub fn fold(
+    all: &[(Role, Vec<B>)],
+    state: &mut SessionState,
+    available: u64,
+    recent: u64,
+) -> (Vec<(Role, Vec<B>)>, usize) {
     let mut made = 0;
     loop {
         let mut request: Vec<(Role, Vec<B>)> = Vec::new();
         let mut rendered: Vec<u32> = Vec::new();
         for msg in all {
             let id = MessageId(label(msg));
-            match state.blocks.iter().find(|b| b.active && b.message_ids.contains(&id)) {
+            match state
+                .blocks
+                .iter()
+                .find(|b| b.active && b.message_ids.contains(&id))
+            {
                 Some(b) if rendered.contains(&b.id.0) => {}
                 Some(b) => {
                     rendered.push(b.id.0);
@@ -121,19 +130,33 @@ pub fn fold(all: &[(Role, Vec<B>)], state: &mut SessionState, available: u64, re
             return (request, made);
         }
         let id = state.next_block_id();
-        state.blocks.push(Block { id, message_ids: covered, active: true, summary: "s".into(), ..Block::default() });
+        state.blocks.push(Block {
+            id,
+            message_ids: covered,
+            active: true,
+            summary: "s".into(),
+            ..Block::default()
+        });
         made += 1;
     }
 }
 
 /// Runs the probe with `layout` at `budget`, then `extra` more requests after the fill.
 pub fn run(layout: &dyn Layout, budget: u64, extra: usize) -> ProbeResult {
-    let config = HeadWindowConfig { head_tokens: 400, recent_tokens: Some(12_000), ..HeadWindowConfig::default() };
+    let config = HeadWindowConfig {
+        head_tokens: 400,
+        recent_tokens: Some(12_000),
+        ..HeadWindowConfig::default()
+    };
     let mut state = SessionState::default();
     let mut all = history("hist", 480, 300);
     let send = |all: &[(Role, Vec<B>)], state: &mut SessionState| -> (Rewrite, bool, usize) {
         let (request, folds) = fold(all, state, budget, 12_000);
-        let mut t = turn(conversation(Wire::Anthropic, &request), std::mem::take(state), budget);
+        let mut t = turn(
+            conversation(Wire::Anthropic, &request),
+            std::mem::take(state),
+            budget,
+        );
         let out = lay_out(&mut t, layout, &CharEstimator, &config).unwrap();
         cache_markers::check_rules(t.conversation.as_ref().unwrap()).unwrap();
         *state = t.state;
@@ -148,12 +171,20 @@ pub fn run(layout: &dyn Layout, budget: u64, extra: usize) -> ProbeResult {
     let mut with_appends = at_reset.rewritten_tokens + at_reset.appended_tokens;
     let mut moved_at = moved.then_some(1);
     let mut requests = 1;
-    let mut fill_requests = if HeadState::load(&state).unwrap().sealed { 1 } else { 0 };
+    let mut fill_requests = if HeadState::load(&state).unwrap().sealed {
+        1
+    } else {
+        0
+    };
     let mut extended = rewritten;
     let mut after_fill = 0;
     while after_fill <= extra && requests < 5_000 {
         let n = requests;
-        let role = if n % 2 == 1 { Role::User } else { Role::Assistant };
+        let role = if n % 2 == 1 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
         all.push((role, vec![text(&format!("post{n}"), 400)]));
         let (rw, moved, folds) = send(&all, &mut state);
         requests += 1;

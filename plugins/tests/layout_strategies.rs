@@ -8,7 +8,9 @@ mod common;
 
 use common::*;
 use foldwire_core::{CharEstimator, ComponentKind, Layout, Registry, Role, SessionState, Wire};
-use foldwire_plugins::layout::{HeadFill, HeadFirst, HeadFirstConfig, MoveHead, StoreOrderFill, StoreOrderFillConfig};
+use foldwire_plugins::layout::{
+    HeadFill, HeadFirst, HeadFirstConfig, MoveHead, StoreOrderFill, StoreOrderFillConfig,
+};
 use foldwire_stages::layout_head_window::{
     HeadState, HeadWindowConfig, LayoutOutcome, cache_markers, lay_out, reset,
 };
@@ -24,14 +26,22 @@ impl Session {
     fn new(layout: Box<dyn Layout>, head: u64, recent: u64) -> Self {
         Session {
             state: SessionState::default(),
-            config: HeadWindowConfig { head_tokens: head, recent_tokens: Some(recent), ..HeadWindowConfig::default() },
+            config: HeadWindowConfig {
+                head_tokens: head,
+                recent_tokens: Some(recent),
+                ..HeadWindowConfig::default()
+            },
             layout,
             window: 1_000_000,
         }
     }
 
     fn send(&mut self, msgs: &[(Role, Vec<B>)]) -> (Vec<String>, LayoutOutcome) {
-        let mut t = turn(conversation(Wire::Anthropic, msgs), std::mem::take(&mut self.state), self.window);
+        let mut t = turn(
+            conversation(Wire::Anthropic, msgs),
+            std::mem::take(&mut self.state),
+            self.window,
+        );
         let out = lay_out(&mut t, self.layout.as_ref(), &CharEstimator, &self.config).unwrap();
         let conv = t.conversation.as_ref().unwrap();
         cache_markers::check_rules(conv).unwrap();
@@ -40,11 +50,21 @@ impl Session {
     }
 }
 
-fn strategies() -> Vec<(&'static str, fn() -> Box<dyn Layout>)> {
+type MakeLayout = fn() -> Box<dyn Layout>;
+
+fn strategies() -> Vec<(&'static str, MakeLayout)> {
     vec![
         ("head_first", || Box::new(HeadFirst::default())),
-        ("head_first_fill", || Box::new(HeadFirst::new(HeadFirstConfig { fill: HeadFill::Fill }))),
-        ("on_fill", || Box::new(StoreOrderFill::new(StoreOrderFillConfig { move_head: MoveHead::OnFill }))),
+        ("head_first_fill", || {
+            Box::new(HeadFirst::new(HeadFirstConfig {
+                fill: HeadFill::Fill,
+            }))
+        }),
+        ("on_fill", || {
+            Box::new(StoreOrderFill::new(StoreOrderFillConfig {
+                move_head: MoveHead::OnFill,
+            }))
+        }),
         ("with_rewrite", || Box::new(StoreOrderFill::default())),
     ]
 }
@@ -68,9 +88,27 @@ fn both_strategies_are_registered() {
     let names = registry.names(ComponentKind::Layout);
     assert!(names.contains(&"layout.head_first".to_owned()));
     assert!(names.contains(&"layout.store_order_fill".to_owned()));
-    assert!(registry.layout("layout.store_order_fill", &serde_json::json!({"move_head": "on_fill"})).is_ok());
-    assert!(registry.layout("layout.store_order_fill", &serde_json::json!({"move_head": "later"})).is_err());
-    assert!(registry.stage("layout.head_window", &serde_json::Value::Null).is_ok());
+    assert!(
+        registry
+            .layout(
+                "layout.store_order_fill",
+                &serde_json::json!({"move_head": "on_fill"})
+            )
+            .is_ok()
+    );
+    assert!(
+        registry
+            .layout(
+                "layout.store_order_fill",
+                &serde_json::json!({"move_head": "later"})
+            )
+            .is_err()
+    );
+    assert!(
+        registry
+            .stage("layout.head_window", &serde_json::Value::Null)
+            .is_ok()
+    );
 }
 
 /// Seed case 1: reset, then short messages. While the head fills, store order, newest last
@@ -83,7 +121,11 @@ fn reset_then_short_messages() {
         sess.send(&msgs);
         reset(&mut sess.state, "A new topic.").unwrap();
         let (sent, _) = sess.send(&msgs);
-        let expected = if name.starts_with("head_first") { cat(&[s(&["TT"]), hs()]) } else { cat(&[hs(), s(&["TT"])]) };
+        let expected = if name.starts_with("head_first") {
+            cat(&[s(&["TT"]), hs()])
+        } else {
+            cat(&[hs(), s(&["TT"])])
+        };
         assert_eq!(sent, expected, "{name}: the reset's own request");
         let mut after = Vec::new();
         for label in ["after1", "after2", "batch1", "batch2"] {
@@ -116,15 +158,38 @@ fn a_transition_bigger_than_the_head() {
         sess.send(&msgs);
         reset(&mut sess.state, &big).unwrap();
         let (sent, out) = sess.send(&msgs);
-        assert_eq!(out.head.end - out.head.start, 1, "{name}: the transition alone, whole");
+        assert_eq!(
+            out.head.end - out.head.start,
+            1,
+            "{name}: the transition alone, whole"
+        );
         let tt_first = cat(&[s(&["TT"]), hs()]);
-        assert_eq!(sent, if name.starts_with("head_first") { tt_first } else { cat(&[hs(), s(&["TT"])]) }, "{name}");
+        assert_eq!(
+            sent,
+            if name.starts_with("head_first") {
+                tt_first
+            } else {
+                cat(&[hs(), s(&["TT"])])
+            },
+            "{name}"
+        );
         msgs.push((Role::User, vec![text("after1", 400)]));
         let (sent, out) = sess.send(&msgs);
-        assert!(!out.head.filling, "{name}: after1 does not fit beside the transition");
+        assert!(
+            !out.head.filling,
+            "{name}: after1 does not fit beside the transition"
+        );
         let head_first = cat(&[s(&["TT"]), hs(), s(&["after1"])]);
         let store = cat(&[hs(), s(&["TT", "after1"])]);
-        assert_eq!(sent, if name == "with_rewrite" { store } else { head_first }, "{name}");
+        assert_eq!(
+            sent,
+            if name == "with_rewrite" {
+                store
+            } else {
+                head_first
+            },
+            "{name}"
+        );
         let h = HeadState::load(&sess.state).unwrap();
         assert_eq!(h.head_ids.len(), 1);
     }
@@ -145,9 +210,21 @@ fn a_first_message_bigger_than_the_head() {
         let (sent, _) = sess.send(&msgs);
         let head_first = cat(&[s(&["TT"]), hs(), s(&["longfirst", "reply"])]);
         let store = cat(&[hs(), s(&["TT", "longfirst", "reply"])]);
-        assert_eq!(sent, if name == "with_rewrite" { store } else { head_first }, "{name}");
+        assert_eq!(
+            sent,
+            if name == "with_rewrite" {
+                store
+            } else {
+                head_first
+            },
+            "{name}"
+        );
         let h = HeadState::load(&sess.state).unwrap();
-        assert_eq!(h.head_ids.len(), 1, "{name}: the long message is not cut into the head");
+        assert_eq!(
+            h.head_ids.len(),
+            1,
+            "{name}: the long message is not cut into the head"
+        );
     }
 }
 
@@ -164,13 +241,21 @@ fn the_head_full() {
         sess.send(&msgs);
         let news: Vec<String> = (0..8).map(|i| format!("new{i}")).collect();
         for (i, label) in news.iter().enumerate() {
-            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
             msgs.push((role, vec![text(label, 4_400)]));
         }
         let (sent, out) = sess.send(&msgs);
         assert!(!out.head.filling);
         if name == "head_first" {
-            assert_eq!(sent, cat(&[s(&["TT"]), hs(), news.clone()]), "sealed at the reset");
+            assert_eq!(
+                sent,
+                cat(&[s(&["TT"]), hs(), news.clone()]),
+                "sealed at the reset"
+            );
         } else {
             let head = cat(&[s(&["TT"]), news[..3].to_vec()]);
             assert_eq!(sent, cat(&[head, hs(), news[3..].to_vec()]), "{name}");
@@ -197,31 +282,60 @@ fn the_move_rides_on_a_fold_at_the_front() {
         sess.send(&msgs);
         let news: Vec<String> = (0..5).map(|i| format!("new{i}")).collect();
         for (i, label) in news.iter().enumerate() {
-            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
             msgs.push((role, vec![text(label, 4_400)]));
         }
         let (sent, out) = sess.send(&msgs);
         let head = cat(&[s(&["TT"]), news[..3].to_vec()]);
         if name == "on_fill" {
-            assert_eq!(sent, cat(&[head.clone(), long_hs.clone(), news[3..].to_vec()]));
-            assert_eq!(out.rewrite.rewritten_tokens, out.rewrite.request_tokens - 11, "all but the frame");
+            assert_eq!(
+                sent,
+                cat(&[head.clone(), long_hs.clone(), news[3..].to_vec()])
+            );
+            assert_eq!(
+                out.rewrite.rewritten_tokens,
+                out.rewrite.request_tokens - 11,
+                "all but the frame"
+            );
             continue;
         }
         let store = cat(&[long_hs.clone(), head.clone(), news[3..].to_vec()]);
         assert_eq!(sent, store);
         assert_eq!(out.rewrite.rewritten_tokens, 0);
         let (sent, out) = sess.send(&msgs);
-        assert_eq!((sent, out.rewrite.rewritten_tokens), (store, 0), "no fold, no move");
+        assert_eq!(
+            (sent, out.rewrite.rewritten_tokens),
+            (store, 0),
+            "no fold, no move"
+        );
         // H0–H2 fold into a summary at the front: the request is rewritten from its start
         // anyway, and the head moves inside that rewrite.
         let mut folded = vec![(Role::User, vec![text("summary-b1", 200)])];
         folded.extend(msgs[3..].iter().cloned());
         let (sent, out) = sess.send(&folded);
-        assert_eq!(sent, cat(&[head.clone(), s(&["summary-b1", "H3", "H4", "H5"]), news[3..].to_vec()]));
+        assert_eq!(
+            sent,
+            cat(&[
+                head.clone(),
+                s(&["summary-b1", "H3", "H4", "H5"]),
+                news[3..].to_vec()
+            ])
+        );
         assert!(out.reordered);
-        assert_eq!(out.rewrite.rewritten_tokens, out.rewrite.request_tokens - 11);
+        assert_eq!(
+            out.rewrite.rewritten_tokens,
+            out.rewrite.request_tokens - 11
+        );
         let (sent2, out2) = sess.send(&folded);
-        assert_eq!((sent2, out2.rewrite.rewritten_tokens), (sent, 0), "it stays first");
+        assert_eq!(
+            (sent2, out2.rewrite.rewritten_tokens),
+            (sent, 0),
+            "it stays first"
+        );
     }
 }
 
@@ -236,14 +350,21 @@ fn a_call_whose_result_crosses_the_head_boundary_stays_with_it() {
         reset(&mut sess.state, "A new topic.").unwrap();
         sess.send(&msgs);
         msgs.push((Role::User, vec![text("ask", 400)]));
-        msgs.push((Role::Assistant, vec![text("calling", 200), B::Call("c1".into())]));
+        msgs.push((
+            Role::Assistant,
+            vec![text("calling", 200), B::Call("c1".into())],
+        ));
         msgs.push((Role::User, vec![B::Result("c1".into(), 6_000)]));
         msgs.push((Role::Assistant, vec![text("done", 200)]));
         let (sent, _) = sess.send(&msgs);
         let h = HeadState::load(&sess.state).unwrap();
         let head: Vec<String> = h.head_ids.iter().map(|m| m.0.clone()).collect();
         if name != "head_first" {
-            assert_eq!(head[1..], s(&["ask"]), "{name}: the call's message is left out of the head");
+            assert_eq!(
+                head[1..],
+                s(&["ask"]),
+                "{name}: the call's message is left out of the head"
+            );
         }
         let call = sent.iter().position(|l| l == "call-c1").unwrap();
         assert_eq!(sent[call + 1], "result-c1", "{name}: {sent:?}");

@@ -55,7 +55,10 @@ fn unit(entry: usize, role: Role, block: &B, wire: Wire) -> Message {
                 MessageKind::ToolCall,
                 format!("call-{id}"),
                 raw,
-                Some(ToolLink { call_id: id.clone(), name: Some("read".into()) }),
+                Some(ToolLink {
+                    call_id: id.clone(),
+                    name: Some("read".into()),
+                }),
                 String::new(),
             )
         }
@@ -66,7 +69,10 @@ fn unit(entry: usize, role: Role, block: &B, wire: Wire) -> Message {
                 MessageKind::ToolResult,
                 format!("result-{id}"),
                 raw,
-                Some(ToolLink { call_id: id.clone(), name: None }),
+                Some(ToolLink {
+                    call_id: id.clone(),
+                    name: None,
+                }),
                 t,
             )
         }
@@ -90,11 +96,19 @@ fn unit(entry: usize, role: Role, block: &B, wire: Wire) -> Message {
 
 /// A conversation of wire messages (role, blocks) on `wire`, with a small frame.
 pub fn conversation(wire: Wire, messages: &[(Role, Vec<B>)]) -> Conversation {
-    conversation_with_frame(wire, messages, r#"{"model":"m","max_tokens":10,"messages":[]}"#)
+    conversation_with_frame(
+        wire,
+        messages,
+        r#"{"model":"m","max_tokens":10,"messages":[]}"#,
+    )
 }
 
 /// Same, with a given body whose first `[]` is the messages array.
-pub fn conversation_with_frame(wire: Wire, messages: &[(Role, Vec<B>)], body: &str) -> Conversation {
+pub fn conversation_with_frame(
+    wire: Wire,
+    messages: &[(Role, Vec<B>)],
+    body: &str,
+) -> Conversation {
     let start = body.find("[]").unwrap();
     let mut units = Vec::new();
     let mut entries = Vec::new();
@@ -104,7 +118,11 @@ pub fn conversation_with_frame(wire: Wire, messages: &[(Role, Vec<B>)], body: &s
             u.slot = UnitSlot::Content(k as u32);
             units.push(u);
         }
-        entries.push(Entry { role: *role, raw: None, unit_count: blocks.len() });
+        entries.push(Entry {
+            role: *role,
+            raw: None,
+            unit_count: blocks.len(),
+        });
     }
     Conversation {
         wire,
@@ -123,7 +141,11 @@ pub fn conversation_with_frame(wire: Wire, messages: &[(Role, Vec<B>)], body: &s
 pub fn history(prefix: &str, count: usize, chars: usize) -> Vec<(Role, Vec<B>)> {
     (0..count)
         .map(|i| {
-            let role = if i % 2 == 0 { Role::User } else { Role::Assistant };
+            let role = if i % 2 == 0 {
+                Role::User
+            } else {
+                Role::Assistant
+            };
             (role, vec![text(&format!("{prefix}{i}"), chars)])
         })
         .collect()
@@ -133,14 +155,29 @@ pub fn history(prefix: &str, count: usize, chars: usize) -> Vec<(Role, Vec<B>)> 
 pub fn labels(conv: &Conversation) -> Vec<String> {
     conv.messages
         .iter()
-        .map(|m| if m.origin == Origin::Injected { "TT".to_owned() } else { m.id.0.clone() })
+        .map(|m| {
+            if m.origin == Origin::Injected {
+                "TT".to_owned()
+            } else {
+                m.id.0.clone()
+            }
+        })
         .collect()
 }
 
 /// A turn for a conversation with a budget of `window` tokens (no reserve).
 pub fn turn(conv: Conversation, state: SessionState, window: u64) -> Turn {
-    let mut t = Turn::new(SessionId::new("s1").unwrap(), conv.wire, conv.source.clone(), state);
+    let mut t = Turn::new(
+        SessionId::new("s1").unwrap(),
+        conv.wire,
+        conv.source.clone(),
+        state,
+    );
     t.conversation = Some(conv);
-    t.budget = foldwire_core::Budget { window, reserve: 0, calibration: 1.0 };
+    t.budget = foldwire_core::Budget {
+        window,
+        reserve: 0,
+        calibration: 1.0,
+    };
     t
 }

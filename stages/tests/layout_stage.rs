@@ -1,7 +1,7 @@
 //! The `layout.head_window` stage as a plain value: windows over whole messages, the
 //! tool-call pull-back, resets and transition placement, calibration, the rewrite metric,
 //! refusals, turn options and cache markers.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::field_reassign_with_default)]
 
 #[path = "layout_common.rs"]
 mod common;
@@ -10,9 +10,8 @@ use std::sync::Arc;
 
 use common::*;
 use foldwire_core::{
-    CharEstimator, Component, ComponentKind, Fact, Layout, LayoutPlan, LayoutRequest, Pin,
-    Refusal, Registry, Role, SessionState, Stage, StageCx, StageError, Wire,
-    state::UsageSample,
+    CharEstimator, Component, ComponentKind, Fact, Layout, LayoutPlan, LayoutRequest, Pin, Refusal,
+    Registry, Role, SessionState, Stage, StageCx, StageError, Wire, state::UsageSample,
 };
 use foldwire_stages::layout_head_window::{
     self as lh, HeadState, HeadWindowConfig, HeadWindowStage, cache_markers, head_fingerprints,
@@ -28,7 +27,11 @@ impl Layout for StoreOrder {
         "test.store_order"
     }
     fn arrange(&self, r: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal> {
-        Ok(LayoutPlan { order: (0..r.messages.len()).collect(), state: r.state.clone(), seal_head: false })
+        Ok(LayoutPlan {
+            order: (0..r.messages.len()).collect(),
+            state: r.state.clone(),
+            seal_head: false,
+        })
     }
 }
 
@@ -43,12 +46,20 @@ impl Layout for Splitter {
     fn arrange(&self, r: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal> {
         let mut order: Vec<usize> = (0..r.messages.len()).collect();
         order.swap(0, 2);
-        Ok(LayoutPlan { order, state: r.state.clone(), seal_head: false })
+        Ok(LayoutPlan {
+            order,
+            state: r.state.clone(),
+            seal_head: false,
+        })
     }
 }
 
 fn config(head: u64, recent: u64) -> HeadWindowConfig {
-    HeadWindowConfig { head_tokens: head, recent_tokens: Some(recent), ..HeadWindowConfig::default() }
+    HeadWindowConfig {
+        head_tokens: head,
+        recent_tokens: Some(recent),
+        ..HeadWindowConfig::default()
+    }
 }
 
 #[test]
@@ -60,10 +71,21 @@ fn the_head_holds_whole_messages_and_a_call_stays_with_its_result() {
         (Role::User, vec![B::Result("c1".into(), 800)]),
         (Role::Assistant, vec![text("m3", 100)]),
     ];
-    let mut t = turn(conversation(Wire::Anthropic, &with_call), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &with_call),
+        SessionState::default(),
+        100_000,
+    );
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(250, 10)).unwrap();
-    let head: Vec<String> = head_fingerprints(&t.state).into_iter().map(|m| m.0).collect();
-    assert_eq!(head, ["m0"], "the boundary between call and result is pulled back before the call");
+    let head: Vec<String> = head_fingerprints(&t.state)
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(
+        head,
+        ["m0"],
+        "the boundary between call and result is pulled back before the call"
+    );
 
     // The same sizes without a call: the boundary stays after m1.
     let without_call = vec![
@@ -72,9 +94,16 @@ fn the_head_holds_whole_messages_and_a_call_stays_with_its_result() {
         (Role::User, vec![text("m2", 800)]),
         (Role::Assistant, vec![text("m3", 100)]),
     ];
-    let mut t = turn(conversation(Wire::Anthropic, &without_call), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &without_call),
+        SessionState::default(),
+        100_000,
+    );
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(250, 10)).unwrap();
-    let head: Vec<String> = head_fingerprints(&t.state).into_iter().map(|m| m.0).collect();
+    let head: Vec<String> = head_fingerprints(&t.state)
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
     assert_eq!(head, ["m0", "m1", "m1b"], "a wire message is taken whole");
 }
 
@@ -82,12 +111,22 @@ fn the_head_holds_whole_messages_and_a_call_stays_with_its_result() {
 fn a_long_message_is_never_split_into_the_head() {
     let msgs = vec![
         (Role::User, vec![text("short", 200)]),
-        (Role::Assistant, vec![text("long-a", 2_000), text("long-b", 20_000)]),
+        (
+            Role::Assistant,
+            vec![text("long-a", 2_000), text("long-b", 20_000)],
+        ),
         (Role::User, vec![text("after", 200)]),
     ];
-    let mut t = turn(conversation(Wire::Anthropic, &msgs), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(1_000, 10)).unwrap();
-    let head: Vec<String> = head_fingerprints(&t.state).into_iter().map(|m| m.0).collect();
+    let head: Vec<String> = head_fingerprints(&t.state)
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
     assert_eq!(head, ["short"]);
     let h = HeadState::load(&t.state).unwrap();
     assert!(h.sealed, "a message that did not fit seals the head");
@@ -96,7 +135,11 @@ fn a_long_message_is_never_split_into_the_head() {
 #[test]
 fn a_sealed_head_keeps_its_membership_when_calibration_changes() {
     let msgs = history("h", 10, 400);
-    let mut t = turn(conversation(Wire::Anthropic, &msgs), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 10)).unwrap();
     let first = head_fingerprints(&t.state);
     assert_eq!(first.len(), 2);
@@ -116,47 +159,86 @@ async fn the_stage_runs_as_a_plain_value_with_a_registered_layout() {
         })
         .unwrap();
     let cx = StageCx::new(registry);
-    let stage = HeadWindowStage::new(HeadWindowConfig { layout: "test.store_order".into(), ..Default::default() }).unwrap();
+    let stage = HeadWindowStage::new(HeadWindowConfig {
+        layout: "test.store_order".into(),
+        ..Default::default()
+    })
+    .unwrap();
     assert_eq!(stage.requires(), &[Fact::Decoded]);
     assert_eq!(stage.provides(), &[Fact::LaidOut]);
-    let mut t = turn(conversation(Wire::Anthropic, &history("h", 4, 100)), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &history("h", 4, 100)),
+        SessionState::default(),
+        100_000,
+    );
     stage.run(&mut t, &cx).await.unwrap();
     assert!(t.report.counter("request_tokens") > 0);
 
     // An unknown strategy is an error naming it.
-    let stage = HeadWindowStage::new(HeadWindowConfig { layout: "layout.nope".into(), ..Default::default() }).unwrap();
+    let stage = HeadWindowStage::new(HeadWindowConfig {
+        layout: "layout.nope".into(),
+        ..Default::default()
+    })
+    .unwrap();
     let err = stage.run(&mut t, &cx).await.unwrap_err().to_string();
     assert!(err.contains("layout.nope"), "{err}");
 
     // The per-turn option picks another strategy.
-    t.options.insert("layout".into(), serde_json::json!("test.store_order"));
+    t.options
+        .insert("layout".into(), serde_json::json!("test.store_order"));
     stage.run(&mut t, &cx).await.unwrap();
 
     // Bad params are refused at build.
-    assert!(HeadWindowStage::new(HeadWindowConfig { recent_fraction: 3.0, ..Default::default() }).is_err());
+    assert!(
+        HeadWindowStage::new(HeadWindowConfig {
+            recent_fraction: 3.0,
+            ..Default::default()
+        })
+        .is_err()
+    );
 }
 
 #[test]
 fn a_strategy_that_splits_a_wire_message_is_rejected() {
-    let msgs = vec![(Role::User, vec![text("a", 10), text("b", 10)]), (Role::Assistant, vec![text("c", 10)])];
-    let mut t = turn(conversation(Wire::Anthropic, &msgs), SessionState::default(), 100_000);
+    let msgs = vec![
+        (Role::User, vec![text("a", 10), text("b", 10)]),
+        (Role::Assistant, vec![text("c", 10)]),
+    ];
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
     let err = lay_out(&mut t, &Splitter, &CharEstimator, &config(10, 10)).unwrap_err();
     assert!(err.to_string().contains("split"), "{err}");
 }
 
 #[test]
 fn a_turn_that_only_appends_rewrites_nothing_and_an_edit_rewrites_from_it() {
-    let plain = HeadWindowConfig { cache_markers: false, ..config(100, 10) };
+    let plain = HeadWindowConfig {
+        cache_markers: false,
+        ..config(100, 10)
+    };
     let mut msgs = history("h", 6, 400);
-    let mut t = turn(conversation(Wire::Anthropic, &msgs), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
     lay_out(&mut t, &StoreOrder, &CharEstimator, &plain).unwrap();
-    assert_eq!(t.report.counter("rewritten_tokens"), t.report.counter("request_tokens"), "first request is all new");
+    assert_eq!(
+        t.report.counter("rewritten_tokens"),
+        t.report.counter("request_tokens"),
+        "first request is all new"
+    );
 
     msgs.extend(history("n", 2, 400));
     let mut t = turn(conversation(Wire::Anthropic, &msgs), t.state, 100_000);
     let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &plain).unwrap();
     assert_eq!(t.report.counter("rewritten_tokens"), 0);
-    let unit = |conv: &foldwire_core::Conversation, i: usize| (conv.messages[i].raw.len() as u64).div_ceil(4);
+    let unit = |conv: &foldwire_core::Conversation, i: usize| {
+        (conv.messages[i].raw.len() as u64).div_ceil(4)
+    };
     let conv = t.conversation.as_ref().unwrap();
     assert_eq!(out.rewrite.appended_tokens, unit(conv, 6) + unit(conv, 7));
 
@@ -175,8 +257,16 @@ fn calibration_is_a_bounded_exponential_average_updated_once_per_turn() {
     let mut state = SessionState::default();
     let mut head = HeadState::default();
     state.usage = vec![
-        UsageSample { turn: 1, estimated: 1_000, reported: 1_200 },
-        UsageSample { turn: 2, estimated: 0, reported: 500 },
+        UsageSample {
+            turn: 1,
+            estimated: 1_000,
+            reported: 1_200,
+        },
+        UsageSample {
+            turn: 2,
+            estimated: 0,
+            reported: 500,
+        },
     ];
     let c = update_calibration(&mut state, &mut head, 0.5);
     assert!((c - 1.1).abs() < 1e-9, "{c}");
@@ -184,7 +274,11 @@ fn calibration_is_a_bounded_exponential_average_updated_once_per_turn() {
     // The same samples again: no change.
     assert!((update_calibration(&mut state, &mut head, 0.5) - 1.1).abs() < 1e-9);
     // An absurd report is bounded.
-    state.usage.push(UsageSample { turn: 3, estimated: 10, reported: 10_000 });
+    state.usage.push(UsageSample {
+        turn: 3,
+        estimated: 10,
+        reported: 10_000,
+    });
     let c = update_calibration(&mut state, &mut head, 1.0);
     assert_eq!(c, foldwire_core::Budget::CALIBRATION_BOUNDS.1);
 }
@@ -193,8 +287,16 @@ fn calibration_is_a_bounded_exponential_average_updated_once_per_turn() {
 fn calibration_shrinks_the_budget_the_stage_checks() {
     let msgs = history("h", 10, 400);
     let mut state = SessionState::default();
-    state.usage = vec![UsageSample { turn: 1, estimated: 1_000, reported: 2_000 }];
-    let mut t = turn(conversation(Wire::Anthropic, &msgs.clone()), SessionState::default(), 1_200);
+    state.usage = vec![UsageSample {
+        turn: 1,
+        estimated: 1_000,
+        reported: 2_000,
+    }];
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs.clone()),
+        SessionState::default(),
+        1_200,
+    );
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(100, 10)).unwrap();
     let mut t = turn(conversation(Wire::Anthropic, &msgs), state, 1_200);
     // ≈1,080 estimated tokens fit 1,200 at calibration 1, not at 1.3 (alpha 0.3 from 1.0 → 1.3).
@@ -212,44 +314,78 @@ fn a_request_over_budget_is_refused_with_numbers_and_levers_and_nothing_dropped(
     let before = labels(&conv);
     let mut t = turn(conv, SessionState::default(), 1_000);
     let err = lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 300)).unwrap_err();
-    let StageError::Refused(r) = err else { panic!("expected a refusal") };
+    let StageError::Refused(r) = err else {
+        panic!("expected a refusal")
+    };
     let n = &r.numbers;
-    assert_eq!(n["frame"] + n["head"] + n["history"] + n["recent"], n["request"]);
+    assert_eq!(
+        n["frame"] + n["head"] + n["history"] + n["recent"],
+        n["request"]
+    );
     assert_eq!(n["budget"], 1_000);
     let last = t.conversation.as_ref().unwrap().messages.last().unwrap();
     assert!(n["request"] > 1_000);
     assert_eq!(n["pinned"], (last.raw.len() as u64).div_ceil(4));
     assert!(r.levers.iter().any(|l| l.starts_with("fold queued ranges")));
-    assert!(r.levers.iter().any(|l| l.starts_with("a smaller recent window")));
+    assert!(
+        r.levers
+            .iter()
+            .any(|l| l.starts_with("a smaller recent window"))
+    );
     assert!(r.levers.iter().any(|l| l == "unpin pinned"));
     assert_eq!(t.report.refusal.as_ref(), Some(&r));
-    assert_eq!(labels(t.conversation.as_ref().unwrap()), before, "nothing dropped or moved");
+    assert_eq!(
+        labels(t.conversation.as_ref().unwrap()),
+        before,
+        "nothing dropped or moved"
+    );
 }
 
 #[test]
 fn turn_options_override_window_and_head() {
     let msgs = history("h", 12, 400);
-    let mut t = turn(conversation(Wire::Anthropic, &msgs), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
     t.options.insert("window".into(), serde_json::json!(500));
-    assert!(matches!(lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 10)), Err(StageError::Refused(_))));
+    assert!(matches!(
+        lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 10)),
+        Err(StageError::Refused(_))
+    ));
 
-    let mut t = turn(conversation(Wire::Anthropic, &msgs), SessionState::default(), 100_000);
-    let cfg = config(300, 10).with_options(&serde_json::from_str(r#"{"head_tokens": 700, "recent_tokens": 5}"#).unwrap()).unwrap();
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
+    let cfg = config(300, 10)
+        .with_options(&serde_json::from_str(r#"{"head_tokens": 700, "recent_tokens": 5}"#).unwrap())
+        .unwrap();
     assert_eq!((cfg.head_tokens, cfg.recent_tokens), (700, Some(5)));
     lay_out(&mut t, &StoreOrder, &CharEstimator, &cfg).unwrap();
     assert_eq!(head_fingerprints(&t.state).len(), 6);
 
-    let bad = config(1, 1).with_options(&serde_json::from_str(r#"{"head_tokens": "lots"}"#).unwrap());
+    let bad =
+        config(1, 1).with_options(&serde_json::from_str(r#"{"head_tokens": "lots"}"#).unwrap());
     assert!(bad.unwrap_err().to_string().contains("head_tokens"));
 }
 
 #[test]
 fn a_reset_places_its_transition_after_the_last_sent_unit_and_keeps_it_there() {
     let mut msgs = history("h", 6, 400);
-    let mut t = turn(conversation(Wire::Anthropic, &msgs), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 10)).unwrap();
     let mut state = t.state;
-    assert!(reset(&mut state, "  ").is_err(), "an empty transition is refused");
+    assert!(
+        reset(&mut state, "  ").is_err(),
+        "an empty transition is refused"
+    );
     assert_eq!(reset(&mut state, "A new topic.").unwrap(), 1);
 
     // The client's next request already carries a new message: the transition goes before it.
@@ -262,28 +398,45 @@ fn a_reset_places_its_transition_after_the_last_sent_unit_and_keeps_it_there() {
     assert_eq!(tt.role, Role::User);
     assert_eq!(tt.origin, foldwire_core::Origin::Injected);
     assert_eq!(&tt.raw[..], br#"{"type":"text","text":"A new topic."}"#);
-    let heads: Vec<String> = head_fingerprints(&t.state).into_iter().map(|m| m.0).collect();
-    assert_eq!(heads, ["foldwire-transition-1", "n0"], "the old head became history");
+    let heads: Vec<String> = head_fingerprints(&t.state)
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(
+        heads,
+        ["foldwire-transition-1", "n0"],
+        "the old head became history"
+    );
 
     // Next turn, the old history's front is gone (folded): the transition stays before n0.
     let later: Vec<_> = msgs[2..].to_vec();
     let mut t = turn(conversation(Wire::Anthropic, &later), t.state, 100_000);
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 10)).unwrap();
-    assert_eq!(labels(t.conversation.as_ref().unwrap())[3..], ["h5", "TT", "n0"]);
+    assert_eq!(
+        labels(t.conversation.as_ref().unwrap())[3..],
+        ["h5", "TT", "n0"]
+    );
 }
 
 #[test]
 fn a_transition_never_lands_between_a_call_and_its_result() {
     let mut msgs = history("h", 2, 100);
     msgs.push((Role::Assistant, vec![B::Call("c9".into())]));
-    let mut t = turn(conversation(Wire::Anthropic, &msgs), SessionState::default(), 100_000);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(50, 10)).unwrap();
     let mut state = t.state;
     reset(&mut state, "Next.").unwrap();
     msgs.push((Role::User, vec![B::Result("c9".into(), 100)]));
     let mut t = turn(conversation(Wire::Anthropic, &msgs), state, 100_000);
     lay_out(&mut t, &StoreOrder, &CharEstimator, &config(50, 10)).unwrap();
-    assert_eq!(labels(t.conversation.as_ref().unwrap()), ["h0", "h1", "call-c9", "result-c9", "TT"]);
+    assert_eq!(
+        labels(t.conversation.as_ref().unwrap()),
+        ["h0", "h1", "call-c9", "result-c9", "TT"]
+    );
 }
 
 #[test]
@@ -311,13 +464,27 @@ fn cache_markers_go_at_the_boundaries_within_the_rules() {
     let mut t = turn(conv, SessionState::default(), 100_000);
     let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 1_000)).unwrap();
     let conv = t.conversation.as_ref().unwrap();
-    assert_eq!(cache_markers::check_rules(conv).unwrap(), 4, "system + head end + history end + request end");
+    assert_eq!(
+        cache_markers::check_rules(conv).unwrap(),
+        4,
+        "system + head end + history end + request end"
+    );
     assert_eq!(out.markers.placed, 3);
-    let marked: Vec<usize> = conv.messages.iter().enumerate().filter(|(_, m)| m.raw.windows(13).any(|w| w == b"cache_control")).map(|(i, _)| i).collect();
+    let marked: Vec<usize> = conv
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.raw.windows(13).any(|w| w == b"cache_control"))
+        .map(|(i, _)| i)
+        .collect();
     // Head = h0,h1 (≈216 tokens of 300); recent = the last 9 (≈972 of 1,000).
     assert_eq!(marked, [1, 10, 19]);
     // Key order is kept, the marker appended.
-    assert!(conv.messages[1].raw.starts_with(br#"{"type":"text","text":"h1 "#));
+    assert!(
+        conv.messages[1]
+            .raw
+            .starts_with(br#"{"type":"text","text":"h1 "#)
+    );
     assert!(conv.messages[1].modified);
     assert_eq!(t.report.counter("layout.cache_markers_placed"), 3);
 }
@@ -338,13 +505,33 @@ fn client_markers_are_kept_where_allowed_and_dropped_with_a_count_otherwise() {
     assert!(count <= 4);
     assert_eq!(out.markers.kept + out.markers.dropped, 4);
     assert!(out.markers.dropped >= 1);
-    assert_eq!(t.report.counter("layout.cache_markers_client_dropped"), out.markers.dropped);
+    assert_eq!(
+        t.report.counter("layout.cache_markers_client_dropped"),
+        out.markers.dropped
+    );
     // The checker itself catches both rules.
-    let mut bad = conversation_with_frame(Wire::Anthropic, &[(Role::User, vec![B::Marked("a".into(), "5m"), B::Marked("b".into(), "1h")])], SYSTEM_1H);
-    assert!(matches!(cache_markers::check_rules(&bad), Err(cache_markers::MarkerRuleViolation::TtlOrder { .. })));
+    let mut bad = conversation_with_frame(
+        Wire::Anthropic,
+        &[(
+            Role::User,
+            vec![B::Marked("a".into(), "5m"), B::Marked("b".into(), "1h")],
+        )],
+        SYSTEM_1H,
+    );
+    assert!(matches!(
+        cache_markers::check_rules(&bad),
+        Err(cache_markers::MarkerRuleViolation::TtlOrder { .. })
+    ));
     bad.messages[0] = bad.messages[1].clone();
-    bad.messages.extend([bad.messages[1].clone(), bad.messages[1].clone(), bad.messages[1].clone()]);
-    assert!(matches!(cache_markers::check_rules(&bad), Err(cache_markers::MarkerRuleViolation::TooMany(6))));
+    bad.messages.extend([
+        bad.messages[1].clone(),
+        bad.messages[1].clone(),
+        bad.messages[1].clone(),
+    ]);
+    assert!(matches!(
+        cache_markers::check_rules(&bad),
+        Err(cache_markers::MarkerRuleViolation::TooMany(6))
+    ));
 }
 
 #[test]

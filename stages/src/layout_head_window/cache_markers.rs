@@ -90,7 +90,9 @@ fn has_marker_bytes(raw: &[u8]) -> bool {
 }
 
 /// The top-level `tools` and `system` values of the request as sent (overrides first).
-fn frame_fields(conv: &Conversation) -> Result<(Option<Value>, Option<Value>), MarkerRuleViolation> {
+fn frame_fields(
+    conv: &Conversation,
+) -> Result<(Option<Value>, Option<Value>), MarkerRuleViolation> {
     #[derive(serde::Deserialize)]
     struct Frame<'a> {
         #[serde(borrow, default)]
@@ -263,7 +265,10 @@ fn strip_frame_marker(conv: &mut Conversation, key: &str, value: &mut Option<Val
 ///
 /// # Errors
 /// The body's `tools`/`system` could not be parsed.
-pub fn place(conv: &mut Conversation, boundaries: &[usize]) -> Result<MarkerOutcome, MarkerRuleViolation> {
+pub fn place(
+    conv: &mut Conversation,
+    boundaries: &[usize],
+) -> Result<MarkerOutcome, MarkerRuleViolation> {
     let (mut tools, mut system) = frame_fields(conv)?;
     let mut frame = array_markers(tools.as_ref(), MarkerSite::Tool);
     frame.extend(array_markers(system.as_ref(), MarkerSite::System));
@@ -321,7 +326,8 @@ pub fn place(conv: &mut Conversation, boundaries: &[usize]) -> Result<MarkerOutc
     }
     // TTLs in send order: ours take 1h when a kept 1h marker follows them; a client 1h
     // marker after a 5m one is dropped.
-    let mut chosen: Vec<(usize, Ttl, bool)> = kept_client.iter().map(|&(i, t)| (i, t, true)).collect();
+    let mut chosen: Vec<(usize, Ttl, bool)> =
+        kept_client.iter().map(|&(i, t)| (i, t, true)).collect();
     for &i in &ours {
         if !kept_client.iter().any(|&(c, _)| c == i) {
             chosen.push((i, Ttl::FiveMinutes, false));

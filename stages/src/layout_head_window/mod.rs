@@ -26,9 +26,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, Conversation, Fact, HeadZone, Layout, LayoutRequest, Message,
-    MessageId, Params, Refusal, SessionId, SessionState, Stage, StageCx, StageError,
-    TokenEstimator, Turn, Wire,
+    BuildError, Component, Conversation, Fact, HeadZone, Layout, LayoutRequest, Message, MessageId,
+    Params, Refusal, SessionId, SessionState, Stage, StageCx, StageError, TokenEstimator, Turn,
+    Wire,
 };
 use serde::Deserialize;
 
@@ -90,17 +90,26 @@ impl HeadWindowConfig {
         if !(0.0..=1.0).contains(&self.recent_fraction) {
             return Err(BuildError::new(
                 NAME,
-                format!("recent_fraction must be between 0 and 1, got {}", self.recent_fraction),
+                format!(
+                    "recent_fraction must be between 0 and 1, got {}",
+                    self.recent_fraction
+                ),
             ));
         }
         if !(0.0..=1.0).contains(&self.calibration_alpha) {
             return Err(BuildError::new(
                 NAME,
-                format!("calibration_alpha must be between 0 and 1, got {}", self.calibration_alpha),
+                format!(
+                    "calibration_alpha must be between 0 and 1, got {}",
+                    self.calibration_alpha
+                ),
             ));
         }
         if self.layout.trim().is_empty() {
-            return Err(BuildError::new(NAME, "layout must name a registered layout strategy"));
+            return Err(BuildError::new(
+                NAME,
+                "layout must name a registered layout strategy",
+            ));
         }
         Ok(())
     }
@@ -113,17 +122,24 @@ impl HeadWindowConfig {
     pub fn with_options(&self, options: &foldwire_core::TurnOptions) -> Result<Self, StageError> {
         let mut out = self.clone();
         if let Some(v) = options.get("layout") {
-            let name = v.as_str().ok_or_else(|| bad_option("layout", "a strategy name", v))?;
+            let name = v
+                .as_str()
+                .ok_or_else(|| bad_option("layout", "a strategy name", v))?;
             if name != out.layout {
                 out.layout = name.to_owned();
                 out.layout_params = serde_json::Value::Null;
             }
         }
         if let Some(v) = options.get("head_tokens") {
-            out.head_tokens = v.as_u64().ok_or_else(|| bad_option("head_tokens", "a token count", v))?;
+            out.head_tokens = v
+                .as_u64()
+                .ok_or_else(|| bad_option("head_tokens", "a token count", v))?;
         }
         if let Some(v) = options.get("recent_tokens") {
-            out.recent_tokens = Some(v.as_u64().ok_or_else(|| bad_option("recent_tokens", "a token count", v))?);
+            out.recent_tokens = Some(
+                v.as_u64()
+                    .ok_or_else(|| bad_option("recent_tokens", "a token count", v))?,
+            );
         }
         Ok(out)
     }
@@ -251,7 +267,11 @@ pub fn lay_out(
     let mut head = match HeadState::load(&turn.state) {
         Ok(h) => h,
         Err(e) => {
-            turn.report.warn(NAME, "layout_state_unreadable", format!("{e}; starting a fresh head"));
+            turn.report.warn(
+                NAME,
+                "layout_state_unreadable",
+                format!("{e}; starting a fresh head"),
+            );
             HeadState::default()
         }
     };
@@ -282,22 +302,38 @@ pub fn lay_out(
         head_start_unit = at;
     }
 
-    let tokens: Vec<u64> = conv.messages.iter().map(|m| estimator.raw_tokens(&m.raw)).collect();
+    let tokens: Vec<u64> = conv
+        .messages
+        .iter()
+        .map(|m| estimator.raw_tokens(&m.raw))
+        .collect();
     let frame_tokens = (conv.frame_len() as u64).div_ceil(4);
     let groups = windows::groups(&conv.messages);
     let group_tokens = windows::group_tokens(&groups, &tokens);
     let start_g = windows::group_of(&groups, head_start_unit);
     let sealed_here = head.sealed
-        && head.head_ids.first().is_some()
+        && !head.head_ids.is_empty()
         && conv.messages.get(head_start_unit).map(|m| &m.id) == head.head_ids.first();
     let (end_g, filling) = if sealed_here {
-        (windows::sealed_end(&conv.messages, &groups, start_g, &head.head_ids), false)
+        (
+            windows::sealed_end(&conv.messages, &groups, start_g, &head.head_ids),
+            false,
+        )
     } else {
-        windows::head_walk(&conv.messages, &groups, &group_tokens, start_g, config.head_tokens, after_reset)
+        windows::head_walk(
+            &conv.messages,
+            &groups,
+            &group_tokens,
+            start_g,
+            config.head_tokens,
+            after_reset,
+        )
     };
     let head_units = windows::units_of(&groups, start_g..end_g);
     let recent_g = windows::recent_start(&group_tokens, end_g, recent_window);
-    let recent_unit = windows::units_of(&groups, recent_g..groups.len()).start.max(head_units.end);
+    let recent_unit = windows::units_of(&groups, recent_g..groups.len())
+        .start
+        .max(head_units.end);
     let n = conv.messages.len();
 
     let pinned: Vec<&Message> = conv.messages.iter().filter(|m| m.pin.is_some()).collect();
@@ -322,7 +358,8 @@ pub fn lay_out(
         turn.report.refusal = Some(refused.clone());
         // Keep the transition's anchor; nothing else of this turn is remembered.
         if let Err(e) = head.store(&mut turn.state) {
-            turn.report.warn(NAME, "layout_state_unsaved", e.to_string());
+            turn.report
+                .warn(NAME, "layout_state_unsaved", e.to_string());
         }
         return Err(StageError::Refused(refused));
     }
@@ -344,7 +381,8 @@ pub fn lay_out(
         generation: head.generation,
     };
     let keys: Vec<MessageId> = conv.messages.iter().map(unit_key).collect();
-    let unchanged = rewrite::unchanged_prefix_tokens(&head.previous, keys.iter().zip(tokens.iter().copied()));
+    let unchanged =
+        rewrite::unchanged_prefix_tokens(&head.previous, keys.iter().zip(tokens.iter().copied()));
     let plan = layout
         .arrange(&LayoutRequest {
             messages: &conv.messages,
@@ -365,7 +403,10 @@ pub fn lay_out(
     let reordered = plan.order.iter().enumerate().any(|(i, &o)| i != o);
 
     // Reorder units and their measurements.
-    let mut slots: Vec<Option<Message>> = std::mem::take(&mut conv.messages).into_iter().map(Some).collect();
+    let mut slots: Vec<Option<Message>> = std::mem::take(&mut conv.messages)
+        .into_iter()
+        .map(Some)
+        .collect();
     conv.messages = plan
         .order
         .iter()
@@ -383,8 +424,14 @@ pub fn lay_out(
         .collect();
 
     let digest = frame_digest(conv);
-    let frame_changed = head.previous_frame.is_some_and(|d| d != digest) || head.previous_frame.is_none() && !head.previous.is_empty();
-    let measured = rewrite::measure(&head.previous, &sent, frame_tokens, frame_changed || head.previous.is_empty());
+    let frame_changed = head.previous_frame.is_some_and(|d| d != digest)
+        || head.previous_frame.is_none() && !head.previous.is_empty();
+    let measured = rewrite::measure(
+        &head.previous,
+        &sent,
+        frame_tokens,
+        frame_changed || head.previous.is_empty(),
+    );
 
     let mut markers = cache_markers::MarkerOutcome::default();
     if conv.wire == Wire::Anthropic && config.cache_markers && !conv.messages.is_empty() {
@@ -403,7 +450,9 @@ pub fn lay_out(
         boundaries.extend(last_of(1));
         match cache_markers::place(conv, &boundaries) {
             Ok(m) => markers = m,
-            Err(e) => turn.report.warn(NAME, "cache_markers_skipped", e.to_string()),
+            Err(e) => turn
+                .report
+                .warn(NAME, "cache_markers_skipped", e.to_string()),
         }
     }
 
@@ -424,10 +473,11 @@ pub fn lay_out(
     head.previous = sent;
     head.previous_frame = Some(digest);
     head.last_estimate = measured.request_tokens;
-    head.store(&mut turn.state).map_err(|e| StageError::Failed {
-        stage: NAME,
-        message: e.to_string(),
-    })?;
+    head.store(&mut turn.state)
+        .map_err(|e| StageError::Failed {
+            stage: NAME,
+            message: e.to_string(),
+        })?;
     Ok(LayoutOutcome {
         rewrite: measured,
         head: zone,
@@ -439,7 +489,12 @@ pub fn lay_out(
 
 /// Checks a strategy's order: a permutation of `0..n` that keeps each wire message's units
 /// together and in order.
-fn check_order(order: &[usize], groups: &[Range<usize>], n: usize, strategy: &str) -> Result<(), StageError> {
+fn check_order(
+    order: &[usize],
+    groups: &[Range<usize>],
+    n: usize,
+    strategy: &str,
+) -> Result<(), StageError> {
     let fail = |what: String| StageError::Failed {
         stage: NAME,
         message: format!("layout strategy `{strategy}` returned an invalid order: {what}"),
@@ -465,7 +520,10 @@ fn check_order(order: &[usize], groups: &[Range<usize>], n: usize, strategy: &st
         let first = pos.get(g.start).copied().unwrap_or(0);
         for (k, i) in g.clone().enumerate() {
             if pos.get(i).copied() != Some(first + k) {
-                return Err(fail(format!("the wire message of units {}..{} is split", g.start, g.end)));
+                return Err(fail(format!(
+                    "the wire message of units {}..{} is split",
+                    g.start, g.end
+                )));
             }
         }
     }
@@ -528,7 +586,12 @@ pub fn replay(
             }
             ReplayEvent::Request(conv) => *conv,
         };
-        let mut turn = Turn::new(session.clone(), conv.wire, conv.source.clone(), std::mem::take(state));
+        let mut turn = Turn::new(
+            session.clone(),
+            conv.wire,
+            conv.source.clone(),
+            std::mem::take(state),
+        );
         turn.budget = budget;
         turn.conversation = Some(conv);
         let result = lay_out(&mut turn, layout, estimator, config);

@@ -63,7 +63,11 @@ pub fn refusal(stage: &str, zones: &ZoneTokens, pinned: &[&Message]) -> Refusal 
         levers.push(format!(
             "a new reset: the head holds {} tokens{}; a reset makes them history that can fold",
             zones.head,
-            if zones.after_reset { " since the last reset" } else { "" }
+            if zones.after_reset {
+                " since the last reset"
+            } else {
+                ""
+            }
         ));
     }
     for m in pinned {

@@ -192,14 +192,18 @@ pub fn place_transition(conv: &mut Conversation, transition: &mut Transition) ->
     let find = |id: &MessageId| conv.messages.iter().position(|m| &m.id == id);
     let group_start = |conv: &Conversation, i: usize| {
         let mut s = i;
-        while s > 0 && conv.messages.get(s - 1).map(|m| m.entry) == conv.messages.get(i).map(|m| m.entry) {
+        while s > 0
+            && conv.messages.get(s - 1).map(|m| m.entry) == conv.messages.get(i).map(|m| m.entry)
+        {
             s -= 1;
         }
         s
     };
     let group_end = |conv: &Conversation, i: usize| {
         let mut e = i + 1;
-        while e < conv.messages.len() && conv.messages.get(e).map(|m| m.entry) == conv.messages.get(i).map(|m| m.entry) {
+        while e < conv.messages.len()
+            && conv.messages.get(e).map(|m| m.entry) == conv.messages.get(i).map(|m| m.entry)
+        {
             e += 1;
         }
         e

@@ -20,7 +20,12 @@ pub struct Rewrite {
 
 /// Measures a request against the previous one. `frame_changed` (system, tools or params
 /// differ) rewrites everything, frame included.
-pub fn measure(previous: &[SentUnit], current: &[SentUnit], frame_tokens: u64, frame_changed: bool) -> Rewrite {
+pub fn measure(
+    previous: &[SentUnit],
+    current: &[SentUnit],
+    frame_tokens: u64,
+    frame_changed: bool,
+) -> Rewrite {
     let units: u64 = current.iter().map(|u| u.tokens).sum();
     let request_tokens = frame_tokens + units;
     if frame_changed {
@@ -52,7 +57,10 @@ pub fn measure(previous: &[SentUnit], current: &[SentUnit], frame_tokens: u64, f
 }
 
 /// Tokens of the longest prefix of `current` (ids with tokens) identical to `previous`.
-pub fn unchanged_prefix_tokens<'a>(previous: &[SentUnit], current: impl Iterator<Item = (&'a MessageId, u64)>) -> u64 {
+pub fn unchanged_prefix_tokens<'a>(
+    previous: &[SentUnit],
+    current: impl Iterator<Item = (&'a MessageId, u64)>,
+) -> u64 {
     previous
         .iter()
         .zip(current)

@@ -69,7 +69,11 @@ pub fn head_walk(
         end += 1;
     }
     let filling = end >= groups.len();
-    let floor = if first_whole { (start + 1).min(end) } else { start };
+    let floor = if first_whole {
+        (start + 1).min(end)
+    } else {
+        start
+    };
     (pull_back_over_calls(messages, groups, floor, end), filling)
 }
 
