@@ -374,3 +374,39 @@ fn a_call_whose_result_crosses_the_head_boundary_stays_with_it() {
         }
     }
 }
+
+/// A second reset while the first head is sent first (and still filling, so the newest
+/// message is not the last one sent) still places its transition after the newest message;
+/// the first transition stays, as history.
+#[test]
+fn a_second_reset_anchors_after_the_newest_message_in_store_order() {
+    let mut sess = Session::new(
+        Box::new(HeadFirst::new(HeadFirstConfig {
+            fill: HeadFill::Fill,
+        })),
+        4_000,
+        1_000,
+    );
+    let mut msgs = history("h", 6, 200);
+    sess.send(&msgs);
+    reset(&mut sess.state, "First topic.").unwrap();
+    msgs.push((Role::User, vec![text("a1", 200)]));
+    let (sent, _) = sess.send(&msgs);
+    assert_eq!(
+        sent,
+        cat(&[s(&["TT", "a1"]), hs()]),
+        "the newest is not last"
+    );
+    reset(&mut sess.state, "Second topic.").unwrap();
+    msgs.push((Role::Assistant, vec![text("b1", 200)]));
+    let (sent, _) = sess.send(&msgs);
+    // The first transition is history now, still on the wire, in its place before a1.
+    assert_eq!(sent, cat(&[s(&["TT", "b1"]), hs(), s(&["TT", "a1"])]));
+    let conv_text: Vec<String> = HeadState::load(&sess.state)
+        .unwrap()
+        .head_ids
+        .iter()
+        .map(|m| m.0.clone())
+        .collect();
+    assert_eq!(conv_text, ["foldwire-transition-2", "b1"]);
+}

@@ -1,7 +1,12 @@
 //! The `layout.head_window` stage as a plain value: windows over whole messages, the
 //! tool-call pull-back, resets and transition placement, calibration, the rewrite metric,
 //! refusals, turn options and cache markers.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::field_reassign_with_default)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::field_reassign_with_default
+)]
 
 #[path = "layout_common.rs"]
 mod common;
