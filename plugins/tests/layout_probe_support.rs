@@ -53,12 +53,18 @@ impl ProbeResult {
 }
 
 fn tokens_of(msgs: &[(Role, Vec<B>)]) -> Vec<u64> {
-    let conv = conversation(Wire::Anthropic, msgs);
-    let mut per_message = vec![0u64; msgs.len()];
-    for m in &conv.messages {
-        per_message[m.entry] += (m.raw.len() as u64).div_ceil(4);
-    }
-    per_message
+    // Text blocks are `{"type":"text","text":"…"}` with nothing to escape: 25 bytes around
+    // the padded text. Anything else is measured by building it.
+    msgs.iter()
+        .map(|msg| match msg.1.as_slice() {
+            [B::Text(label, chars)] => ((*chars).max(label.len() + 1) as u64 + 25).div_ceil(4),
+            _ => conversation(Wire::Anthropic, std::slice::from_ref(msg))
+                .messages
+                .iter()
+                .map(|m| (m.raw.len() as u64).div_ceil(4))
+                .sum(),
+        })
+        .collect()
 }
 
 fn label(msg: &(Role, Vec<B>)) -> String {
