@@ -93,7 +93,8 @@ impl HeadState {
         if state.head.is_null() {
             return Ok(HeadState::default());
         }
-        Ok(serde_json::from_value(state.head.clone())?)
+        // Deserialize from the borrowed value: no copy of the previous request's list.
+        Ok(HeadState::deserialize(&state.head)?)
     }
 
     /// Writes the state into a session.
