@@ -127,6 +127,8 @@ pub struct LayoutPlan {
     pub order: Vec<usize>,
     /// The strategy state to persist.
     pub state: serde_json::Value,
+    /// Fix the head's membership now, before it has filled: later units no longer join it.
+    pub seal_head: bool,
 }
 
 /// Head window, recent window, reset behaviour and cache markers. The stage

@@ -9,7 +9,12 @@
 //!   moves when the unchanged prefix it would throw away is no larger than the head itself,
 //!   which is what keeping the head behind the history would cost on every later fold. With
 //!   `move_head = "on_fill"` it moves at the turn the head fills.
-//! - `layout.head_first`: the head always goes first.
+//! - `layout.head_first`: the head always goes first. With `fill = "seal_at_reset"` (the
+//!   default) a reset head holds the transition and what the request carrying it already
+//!   had after it, fixed at that request: moving the head to the front rewrites the request
+//!   once, at the reset, and later messages append after the history. With `fill = "fill"`
+//!   the head keeps filling up to its window at the front, which rewrites everything behind
+//!   it on every message until it is full.
 //!
 //! Without a reset both send store order: the head is the opening of the conversation.
 
@@ -26,12 +31,35 @@ pub const STORE_ORDER_FILL: &str = "layout.store_order_fill";
 
 /// The head always first.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct HeadFirst;
+pub struct HeadFirst {
+    config: HeadFirstConfig,
+}
 
-/// Params of `layout.head_first` (none).
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct HeadFirstConfig {}
+impl HeadFirst {
+    /// A strategy with this config.
+    pub fn new(config: HeadFirstConfig) -> Self {
+        HeadFirst { config }
+    }
+}
+
+/// How a reset head grows under `layout.head_first`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HeadFill {
+    /// Fixed at the request that first carries the transition.
+    #[default]
+    SealAtReset,
+    /// Grows at the front until a unit no longer fits.
+    Fill,
+}
+
+/// Params of `layout.head_first`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeadFirstConfig {
+    /// How a reset head grows.
+    pub fill: HeadFill,
+}
 
 impl Layout for HeadFirst {
     fn name(&self) -> &'static str {
@@ -48,6 +76,7 @@ impl Layout for HeadFirst {
         Ok(LayoutPlan {
             order,
             state: request.state.clone(),
+            seal_head: request.head.after_reset && self.config.fill == HeadFill::SealAtReset,
         })
     }
 }
@@ -104,6 +133,7 @@ impl Layout for StoreOrderFill {
         let store_order = |state: FillState| LayoutPlan {
             order: (0..n).collect(),
             state: serde_json::to_value(state).unwrap_or_default(),
+            seal_head: false,
         };
         if !head.after_reset || head.start >= head.end || head.start == 0 {
             return Ok(store_order(state));
@@ -129,13 +159,14 @@ impl Layout for StoreOrderFill {
         Ok(LayoutPlan {
             order: head_first_order(n, head.start..head.end),
             state: serde_json::to_value(state).unwrap_or_default(),
+            seal_head: false,
         })
     }
 }
 
 fn build_head_first(params: &Params) -> Result<Component, BuildError> {
-    let _: HeadFirstConfig = BuildError::parse_params(HEAD_FIRST, params)?;
-    Ok(Component::Layout(Arc::new(HeadFirst)))
+    let config: HeadFirstConfig = BuildError::parse_params(HEAD_FIRST, params)?;
+    Ok(Component::Layout(Arc::new(HeadFirst::new(config))))
 }
 
 fn build_store_order_fill(params: &Params) -> Result<Component, BuildError> {

@@ -8,7 +8,9 @@ mod common;
 
 use common::*;
 use foldwire_core::{CharEstimator, ComponentKind, Layout, Registry, Role, SessionState, Wire};
-use foldwire_plugins::layout::{HeadFirst, MoveHead, StoreOrderFill, StoreOrderFillConfig};
+use foldwire_plugins::layout::{
+    HeadFill, HeadFirst, HeadFirstConfig, MoveHead, StoreOrderFill, StoreOrderFillConfig,
+};
 use foldwire_stages::layout_head_window::{
     HeadState, HeadWindowConfig, LayoutOutcome, cache_markers, lay_out, reset,
 };
@@ -48,9 +50,16 @@ impl Session {
     }
 }
 
-fn strategies() -> Vec<(&'static str, fn() -> Box<dyn Layout>)> {
+type MakeLayout = fn() -> Box<dyn Layout>;
+
+fn strategies() -> Vec<(&'static str, MakeLayout)> {
     vec![
-        ("head_first", || Box::new(HeadFirst)),
+        ("head_first", || Box::new(HeadFirst::default())),
+        ("head_first_fill", || {
+            Box::new(HeadFirst::new(HeadFirstConfig {
+                fill: HeadFill::Fill,
+            }))
+        }),
         ("on_fill", || {
             Box::new(StoreOrderFill::new(StoreOrderFillConfig {
                 move_head: MoveHead::OnFill,
@@ -112,7 +121,7 @@ fn reset_then_short_messages() {
         sess.send(&msgs);
         reset(&mut sess.state, "A new topic.").unwrap();
         let (sent, _) = sess.send(&msgs);
-        let expected = if name == "head_first" {
+        let expected = if name.starts_with("head_first") {
             cat(&[s(&["TT"]), hs()])
         } else {
             cat(&[hs(), s(&["TT"])])
@@ -123,21 +132,16 @@ fn reset_then_short_messages() {
             msgs.push((Role::User, vec![text(label, 400)]));
             after.push(label.to_owned());
             let (sent, out) = sess.send(&msgs);
-            assert!(
-                out.head.filling,
-                "{name}: the head still holds everything since the reset"
-            );
-            let expected = if name == "head_first" {
-                cat(&[s(&["TT"]), after.clone(), hs()])
-            } else {
-                cat(&[hs(), s(&["TT"]), after.clone()])
+            let expected = match name {
+                "head_first_fill" => cat(&[s(&["TT"]), after.clone(), hs()]),
+                // Sealed at the reset's request: the head is the transition; the rest appends.
+                "head_first" => cat(&[s(&["TT"]), hs(), after.clone()]),
+                _ => cat(&[hs(), s(&["TT"]), after.clone()]),
             };
             assert_eq!(sent, expected, "{name} after {label}");
-            if name != "head_first" {
-                assert_eq!(
-                    out.rewrite.rewritten_tokens, 0,
-                    "{name}: filling only appends"
-                );
+            assert_eq!(out.head.filling, name != "head_first", "{name}");
+            if name != "head_first_fill" {
+                assert_eq!(out.rewrite.rewritten_tokens, 0, "{name}: only appends");
             }
         }
     }
@@ -162,7 +166,7 @@ fn a_transition_bigger_than_the_head() {
         let tt_first = cat(&[s(&["TT"]), hs()]);
         assert_eq!(
             sent,
-            if name == "head_first" {
+            if name.starts_with("head_first") {
                 tt_first
             } else {
                 cat(&[hs(), s(&["TT"])])
@@ -246,8 +250,16 @@ fn the_head_full() {
         }
         let (sent, out) = sess.send(&msgs);
         assert!(!out.head.filling);
-        let head = cat(&[s(&["TT"]), news[..3].to_vec()]);
-        assert_eq!(sent, cat(&[head, hs(), news[3..].to_vec()]), "{name}");
+        if name == "head_first" {
+            assert_eq!(
+                sent,
+                cat(&[s(&["TT"]), hs(), news.clone()]),
+                "sealed at the reset"
+            );
+        } else {
+            let head = cat(&[s(&["TT"]), news[..3].to_vec()]);
+            assert_eq!(sent, cat(&[head, hs(), news[3..].to_vec()]), "{name}");
+        }
         // It stays first, and appending rewrites nothing.
         msgs.push((Role::User, vec![text("more", 400)]));
         let (sent2, out2) = sess.send(&msgs);
@@ -262,7 +274,7 @@ fn the_head_full() {
 #[test]
 fn the_move_rides_on_a_fold_at_the_front() {
     let long_hs: Vec<String> = (0..6).map(|i| format!("H{i}")).collect();
-    for (name, make) in strategies().into_iter().skip(1) {
+    for (name, make) in strategies().into_iter().skip(2) {
         let mut sess = Session::new(make(), 4_000, 1_000);
         let mut msgs = history("H", 6, 4_000);
         sess.send(&msgs);
@@ -347,16 +359,54 @@ fn a_call_whose_result_crosses_the_head_boundary_stays_with_it() {
         let (sent, _) = sess.send(&msgs);
         let h = HeadState::load(&sess.state).unwrap();
         let head: Vec<String> = h.head_ids.iter().map(|m| m.0.clone()).collect();
-        assert_eq!(
-            head[1..],
-            s(&["ask"]),
-            "{name}: the call's message is left out of the head"
-        );
+        if name != "head_first" {
+            assert_eq!(
+                head[1..],
+                s(&["ask"]),
+                "{name}: the call's message is left out of the head"
+            );
+        }
         let call = sent.iter().position(|l| l == "call-c1").unwrap();
         assert_eq!(sent[call + 1], "result-c1", "{name}: {sent:?}");
         assert_eq!(sent[call - 1], "calling");
-        if name != "with_rewrite" {
+        if name == "on_fill" || name == "head_first_fill" {
             assert_eq!(sent[..2], s(&["TT", "ask"]), "{name}");
         }
     }
+}
+
+/// A second reset while the first head is sent first (and still filling, so the newest
+/// message is not the last one sent) still places its transition after the newest message;
+/// the first transition stays, as history.
+#[test]
+fn a_second_reset_anchors_after_the_newest_message_in_store_order() {
+    let mut sess = Session::new(
+        Box::new(HeadFirst::new(HeadFirstConfig {
+            fill: HeadFill::Fill,
+        })),
+        4_000,
+        1_000,
+    );
+    let mut msgs = history("h", 6, 200);
+    sess.send(&msgs);
+    reset(&mut sess.state, "First topic.").unwrap();
+    msgs.push((Role::User, vec![text("a1", 200)]));
+    let (sent, _) = sess.send(&msgs);
+    assert_eq!(
+        sent,
+        cat(&[s(&["TT", "a1"]), hs()]),
+        "the newest is not last"
+    );
+    reset(&mut sess.state, "Second topic.").unwrap();
+    msgs.push((Role::Assistant, vec![text("b1", 200)]));
+    let (sent, _) = sess.send(&msgs);
+    // The first transition is history now, still on the wire, in its place before a1.
+    assert_eq!(sent, cat(&[s(&["TT", "b1"]), hs(), s(&["TT", "a1"])]));
+    let conv_text: Vec<String> = HeadState::load(&sess.state)
+        .unwrap()
+        .head_ids
+        .iter()
+        .map(|m| m.0.clone())
+        .collect();
+    assert_eq!(conv_text, ["foldwire-transition-2", "b1"]);
 }

@@ -1,7 +1,12 @@
 //! The `layout.head_window` stage as a plain value: windows over whole messages, the
 //! tool-call pull-back, resets and transition placement, calibration, the rewrite metric,
 //! refusals, turn options and cache markers.
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::field_reassign_with_default
+)]
 
 #[path = "layout_common.rs"]
 mod common;
@@ -30,6 +35,7 @@ impl Layout for StoreOrder {
         Ok(LayoutPlan {
             order: (0..r.messages.len()).collect(),
             state: r.state.clone(),
+            seal_head: false,
         })
     }
 }
@@ -48,6 +54,7 @@ impl Layout for Splitter {
         Ok(LayoutPlan {
             order,
             state: r.state.clone(),
+            seal_head: false,
         })
     }
 }
@@ -546,4 +553,95 @@ fn other_wires_get_no_markers_and_prompt_cache_key_passes_through() {
         assert_eq!(&conv.source[..], body.as_bytes());
     }
     let _ = lh::NAME;
+}
+
+#[test]
+fn parallel_calls_whose_results_arrive_in_separate_messages_stay_together() {
+    // One assistant message calls A and B; result A (short) and result B (long, crossing
+    // the head's end) come as two messages. The head ends before the calls.
+    let msgs = vec![
+        (Role::User, vec![text("ask", 200)]),
+        (
+            Role::Assistant,
+            vec![B::Call("A".into()), B::Call("B".into())],
+        ),
+        (Role::User, vec![B::Result("A".into(), 100)]),
+        (Role::User, vec![B::Result("B".into(), 8_000)]),
+        (Role::Assistant, vec![text("done", 100)]),
+    ];
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
+    lay_out(&mut t, &StoreOrder, &CharEstimator, &config(500, 10)).unwrap();
+    let head: Vec<String> = head_fingerprints(&t.state)
+        .into_iter()
+        .map(|m| m.0)
+        .collect();
+    assert_eq!(head, ["ask"]);
+}
+
+#[test]
+fn replay_reports_tokens_and_rewrite_per_turn() {
+    let first = history("h", 6, 400);
+    let mut second = first.clone();
+    second.extend(history("n", 1, 400));
+    let mut third = second.clone();
+    third.extend(history("m", 1, 400));
+    let events = vec![
+        lh::ReplayEvent::Request(Box::new(conversation(Wire::Anthropic, &first))),
+        lh::ReplayEvent::Request(Box::new(conversation(Wire::Anthropic, &second))),
+        lh::ReplayEvent::Reset("Another topic.".into()),
+        lh::ReplayEvent::Request(Box::new(conversation(Wire::Anthropic, &third))),
+        lh::ReplayEvent::Request(Box::new(conversation(Wire::Anthropic, &third))),
+    ];
+    let mut state = SessionState::default();
+    let budget = foldwire_core::Budget {
+        window: 100_000,
+        reserve: 0,
+        calibration: 1.0,
+    };
+    let turns = lh::replay(
+        events,
+        &mut state,
+        &StoreOrder,
+        &CharEstimator,
+        &config(300, 10),
+        budget,
+    )
+    .unwrap();
+    assert_eq!(turns.len(), 4);
+    assert_eq!(
+        turns[0].rewrite.rewritten_tokens,
+        turns[0].rewrite.request_tokens
+    );
+    assert_eq!(turns[1].rewrite.rewritten_tokens, 0);
+    assert_eq!(
+        turns[1].rewrite.request_tokens,
+        turns[0].rewrite.request_tokens + 107
+    );
+    // The reset's transition lands before m0 (after n0): an append, no rewrite.
+    assert_eq!(turns[2].rewrite.rewritten_tokens, 0);
+    assert!(turns[2].rewrite.appended_tokens > 107);
+    assert_eq!(turns[3].rewrite.rewritten_tokens, 0);
+    assert_eq!(turns[3].rewrite.appended_tokens, 0);
+    // A budget too small is reported per turn as a refusal, not an error.
+    let small = foldwire_core::Budget {
+        window: 100,
+        ..budget
+    };
+    let turns = lh::replay(
+        vec![lh::ReplayEvent::Request(Box::new(conversation(
+            Wire::Anthropic,
+            &first,
+        )))],
+        &mut SessionState::default(),
+        &StoreOrder,
+        &CharEstimator,
+        &config(300, 10),
+        small,
+    )
+    .unwrap();
+    assert!(turns[0].refusal.is_some());
 }

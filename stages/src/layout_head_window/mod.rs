@@ -27,8 +27,8 @@ use std::sync::Arc;
 
 use foldwire_core::{
     BuildError, Component, Conversation, Fact, HeadZone, Layout, LayoutRequest, Message, MessageId,
-    Params, Refusal, SessionId, SessionState, Stage, StageCx, StageError, TokenEstimator, Turn,
-    Wire,
+    Origin, Params, Refusal, SessionId, SessionState, Stage, StageCx, StageError, TokenEstimator,
+    Turn, Wire,
 };
 use serde::Deserialize;
 
@@ -290,6 +290,19 @@ pub fn lay_out(
     // A live reset: re-insert the transition where it belongs.
     let mut head_start_unit = 0usize;
     let after_reset = head.transition.is_some();
+    // Earlier resets' transitions are history now; they stay on the wire unless a block
+    // covers them.
+    let covered = |id: &MessageId| {
+        turn.state
+            .blocks
+            .iter()
+            .any(|b| b.active && b.message_ids.contains(id))
+    };
+    for past in head.past_transitions.iter_mut() {
+        if !covered(&past.id) {
+            reset::place_transition(conv, past);
+        }
+    }
     if let Some(transition) = head.transition.as_mut() {
         let (at, lost) = reset::place_transition(conv, transition);
         if lost {
@@ -381,6 +394,12 @@ pub fn lay_out(
         generation: head.generation,
     };
     let keys: Vec<MessageId> = conv.messages.iter().map(unit_key).collect();
+    head.last_stored = conv
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.origin != Origin::Injected)
+        .map(unit_key);
     let unchanged =
         rewrite::unchanged_prefix_tokens(&head.previous, keys.iter().zip(tokens.iter().copied()));
     let plan = layout
@@ -397,6 +416,9 @@ pub fn lay_out(
             StageError::Refused(r)
         })?;
     check_order(&plan.order, &groups, n, layout.name())?;
+    if plan.seal_head {
+        head.sealed = true;
+    }
     let reordered = plan.order.iter().enumerate().any(|(i, &o)| i != o);
 
     // Reorder units and their measurements.

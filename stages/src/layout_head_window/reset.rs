@@ -47,6 +47,9 @@ pub struct HeadState {
     pub generation: u64,
     /// The live transition, when the head starts at a reset.
     pub transition: Option<Transition>,
+    /// Transitions of earlier resets: ordinary history now, still re-inserted every turn
+    /// (the client never stores them) until a fold takes them.
+    pub past_transitions: Vec<Transition>,
     /// Fingerprints of the head's units, in order.
     pub head_ids: Vec<MessageId>,
     /// True once a unit no longer fitted the head: its membership is then fixed, so a
@@ -62,6 +65,9 @@ pub struct HeadState {
     pub calibrated_through: Option<u64>,
     /// The estimated tokens of the last request sent (what a usage sample compares with).
     pub last_estimate: u64,
+    /// The newest client unit of the last request, in store order: where a reset's
+    /// transition goes.
+    pub last_stored: Option<MessageId>,
     /// Fields written by newer versions.
     #[serde(flatten)]
     pub extra: ExtraFields,
@@ -87,7 +93,8 @@ impl HeadState {
         if state.head.is_null() {
             return Ok(HeadState::default());
         }
-        Ok(serde_json::from_value(state.head.clone())?)
+        // Deserialize from the borrowed value: no copy of the previous request's list.
+        Ok(HeadState::deserialize(&state.head)?)
     }
 
     /// Writes the state into a session.
@@ -115,10 +122,13 @@ pub fn reset(state: &mut SessionState, transition_text: &str) -> Result<u64, Lay
     }
     let mut head = HeadState::load(state)?;
     head.generation += 1;
+    if let Some(old) = head.transition.take() {
+        head.past_transitions.push(old);
+    }
     head.transition = Some(Transition {
         text: transition_text.to_owned(),
         id: MessageId(format!("foldwire-transition-{}", head.generation)),
-        after: head.previous.last().map(|u| u.id.clone()),
+        after: head.last_stored.clone(),
         before: None,
     });
     head.head_ids.clear();
