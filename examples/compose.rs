@@ -102,11 +102,19 @@ async fn main() -> Result<()> {
         registry.fold_policy("host.fold_big_ranges", &serde_json::json!({ "floor": 500 }))?;
     println!("registered at runtime: {}", policy.name());
 
-    // The host's own ordering: built-in stages by name around a stage of its own.
+    // The host's own ordering: built-in stages by name around a stage of its own, with the
+    // fold stage consulting the strategy registered above.
     let pipeline = Pipeline::builder(&registry)
         .name("compose-example")
         .stage_named("wire.decode", Params::Null)?
         .stage(AuditTools { risky: "bash" })
+        .stage_named("refs.mint", Params::Null)?
+        .stage_named("ranges.build", Params::Null)?
+        .stage_named(
+            "fold",
+            serde_json::json!({ "policy": "host.fold_big_ranges", "policy_params": { "floor": 300 } }),
+        )?
+        .stage_named("pairing.repair", Params::Null)?
         .stage_named("wire.encode", Params::Null)?
         .build()?;
     println!("pipeline: {}", pipeline.names().join(" -> "));
@@ -118,26 +126,37 @@ async fn main() -> Result<()> {
     )
     .workers(1)
     .start()?;
-    let body = Bytes::from(foldwire_examples_body());
-    let outcome = engine
-        .run_turn(
-            &SessionId::new("compose-demo")?,
-            TurnRequest::new(Wire::Anthropic, body.clone()),
-        )
+    let body = Bytes::from(std::fs::read(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/requests/anthropic-tools.json"
+    ))?);
+    let session = SessionId::new("compose-demo")?;
+
+    // A roomy window: nothing folds, the body goes out as it came in.
+    let roomy = engine
+        .run_turn(&session, TurnRequest::new(Wire::Anthropic, body.clone()))
         .await?;
-    println!("{}", serde_json::to_string_pretty(&outcome.report)?);
+    anyhow::ensure!(roomy.output == body, "under budget nothing changes");
     anyhow::ensure!(
-        outcome.output == body,
-        "nothing in this pipeline changes messages"
-    );
-    anyhow::ensure!(
-        outcome.report.counter("host.tool_calls.bash") == 2,
+        roomy.report.counter("host.tool_calls.bash") == 12,
         "the host stage ran"
     );
-    Ok(())
-}
 
-/// A small Anthropic request with two bash calls and their results.
-fn foldwire_examples_body() -> String {
-    r#"{"model":"claude-sonnet-4-5","max_tokens":1024,"messages":[{"role":"user","content":"List the files, then show the README."},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"bash","input":{"command":"ls"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"README.md\nsrc"}]},{"role":"assistant","content":[{"type":"tool_use","id":"toolu_2","name":"bash","input":{"command":"cat README.md"}}]},{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_2","content":"demo readme"}]}]}"#.to_owned()
+    // A tight window: the host's fold policy picks the ranges and the extractive summarizer
+    // folds them.
+    let mut tight = TurnRequest::new(Wire::Anthropic, body.clone());
+    tight.budget.window = 6_000;
+    tight.budget.reserve = 1_000;
+    let folded = engine.run_turn(&session, tight).await?;
+    println!("{}", serde_json::to_string_pretty(&folded.report)?);
+    anyhow::ensure!(
+        folded.report.counter("fold.blocks_created") >= 1,
+        "the host policy folded"
+    );
+    println!("{} bytes in, {} bytes out", body.len(), folded.output.len());
+    anyhow::ensure!(
+        folded.output.len() < body.len(),
+        "the folded request is smaller"
+    );
+    Ok(())
 }

@@ -61,7 +61,11 @@ fn every_request_fixture_round_trips_byte_identical() {
         // The same through the rebuild path: force every entry to be rebuilt with its units
         // unchanged by marking them modified; the JSON value must be equal.
         let mut touched = conv.clone();
-        for m in touched.messages.iter_mut().filter(|m| m.kind != MessageKind::Opaque) {
+        for m in touched
+            .messages
+            .iter_mut()
+            .filter(|m| m.kind != MessageKind::Opaque)
+        {
             m.modified = true;
         }
         let rebuilt = encode(&touched).unwrap();
