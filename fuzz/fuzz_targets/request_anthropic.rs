@@ -9,6 +9,10 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(conversation) = foldwire_wire::request::decode(foldwire_core::Wire::Anthropic, body) {
         let encoded = foldwire_wire::request::encode(&conversation)
             .expect("a decoded conversation must encode");
-        assert_eq!(&encoded[..], data, "untouched round trip is not byte-identical");
+        assert_eq!(
+            &encoded[..],
+            data,
+            "untouched round trip is not byte-identical"
+        );
     }
 });

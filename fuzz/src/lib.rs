@@ -41,7 +41,11 @@ pub fn check_stream(wire: Wire, data: &[u8]) {
     let len = bytes.len();
     let mut cuts = vec![cut_a * len / 256, cut_b * len / 256];
     cuts.sort_unstable();
-    assert_eq!(parse(wire, bytes, &cuts), whole, "chunking changed the result");
+    assert_eq!(
+        parse(wire, bytes, &cuts),
+        whole,
+        "chunking changed the result"
+    );
     let (events, error) = whole;
     if error.is_some() {
         return;
