@@ -160,7 +160,8 @@ impl StreamFilter {
         match event.framing {
             Framing::ArrayElement { start, .. } => {
                 let mut out = event.raw.get(..start).unwrap_or_default().to_vec();
-                let json = serde_json::to_string_pretty(value).unwrap_or_default();
+                let json =
+                    serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
                 out.extend_from_slice(json.as_bytes());
                 Bytes::from(out)
             }
