@@ -33,6 +33,7 @@ async fn run_at(location: &str, registry: &Arc<Registry>) -> Result<()> {
             "wire.decode",
             "media.classify",
             "archive.spill",
+            "refs.mint",
             "wire.encode",
         ],
     );
@@ -56,12 +57,27 @@ async fn run_at(location: &str, registry: &Arc<Registry>) -> Result<()> {
         "pipeline failed: {:?}",
         outcome.report.fail_open
     );
-    let listed = backends.media.list(&session).await?;
-    println!("{location}: {} archived object(s)", listed.len());
-    for o in &listed {
-        println!("  {} {} {} bytes", o.key, o.media_type, o.size);
-    }
-    ensure!(!listed.is_empty(), "the inline image was archived");
+    // The archive index lives in the session state; each entry restores byte-identical.
+    let state = engine.snapshot(&session).await?;
+    let listed = foldwire_archive::list_media(&state);
+    println!("{location}: {} archived payload(s)", listed.len());
+    let first = listed.first().context("the inline image was archived")?;
+    println!("  {} {} {} bytes", first.key, first.media_type, first.size);
+    let r = first
+        .r#ref
+        .context("the image unit has a ref once refs are minted")?;
+    let restored =
+        foldwire_archive::restore_media(backends.media.as_ref(), &state, &session, r).await?;
+    use base64::Engine as _;
+    let sent = base64::engine::general_purpose::STANDARD.decode(PIXEL)?;
+    ensure!(
+        restored.bytes == sent,
+        "restored bytes differ from what was sent"
+    );
+    println!(
+        "  restored {r}: {} bytes, identical to what the client sent",
+        restored.bytes.len()
+    );
     Ok(())
 }
 
