@@ -4,14 +4,18 @@
 use std::collections::HashMap;
 
 use foldwire_core::{Message, MessageId, Role, UnitSlot};
-use sha2::{Digest, Sha256};
+use xxhash_rust::xxh3::Xxh3;
 
-/// How many hex digits of the SHA-256 an id keeps (64 bits: collisions within a session are
-/// negligible, ids stay short in reports).
+/// How many hex digits an id has (64 bits: collisions within a session are negligible, ids
+/// stay short in reports).
 const ID_HEX_LEN: usize = 16;
 
-/// The fingerprint of a unit: SHA-256 over its role, the shape of its slot (a string content
+/// The fingerprint of a unit: XXH3-64 over its role, the shape of its slot (a string content
 /// and a reasoning field with equal text are different units) and its exact bytes.
+///
+/// Identity needs stability and few accidental collisions, not collision resistance (a
+/// client can only confuse its own session), and hashing every unit of every request was
+/// a quarter of decode time with SHA-256; XXH3 is an order of magnitude faster.
 pub fn fingerprint(role: Role, slot: UnitSlot, raw: &[u8]) -> MessageId {
     MessageId(hex(&digest(role, slot, raw)))
 }
@@ -30,15 +34,10 @@ fn digest(role: Role, slot: UnitSlot, raw: &[u8]) -> [u8; ID_HEX_LEN / 2] {
         UnitSlot::ToolCalls(_) => b'k',
         UnitSlot::ReasoningField => b'r',
     };
-    let mut h = Sha256::new();
-    h.update([role_tag, slot_tag, 0]);
+    let mut h = Xxh3::new();
+    h.update(&[role_tag, slot_tag, 0]);
     h.update(raw);
-    let full = h.finalize();
-    let mut out = [0u8; ID_HEX_LEN / 2];
-    for (o, b) in out.iter_mut().zip(full.iter()) {
-        *o = *b;
-    }
-    out
+    h.digest().to_be_bytes()
 }
 
 fn hex(bytes: &[u8]) -> String {
