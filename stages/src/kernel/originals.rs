@@ -14,6 +14,7 @@
 //! [`original_key`] finds an archived original's key; [`restore_with_archive`]
 //! (in [`super::restore`]) reads it back, checking its SHA-256.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -115,13 +116,20 @@ pub async fn archive_originals(
 /// originals, in the order of `direct` (units whose original is still in the state are
 /// skipped).
 fn record_on_blocks(state: &mut SessionState) {
+    // One pass over the index (newest record of a ref wins), then one lookup per ref.
+    let by_ref: HashMap<Ref, &str> = state
+        .archive
+        .iter()
+        .filter(|item| is_original(item))
+        .filter_map(|item| item.r#ref.map(|r| (r, item.key.as_str())))
+        .collect();
     let keys: Vec<Vec<String>> = state
         .blocks
         .iter()
         .map(|b| {
             b.direct
                 .iter()
-                .filter_map(|r| original_key(state, *r).map(str::to_owned))
+                .filter_map(|r| by_ref.get(r).map(|k| (*k).to_owned()))
                 .collect()
         })
         .collect();
