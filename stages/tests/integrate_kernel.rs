@@ -283,6 +283,13 @@ async fn restore_with_archive_refuses_missing_or_tampered_originals() {
         "{err:?}"
     );
     assert!(err.to_string().contains("could not be read"), "{err}");
+
+    // Another session's name with this state is refused outright.
+    let other = SessionId::new("s2").unwrap();
+    let err = restore_with_archive(&state, backends.media.as_ref(), &other, id, false)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RestoreError::WrongSession { .. }), "{err:?}");
 }
 
 fn head_on(state: &mut SessionState, view: &Conversation, first_units: usize) {

@@ -56,6 +56,14 @@ pub enum RestoreError {
         /// Its archive key.
         key: String,
     },
+    /// The state given belongs to another session than the archive session asked for.
+    #[error("the state given belongs to session {owner}, not {asked}")]
+    WrongSession {
+        /// The state's session.
+        owner: String,
+        /// The session asked for.
+        asked: String,
+    },
     /// The archive could not give the original back (unreachable, missing or corrupted).
     #[error("the original of {ref} (folded by {block}) could not be read from the archive: {why}")]
     Archive {
@@ -98,6 +106,14 @@ pub async fn restore_with_archive(
     block: BlockId,
     full: bool,
 ) -> Result<Restored, RestoreError> {
+    if let Some(owner) = &state.session
+        && owner != session
+    {
+        return Err(RestoreError::WrongSession {
+            owner: owner.to_string(),
+            asked: session.to_string(),
+        });
+    }
     let b = find(state, block)?;
     let refs = if full { &b.effective } else { &b.direct };
     let mut units = Vec::with_capacity(refs.len());
