@@ -86,6 +86,10 @@ pub struct Turn {
     /// The compressible ranges `ranges.build` found this turn (oldest first), for the fold
     /// stage, its policy and the CLI.
     pub ranges: Vec<crate::strategy::RangeInfo>,
+    /// Values a stage leaves for later stages of the same turn, by `stage.key` name (e.g.
+    /// `ranges.protection`: the protection `ranges.build` used, which `fold` reuses). Never
+    /// persisted.
+    pub stage_notes: serde_json::Map<String, serde_json::Value>,
 }
 
 impl Turn {
@@ -107,6 +111,7 @@ impl Turn {
             report,
             output: None,
             ranges: Vec::new(),
+            stage_notes: serde_json::Map::new(),
         }
     }
 

@@ -106,6 +106,12 @@ fn clean(token: &str) -> &str {
     })
 }
 
+/// A path as written in prose, without the sentence punctuation that can follow it
+/// (`src/a.rs.`, `src/a.rs),` → `src/a.rs`), so one file is listed once.
+fn path_of(token: &str) -> &str {
+    token.trim_end_matches(['.', ',', ';', ':', ')'])
+}
+
 /// Pushes a new item, keeping first-seen order and the section bound.
 fn add(items: &mut Vec<String>, seen: &mut HashSet<String>, item: String, max: usize) {
     if items.len() < max && !item.is_empty() && seen.insert(item.clone()) {
@@ -158,8 +164,9 @@ impl Extractive {
                 }
                 for raw in line.split_whitespace() {
                     let token = clean(raw);
-                    if is_path(token) {
-                        add(&mut paths, &mut seen, token.to_owned(), max);
+                    let path = path_of(token);
+                    if is_path(path) {
+                        add(&mut paths, &mut seen, path.to_owned(), max);
                     } else if is_identifier(token) {
                         add(&mut idents, &mut seen, token.to_owned(), max);
                     }
@@ -234,3 +241,33 @@ fn build(params: &Params) -> Result<Component, BuildError> {
 }
 
 foldwire_core::register!(Summarizer, NAME, build);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use foldwire_core::{Origin, Role};
+
+    fn text(t: &str) -> Message {
+        Message::synthesized(0, Role::User, t.to_owned(), Origin::Client, Bytes::new())
+    }
+
+    #[test]
+    fn paths_lose_trailing_punctuation_and_are_listed_once() {
+        let units = [
+            text(
+                "I changed src/auth/part0.rs. Then src/auth/part0.rs again; see (src/auth/part0.rs),",
+            ),
+            text("also src/auth/part1.rs: and src/auth/part1.rs; done"),
+        ];
+        let summary = Extractive::default().summarize_units(&units, 1000);
+        let files = summary
+            .text
+            .lines()
+            .find(|l| l.starts_with("files:"))
+            .unwrap_or_default()
+            .to_owned();
+        assert_eq!(files, "files: src/auth/part0.rs; src/auth/part1.rs;");
+        assert_eq!(summary.topic.as_deref(), Some("src/auth/part0.rs"));
+    }
+}

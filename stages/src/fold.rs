@@ -11,6 +11,14 @@
 //!    rendered once where its range began, the first-user pin is decided (its held and
 //!    residual cases are reported as warnings `first_user_pin_held` /
 //!    `first_user_pin_residual`), and nothing orphaned is left behind.
+//! 3. **Originals to the archive**: when the context has an archive, every original still
+//!    kept in the state (this turn's folds, or earlier ones whose write failed) is moved
+//!    there with [`archive_originals`]; a failed write keeps it in the state and is reported
+//!    (`originals_kept_in_state`).
+//!
+//! Automatic folds are validated with the protection `ranges.build` used this turn (it
+//! records it in `turn.stage_notes`, see [`crate::ranges_build::PROTECTION_NOTE`]), so the
+//! ranges offered and the folds accepted never disagree; `compress.protection` overrides it.
 
 use std::sync::Arc;
 
@@ -21,7 +29,11 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::units::{coverage, unit_tokens};
-use crate::kernel::{CompressConfig, CompressRequest, FirstUserPin, apply_compression, fold_view};
+use crate::kernel::{
+    CompressConfig, CompressRequest, FirstUserPin, Protection, apply_compression,
+    archive_originals, fold_view,
+};
+use crate::ranges_build::PROTECTION_NOTE;
 
 /// Stage name.
 pub const NAME: &str = "fold";
@@ -43,7 +55,31 @@ pub struct FoldConfig {
     /// Upper bound on an automatic summary, in characters.
     pub max_summary_chars: usize,
     /// Validation of automatic folds (protection, minimum size).
-    pub compress: CompressConfig,
+    pub compress: AutoCompressConfig,
+}
+
+/// Validation settings of automatic folds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AutoCompressConfig {
+    /// Overrides what may not fold. `None` (the default) uses the protection `ranges.build`
+    /// used this turn, so a range it offers is never refused as protected.
+    pub protection: Option<Protection>,
+    /// The fresh content of a batch must reach this many tokens (0 disables).
+    pub min_tokens: u64,
+    /// Longest accepted summary, in characters (0 disables).
+    pub max_summary_chars: usize,
+}
+
+impl Default for AutoCompressConfig {
+    fn default() -> Self {
+        let base = CompressConfig::default();
+        AutoCompressConfig {
+            protection: None,
+            min_tokens: base.min_tokens,
+            max_summary_chars: base.max_summary_chars,
+        }
+    }
 }
 
 impl Default for FoldConfig {
@@ -55,7 +91,7 @@ impl Default for FoldConfig {
             summarizer: "summarizer.extractive".to_owned(),
             summarizer_params: serde_json::Value::Null,
             max_summary_chars: 2000,
-            compress: CompressConfig::default(),
+            compress: AutoCompressConfig::default(),
         }
     }
 }
@@ -68,7 +104,35 @@ pub struct Fold {
 }
 
 impl Fold {
+    /// The compress settings of this turn's automatic folds: the configured override, else
+    /// the protection `ranges.build` recorded on the turn, else the default protection.
+    pub fn compress_config(&self, turn: &mut Turn) -> CompressConfig {
+        let protection = match &self.config.compress.protection {
+            Some(p) => p.clone(),
+            None => match turn.stage_notes.get(PROTECTION_NOTE) {
+                Some(v) => match serde_json::from_value::<Protection>(v.clone()) {
+                    Ok(p) => p,
+                    Err(e) => {
+                        turn.report.warn(
+                            NAME,
+                            "protection_note_unreadable",
+                            format!("the protection ranges.build recorded is unreadable ({e}); using the default protection"),
+                        );
+                        Protection::default()
+                    }
+                },
+                None => Protection::default(),
+            },
+        };
+        CompressConfig {
+            protection,
+            min_tokens: self.config.compress.min_tokens,
+            max_summary_chars: self.config.compress.max_summary_chars,
+        }
+    }
+
     async fn auto_fold(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
+        let compress = self.compress_config(turn);
         let Some(conversation) = turn.conversation.as_ref() else {
             return Err(StageError::NotDecoded { stage: NAME });
         };
@@ -151,7 +215,7 @@ impl Fold {
             &mut turn.state,
             conversation,
             &requests,
-            &self.config.compress,
+            &compress,
             estimator,
         );
         for outcome in &result.ranges {
@@ -194,6 +258,37 @@ impl Stage for Fold {
         }
         if self.config.auto && !turn.ranges.is_empty() {
             self.auto_fold(turn, cx).await?;
+        }
+        if let Some(archive) = cx.archive.as_ref()
+            && !turn.state.originals.is_empty()
+        {
+            let done = archive_originals(
+                &mut turn.state,
+                archive.as_ref(),
+                &turn.session,
+                cx.archive_timeout,
+            )
+            .await;
+            turn.report
+                .count("fold.originals_archived", done.stored.len() as u64);
+            turn.report
+                .count("fold.originals_archived_bytes", done.bytes);
+            if !done.failed.is_empty() {
+                let list: Vec<String> = done
+                    .failed
+                    .iter()
+                    .map(|(r, why)| format!("{r}: {why}"))
+                    .collect();
+                turn.report.warn(
+                    NAME,
+                    "originals_kept_in_state",
+                    format!(
+                        "{} folded original(s) could not be archived and stay in the session state (nothing is lost; retried next turn): {}",
+                        list.len(),
+                        list.join("; ")
+                    ),
+                );
+            }
         }
         let Some(conversation) = turn.conversation.as_mut() else {
             return Err(StageError::NotDecoded { stage: NAME });

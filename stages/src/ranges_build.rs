@@ -5,6 +5,9 @@
 //! Params (all optional): `protection` (`recent_messages` 5, `recent_tokens` 5000,
 //! `last_user` true, `protected_tools` ["compress"]), `min_tokens` 200,
 //! `split_at_user_after` 3.
+//!
+//! The protection it used is recorded on the turn under [`PROTECTION_NOTE`] so the `fold`
+//! stage validates its automatic folds with the same settings (one source of truth).
 
 use std::sync::Arc;
 
@@ -16,6 +19,11 @@ use crate::kernel::{RangesConfig, compressible_ranges};
 
 /// Stage name.
 pub const NAME: &str = "ranges.build";
+
+/// The `turn.stage_notes` key under which this stage records the [`Protection`] it used.
+///
+/// [`Protection`]: crate::kernel::Protection
+pub const PROTECTION_NOTE: &str = "ranges.protection";
 
 /// The `ranges.build` stage.
 #[derive(Debug, Clone, Default)]
@@ -46,6 +54,16 @@ impl Stage for RangesBuild {
             &self.config,
             cx.estimator.as_ref(),
         );
+        match serde_json::to_value(&self.config.protection) {
+            Ok(v) => {
+                turn.stage_notes.insert(PROTECTION_NOTE.to_owned(), v);
+            }
+            Err(e) => turn.report.warn(
+                NAME,
+                "protection_not_recorded",
+                format!("the protection could not be recorded for fold: {e}"),
+            ),
+        }
         let n = turn.ranges.len() as u64;
         let tokens = turn.ranges.iter().map(|r| r.tokens).sum();
         turn.report.count("ranges.compressible", n);

@@ -209,6 +209,7 @@ struct Ctx<'a> {
     links: Links,
     zone: HashSet<usize>,
     tools: HashSet<usize>,
+    head: HashSet<usize>,
     config: &'a CompressConfig,
     estimator: &'a dyn TokenEstimator,
 }
@@ -223,7 +224,9 @@ struct Ctx<'a> {
 /// tier (max 3) that deactivates the blocks of that tier it consumed. Overlapping ranges:
 /// the earliest start wins. A failing range gets an error in its outcome; the others still
 /// apply. The raw bytes of every newly folded unit are kept in `state.originals` so
-/// [`restore`](super::restore::restore) returns them byte-identical.
+/// [`restore`](super::restore::restore) returns them byte-identical; call
+/// [`archive_originals`](super::originals::archive_originals) afterwards to move them to the
+/// session's archive. Units of the layout's head window never fold (`protection.head_window`).
 pub fn apply_compression(
     state: &mut SessionState,
     view: &Conversation,
@@ -236,6 +239,7 @@ pub fn apply_compression(
     let links = Links::new(units);
     let zone = config.protection.zone(units, &covered, estimator);
     let tools = config.protection.protected_tools(units, &links);
+    let head = config.protection.head(units, state);
     let pos_by_ref = units
         .iter()
         .enumerate()
@@ -250,6 +254,7 @@ pub fn apply_compression(
         links,
         zone,
         tools,
+        head,
         config,
         estimator,
     };
@@ -562,6 +567,7 @@ impl Ctx<'_> {
 
         let mut direct: BTreeSet<usize> = BTreeSet::new();
         let mut hard = 0usize;
+        let mut in_head: Vec<String> = Vec::new();
         let mut soft: Vec<String> = Vec::new();
         let mut pinned: Vec<String> = Vec::new();
         for i in first..=last {
@@ -575,6 +581,8 @@ impl Ctx<'_> {
             }
             if self.tools.contains(&i) {
                 hard += 1;
+            } else if self.head.contains(&i) {
+                in_head.push(self.ref_label(i));
             } else if self.zone.contains(&i) {
                 soft.push(self.ref_label(i));
             } else {
@@ -592,6 +600,13 @@ impl Ctx<'_> {
             warnings.push(format!(
                 "excluded {hard} message(s) of protected tools ({}); they stay visible",
                 self.config.protection.protected_tools.join(", ")
+            ));
+        }
+        if !in_head.is_empty() {
+            warnings.push(format!(
+                "excluded {} message(s) of the head window {}; the head is kept verbatim",
+                in_head.len(),
+                in_head.join(", ")
             ));
         }
         if !soft.is_empty() {
@@ -638,10 +653,13 @@ impl Ctx<'_> {
 
         if direct.is_empty() {
             if consumed.is_empty() {
-                if hard > 0 || !soft.is_empty() {
+                if hard > 0 || !soft.is_empty() || !in_head.is_empty() {
                     let mut why = Vec::new();
                     if hard > 0 {
                         why.push("protected tools".to_owned());
+                    }
+                    if !in_head.is_empty() {
+                        why.push("the head window".to_owned());
                     }
                     if !soft.is_empty() {
                         why.push(format!(

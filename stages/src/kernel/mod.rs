@@ -2,7 +2,9 @@
 //! and `pairing.repair` and the CLI commands `foldwire fold|restore|inspect|search` rest on.
 //!
 //! Everything here is a plain function over a [`foldwire_core::Conversation`] and a
-//! [`foldwire_core::SessionState`]; no I/O, no actors.
+//! [`foldwire_core::SessionState`]; no actors, and no I/O except through the
+//! [`foldwire_core::MediaArchive`] trait in the two async calls that move folded originals
+//! to the archive and read them back ([`archive_originals`], [`restore_with_archive`]).
 //!
 //! - [`units`]: coverage, linked groups (call ↔ results, reasoning ↔ act), tool globs.
 //! - [`protect`]: the protected zone and protected tools.
@@ -11,10 +13,12 @@
 //! - [`prune`]: [`fold_view`] — covered units off the wire, summaries rendered, first-user pin.
 //! - [`render`]: the fixed shape of a rendered summary.
 //! - [`pairing_rules`] and [`repair`]: each wire's pairing rules and their repair.
+//! - [`originals`]: [`archive_originals`] — folded originals from the state into the archive.
 //! - [`restore`], [`search`], [`inspect`]: reading blocks back.
 
 pub mod compress;
 pub mod inspect;
+pub mod originals;
 pub mod pairing_rules;
 pub mod protect;
 pub mod prune;
@@ -30,10 +34,11 @@ pub use compress::{
     apply_compression,
 };
 pub use inspect::{BlockView, Inspection, RefView, inspect};
+pub use originals::{OriginalsArchived, archive_originals, original_key};
 pub use protect::Protection;
 pub use prune::{FirstUserPin, FoldOutcome, fold_view};
 pub use ranges::{RangesConfig, compressible_ranges};
-pub use render::summary_text;
+pub use render::{archived_media_lines, rendered_text, summary_text};
 pub use repair::{RepairReport, repair};
-pub use restore::{RestoreError, Restored, RestoredUnit, restore};
+pub use restore::{RestoreError, Restored, RestoredUnit, restore, restore_with_archive};
 pub use search::{SearchHit, search};

@@ -1,9 +1,11 @@
-//! What may not fold this turn: the protected zone at the tail of the conversation and the
-//! protected tools.
+//! What may not fold this turn: the protected zone at the tail of the conversation, the
+//! protected tools, and the head window at its start.
 
 use std::collections::{HashMap, HashSet};
 
-use foldwire_core::{BlockId, Message, MessageKind, Origin, Ref, Role, TokenEstimator};
+use foldwire_core::{
+    BlockId, Message, MessageId, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
+};
 use serde::{Deserialize, Serialize};
 
 use super::units::{Links, glob_match, unit_tokens};
@@ -70,6 +72,25 @@ impl Protection {
             }
         }
         zone
+    }
+
+    /// Positions of the units that form the head window the layout recorded in `state`
+    /// (matched by fingerprint; see [`crate::layout_head_window::head_fingerprints`]). The
+    /// head is kept verbatim by `layout.head_window`, so these units never fold, whatever
+    /// the other settings say. Empty when no head is recorded.
+    pub fn head(&self, units: &[Message], state: &SessionState) -> HashSet<usize> {
+        let ids: HashSet<MessageId> = crate::layout_head_window::head_fingerprints(state)
+            .into_iter()
+            .collect();
+        if ids.is_empty() {
+            return HashSet::new();
+        }
+        units
+            .iter()
+            .enumerate()
+            .filter(|(_, u)| ids.contains(&u.id))
+            .map(|(i, _)| i)
+            .collect()
     }
 
     /// Positions of units that belong to a protected tool: the calls whose name matches a

@@ -7,7 +7,7 @@ use bytes::Bytes;
 use foldwire_core::{BlockId, Conversation, Message, Origin, Role, SessionState};
 use serde::{Deserialize, Serialize};
 
-use super::render::summary_text;
+use super::render::rendered_text;
 use super::units::{Links, call_id, coverage, is_plain_user_text, result_id};
 
 /// How the first-user pin was decided this turn.
@@ -50,7 +50,7 @@ pub struct FoldOutcome {
 ///   unit that is neither leaving nor a rendered summary is a plain user text; only the
 ///   first user unit is pinned.
 /// - Each active block with at least one unit leaving renders one user-role summary
-///   ([`summary_text`]) at the position of its first unit present, moved back to the start
+///   ([`rendered_text`]) at the position of its first unit present, moved back to the start
 ///   of a wire message and of an assistant run, and forward past the results of any call
 ///   still waiting for them. A block none of whose units the client sent is not rendered:
 ///   the client dropped that history itself.
@@ -184,7 +184,7 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
                 rendered.push(Message::synthesized(
                     entry,
                     Role::User,
-                    summary_text(block),
+                    rendered_text(block, state),
                     Origin::Summary(*id),
                     Bytes::new(),
                 ));

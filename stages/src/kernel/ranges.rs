@@ -35,7 +35,8 @@ impl Default for RangesConfig {
 /// Finds the compressible ranges of a conversation whose refs are minted.
 ///
 /// A unit is a candidate when it is foldable (has a ref, no pin, client origin), not covered
-/// by an active block, outside the protected zone and not part of a protected tool. Units
+/// by an active block, outside the protected zone and the head window, and not part of a
+/// protected tool. Units
 /// that must travel together ([`Links`]) are withdrawn whole when any member is not a
 /// candidate or when a cut would separate them. The result is oldest first and never
 /// overlaps.
@@ -50,6 +51,7 @@ pub fn compressible_ranges(
     let links = Links::new(units);
     let zone = config.protection.zone(units, &covered, estimator);
     let tools = config.protection.protected_tools(units, &links);
+    let head = config.protection.head(units, state);
     let mut candidate: Vec<bool> = units
         .iter()
         .enumerate()
@@ -58,6 +60,7 @@ pub fn compressible_ranges(
                 && u.r#ref.is_some_and(|r| !covered.contains_key(&r))
                 && !zone.contains(&i)
                 && !tools.contains(&i)
+                && !head.contains(&i)
         })
         .collect();
     let groups = links.groups();

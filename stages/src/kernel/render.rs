@@ -16,8 +16,24 @@
 //! turns), and a frame may start with it. The text is a pure function of (block id, topic,
 //! summary), so the bytes of a rendered summary never change between turns and the
 //! provider's prompt cache stays valid.
+//!
+//! In a request ([`rendered_text`]) the summary is followed by one placeholder line per
+//! archived media payload of the units the block covers (its effective refs, in ref
+//! order), so the model knows the media existed and how to get it back:
+//!
+//! ```text
+//! [image m00012 archived: image/png, 149 bytes — restore with ref m00012]
+//! [image m00014 part 1 archived: image/jpeg, 2048 bytes — restore with ref m00014 part 1]
+//! ```
+//!
+//! The kind is the MIME type's top level (`image`, `audio`, `video`; `file` otherwise); the
+//! `part N` form names a unit's second and later payloads (a tool result with several
+//! images). The lines come from the archive index `archive.spill` records, which only grows,
+//! so they are stable across turns too.
 
-use foldwire_core::Block;
+use std::collections::HashMap;
+
+use foldwire_core::{Block, MessageId, Ref, SessionState};
 
 /// The text a block renders as.
 pub fn summary_text(block: &Block) -> String {
@@ -38,10 +54,101 @@ pub fn summary_text(block: &Block) -> String {
     }
 }
 
+/// The text a block renders as in a request: [`summary_text`] followed by the
+/// [`archived_media_lines`] of the units it covers.
+pub fn rendered_text(block: &Block, state: &SessionState) -> String {
+    let mut text = summary_text(block);
+    for line in archived_media_lines(block, state) {
+        text.push('\n');
+        text.push_str(&line);
+    }
+    text
+}
+
+/// One placeholder line per archived media payload of the units `block` covers, in ref
+/// order (see the module docs for the shape).
+pub fn archived_media_lines(block: &Block, state: &SessionState) -> Vec<String> {
+    let records = foldwire_archive::index::records(state);
+    if records.is_empty() {
+        return Vec::new();
+    }
+    let by_ref: HashMap<Ref, &MessageId> =
+        state.refs.iter().map(|e| (e.r#ref, &e.message)).collect();
+    let mut lines = Vec::new();
+    for r in &block.effective {
+        let Some(message) = by_ref.get(r) else {
+            continue;
+        };
+        let parts = records.iter().filter(|rec| &rec.message == *message);
+        for (part, rec) in parts.enumerate() {
+            let top = rec.media_type.split('/').next().unwrap_or_default();
+            let kind = if matches!(top, "image" | "audio" | "video") {
+                top
+            } else {
+                "file"
+            };
+            let name = if part == 0 {
+                r.to_string()
+            } else {
+                format!("{r} part {part}")
+            };
+            lines.push(format!(
+                "[{kind} {name} archived: {}, {} bytes — restore with ref {name}]",
+                rec.media_type, rec.size
+            ));
+        }
+    }
+    lines
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use foldwire_archive::index::{MediaRecord, record};
     use foldwire_core::BlockId;
+
+    #[test]
+    fn archived_media_of_covered_units_gets_a_placeholder_naming_its_ref() {
+        let mut state = SessionState::default();
+        let text_ref = state.mint_ref(MessageId("t".into()));
+        let img = state.mint_ref(MessageId("img".into()));
+        let outside = state.mint_ref(MessageId("other".into()));
+        for (message, pointer, media_type, size) in [
+            ("img", "/source/data", "image/png", 149),
+            ("img", "/content/1/source/data", "application/pdf", 10),
+            ("other", "/source/data", "image/png", 5),
+        ] {
+            record(
+                &mut state,
+                &MediaRecord {
+                    message: MessageId(message.into()),
+                    pointer: pointer.into(),
+                    key: format!("k-{pointer}"),
+                    media_type: media_type.into(),
+                    size,
+                    r#ref: None,
+                },
+            );
+        }
+        let b = Block {
+            id: BlockId(2),
+            summary: "looked at a picture".into(),
+            effective: vec![text_ref, img],
+            ..Block::default()
+        };
+        let _ = outside;
+        assert_eq!(
+            rendered_text(&b, &state),
+            "[foldwire b2]\nlooked at a picture\n\
+             [image m00002 archived: image/png, 149 bytes — restore with ref m00002]\n\
+             [file m00002 part 1 archived: application/pdf, 10 bytes — restore with ref m00002 part 1]"
+        );
+        let plain = Block {
+            effective: vec![text_ref],
+            ..b
+        };
+        assert_eq!(rendered_text(&plain, &state), summary_text(&plain));
+    }
 
     #[test]
     fn shape_names_block_and_topic() {

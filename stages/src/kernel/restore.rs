@@ -1,6 +1,10 @@
-//! Restoring the originals of a block, byte for byte.
+//! Restoring the originals of a block, byte for byte: [`restore`] from the session state
+//! alone, [`restore_with_archive`] also from the archive that
+//! [`archive_originals`](super::originals::archive_originals) moved them to.
 
-use foldwire_core::{BlockId, Ref, SessionState};
+use foldwire_core::{Block, BlockId, MediaArchive, Ref, SessionId, SessionState};
+
+use super::originals::original_key;
 use serde::{Deserialize, Serialize};
 
 /// One original unit as the client sent it.
@@ -40,36 +44,137 @@ pub enum RestoreError {
         /// The ref.
         r#ref: Ref,
     },
+    /// The original was moved to the archive; the state-only restore cannot read it.
+    #[error(
+        "the original of {ref} (folded by {block}) is in the session's archive under {key}; restore with the archive (restore_with_archive)"
+    )]
+    InArchive {
+        /// The block.
+        block: BlockId,
+        /// The ref.
+        r#ref: Ref,
+        /// Its archive key.
+        key: String,
+    },
+    /// The state given belongs to another session than the archive session asked for.
+    #[error("the state given belongs to session {owner}, not {asked}")]
+    WrongSession {
+        /// The state's session.
+        owner: String,
+        /// The session asked for.
+        asked: String,
+    },
+    /// The archive could not give the original back (unreachable, missing or corrupted).
+    #[error("the original of {ref} (folded by {block}) could not be read from the archive: {why}")]
+    Archive {
+        /// The block.
+        block: BlockId,
+        /// The ref.
+        r#ref: Ref,
+        /// What went wrong.
+        why: String,
+    },
 }
 
 /// Returns the original units of a block exactly as they were received: its own (direct)
 /// units, or with `full` every unit it covers through consumed blocks too.
 ///
-/// The originals live in `state.originals` until the archive holds them (the archive
-/// helper's work); a missing original is an error, never a silent gap.
+/// Reads only `state.originals`: an original already moved to the archive is
+/// [`RestoreError::InArchive`] (use [`restore_with_archive`]); a missing one is an error,
+/// never a silent gap.
 pub fn restore(state: &SessionState, block: BlockId, full: bool) -> Result<Restored, RestoreError> {
-    let b = state
-        .blocks
-        .iter()
-        .find(|b| b.id == block)
-        .ok_or(RestoreError::UnknownBlock(block))?;
+    let b = find(state, block)?;
     let refs = if full { &b.effective } else { &b.direct };
     let mut units = Vec::with_capacity(refs.len());
     for r in refs {
-        let raw = state
-            .originals
-            .get(r)
-            .ok_or(RestoreError::MissingOriginal { block, r#ref: *r })?;
-        units.push(RestoredUnit {
-            r#ref: *r,
-            raw: raw.clone(),
+        let raw = match state.originals.get(r) {
+            Some(raw) => raw.clone(),
+            None => return Err(missing(state, block, *r)),
+        };
+        units.push(RestoredUnit { r#ref: *r, raw });
+    }
+    Ok(finish(b, units))
+}
+
+/// Like [`restore`], but an original that is no longer in the state is read from the
+/// session's archive (by the key recorded when it was archived) and checked against that
+/// content key, so the bytes returned are exactly the ones folded.
+pub async fn restore_with_archive(
+    state: &SessionState,
+    archive: &dyn MediaArchive,
+    session: &SessionId,
+    block: BlockId,
+    full: bool,
+) -> Result<Restored, RestoreError> {
+    if let Some(owner) = &state.session
+        && owner != session
+    {
+        return Err(RestoreError::WrongSession {
+            owner: owner.to_string(),
+            asked: session.to_string(),
         });
     }
+    let b = find(state, block)?;
+    let refs = if full { &b.effective } else { &b.direct };
+    let mut units = Vec::with_capacity(refs.len());
+    for r in refs {
+        if let Some(raw) = state.originals.get(r) {
+            units.push(RestoredUnit {
+                r#ref: *r,
+                raw: raw.clone(),
+            });
+            continue;
+        }
+        let Some(key) = original_key(state, *r) else {
+            return Err(RestoreError::MissingOriginal { block, r#ref: *r });
+        };
+        let fail = |why: String| RestoreError::Archive {
+            block,
+            r#ref: *r,
+            why,
+        };
+        let bytes = archive
+            .get_content(session, key)
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let actual = foldwire_archive::keys::sha256_hex(&bytes);
+        if actual != key {
+            return Err(fail(format!(
+                "stored bytes hash to {actual}, not to their key {key}"
+            )));
+        }
+        let raw = String::from_utf8(bytes.to_vec())
+            .map_err(|_| fail(format!("stored original {key} is not UTF-8")))?;
+        units.push(RestoredUnit { r#ref: *r, raw });
+    }
+    Ok(finish(b, units))
+}
+
+fn find(state: &SessionState, block: BlockId) -> Result<&Block, RestoreError> {
+    state
+        .blocks
+        .iter()
+        .find(|b| b.id == block)
+        .ok_or(RestoreError::UnknownBlock(block))
+}
+
+fn missing(state: &SessionState, block: BlockId, r: Ref) -> RestoreError {
+    match original_key(state, r) {
+        Some(key) => RestoreError::InArchive {
+            block,
+            r#ref: r,
+            key: key.to_owned(),
+        },
+        None => RestoreError::MissingOriginal { block, r#ref: r },
+    }
+}
+
+fn finish(b: &Block, mut units: Vec<RestoredUnit>) -> Restored {
     units.sort_by_key(|u| u.r#ref);
-    Ok(Restored {
-        block,
+    Restored {
+        block: b.id,
         tier: b.tier,
         units,
         consumed: b.consumed.clone(),
-    })
+    }
 }

@@ -12,8 +12,8 @@
 //! `calibration_alpha` (0.3). Per-turn overrides in `turn.options`: `layout`, `window`
 //! (replaces `turn.budget.window`), `head_tokens`, `recent_tokens`.
 //!
-//! Kernel integration: [`head_fingerprints`] lists the head's units; `ranges.build` must keep
-//! them out of every compressible range.
+//! Kernel integration: [`head_fingerprints`] lists the head's units; `ranges.build` and
+//! `apply_compression` keep them out of every range ([`crate::kernel::Protection::head`]).
 
 pub mod cache_markers;
 pub mod refusal;

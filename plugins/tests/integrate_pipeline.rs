@@ -1,0 +1,182 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The whole default pipeline with an archive, folding on its own when the request is over
+//! its window: an old inline image folds off the wire behind a placeholder naming its ref,
+//! the remote image stays, the folded originals end up in the archive (not the state), and
+//! everything comes back byte-identical.
+
+use std::sync::Arc;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use foldwire_archive::{Backends, restore_media};
+use foldwire_core::{
+    Budget, CharEstimator, Params, Pipeline, Ref, Registry, SessionId, SessionState, StageCx, Turn,
+    Wire,
+};
+use foldwire_stages::kernel::pairing_rules::violations;
+use foldwire_stages::kernel::restore_with_archive;
+use foldwire_wire::request;
+
+const REMOTE: &str = "https://example.com/remote-diagram.png";
+
+fn image() -> Vec<u8> {
+    let mut v = b"\x89PNG\r\n\x1a\n".to_vec();
+    v.extend((0..=255u8).rev());
+    v
+}
+
+fn body(inline: &[u8]) -> Bytes {
+    let data = base64::engine::general_purpose::STANDARD.encode(inline);
+    let mut messages = vec![
+        serde_json::json!({"role": "user", "content": "start: fix the login page in src/login.rs"}),
+        serde_json::json!({"role": "assistant", "content": "Show me what it looks like."}),
+        serde_json::json!({"role": "user", "content": [
+            {"type": "image", "source": {"type": "url", "url": REMOTE}},
+            {"type": "text", "text": "this is the diagram, and the page"},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}]}),
+    ];
+    for i in 0..16 {
+        let id = format!("toolu_{i:02}");
+        messages.push(serde_json::json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Step {i}: reading src/login/part{i}.rs")},
+            {"type": "tool_use", "id": id, "name": "bash",
+             "input": {"command": format!("cat src/login/part{i}.rs")}}]}));
+        messages.push(serde_json::json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id,
+             "content": format!("fn part_{i}() {{}}\n{}", "// body line of the login code\n".repeat(50))}]}));
+    }
+    messages.push(serde_json::json!({"role": "user", "content": "continue"}));
+    let v = serde_json::json!({"model": "m", "max_tokens": 64, "messages": messages});
+    Bytes::from(serde_json::to_vec(&v).unwrap())
+}
+
+fn pipeline(registry: &Registry) -> Pipeline {
+    let mut b = Pipeline::builder(registry);
+    for name in [
+        "wire.decode",
+        "media.classify",
+        "archive.spill",
+        "refs.mint",
+        "ranges.build",
+        "fold",
+        "pairing.repair",
+    ] {
+        b = b.stage_named(name, Params::Null).unwrap();
+    }
+    b.stage_named(
+        "layout.head_window",
+        serde_json::json!({"head_tokens": 100, "recent_tokens": 2000}),
+    )
+    .unwrap()
+    .stage_named("wire.encode", Params::Null)
+    .unwrap()
+    .build()
+    .unwrap()
+}
+
+#[tokio::test]
+async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_it_exactly() {
+    foldwire_plugins::link();
+    let registry = Arc::new(Registry::from_inventory().unwrap());
+    let backends = Backends::memory();
+    let cx = StageCx::new(registry.clone())
+        .with_archive(backends.media.clone())
+        .with_estimator(Arc::new(CharEstimator));
+    let session = SessionId::new("pipe-1").unwrap();
+    let inline = image();
+    let data = base64::engine::general_purpose::STANDARD.encode(&inline);
+    let body = body(&inline);
+    let input = request::decode(Wire::Anthropic, body.clone()).unwrap();
+
+    let mut turn = Turn::new(
+        session.clone(),
+        Wire::Anthropic,
+        body.clone(),
+        SessionState::new(session.clone()),
+    );
+    turn.budget = Budget {
+        window: 6_000,
+        reserve: 0,
+        calibration: 1.0,
+    };
+    pipeline(&registry).run(&mut turn, &cx).await.unwrap();
+    let r = &turn.report;
+    assert!(r.counter("fold.blocks_created") > 0, "{r:?}");
+    assert!(r.counter("fold.originals_archived") > 0, "{r:?}");
+    assert!(
+        turn.state.originals.is_empty(),
+        "originals left in the state"
+    );
+
+    // The image unit got a ref and a block folded it.
+    let image_fp = input
+        .messages
+        .iter()
+        .find(|u| std::str::from_utf8(&u.raw).unwrap().contains(&data[..40]))
+        .unwrap()
+        .id
+        .clone();
+    let image_ref: Ref = turn
+        .state
+        .refs
+        .iter()
+        .find(|e| e.message == image_fp)
+        .unwrap()
+        .r#ref;
+    assert!(
+        turn.state
+            .active_blocks()
+            .any(|b| b.effective.contains(&image_ref)),
+        "the old image was not folded: {:?}",
+        turn.state.blocks
+    );
+
+    // On the wire: no inline bytes, the placeholder, the remote image, valid pairing.
+    let out = turn.output.clone().unwrap();
+    let text = std::str::from_utf8(&out).unwrap();
+    assert!(
+        !text.contains(&data[..40]),
+        "inline image still on the wire"
+    );
+    assert!(text.contains(REMOTE), "the remote image left the wire");
+    let sent = request::decode(Wire::Anthropic, out.clone()).unwrap();
+    assert!(violations(Wire::Anthropic, &sent.messages).is_empty());
+    let placeholder = format!(
+        "[image {image_ref} archived: image/png, {} bytes — restore with ref {image_ref}]",
+        inline.len()
+    );
+    assert!(
+        sent.messages
+            .iter()
+            .any(|u| u.text.lines().any(|l| l == placeholder)),
+        "no placeholder {placeholder:?} in {text}"
+    );
+
+    // Back, byte for byte: the image by ref, every block's units from the archive.
+    let media = restore_media(backends.media.as_ref(), &turn.state, &session, image_ref)
+        .await
+        .unwrap();
+    assert_eq!(media.bytes.as_ref(), inline.as_slice());
+    for block in turn.state.active_blocks() {
+        let back = restore_with_archive(
+            &turn.state,
+            backends.media.as_ref(),
+            &session,
+            block.id,
+            true,
+        )
+        .await
+        .unwrap();
+        for unit in back.units {
+            let fp = &turn
+                .state
+                .refs
+                .iter()
+                .find(|e| e.r#ref == unit.r#ref)
+                .unwrap()
+                .message;
+            let orig = input.messages.iter().find(|u| &u.id == fp).unwrap();
+            assert_eq!(unit.raw.as_bytes(), orig.raw.as_ref(), "{}", unit.r#ref);
+        }
+    }
+}

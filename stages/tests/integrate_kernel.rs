@@ -1,0 +1,439 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Where the kernel meets the archive and the layout: folded originals move to the archive
+//! (and stay in the state when it fails), restore reads them back byte-identical; the head
+//! window never folds; `fold` validates automatic folds with the protection `ranges.build`
+//! used.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use foldwire_archive::Backends;
+use foldwire_archive::faults::FailingStore;
+use foldwire_archive::object_store::memory::InMemory;
+use foldwire_core::{
+    AnyRef, CharEstimator, Conversation, MediaArchive, Ref, SessionId, SessionState, Stage, Wire,
+};
+use foldwire_stages::fold::{Fold, FoldConfig};
+use foldwire_stages::kernel::{
+    CompressConfig, CompressError, CompressRequest, Protection, RangesConfig, RestoreError,
+    apply_compression, archive_originals, compressible_ranges, original_key, restore,
+    restore_with_archive,
+};
+use foldwire_stages::layout_head_window::HeadState;
+use foldwire_stages::ranges_build::{PROTECTION_NOTE, RangesBuild};
+use support::{Conv, cx, minted, sized, turn_for};
+
+fn open_protection() -> Protection {
+    Protection {
+        recent_messages: 0,
+        recent_tokens: 0,
+        last_user: false,
+        protected_tools: vec![],
+    }
+}
+
+fn open_config() -> CompressConfig {
+    CompressConfig {
+        protection: open_protection(),
+        min_tokens: 0,
+        max_summary_chars: 0,
+    }
+}
+
+fn session() -> SessionId {
+    SessionId::new("s1").unwrap()
+}
+
+/// Six exchanges of text, a tool call and its result in the middle.
+fn history(wire: Wire) -> Conv {
+    let mut c = Conv::new(wire);
+    c.user(&sized("start: fix src/auth.rs", 60))
+        .assistant(&sized("looking", 60))
+        .turn(None, Some("running"), &[("c1", "bash", r#"{"cmd":"ls"}"#)])
+        .results(&[("c1", &sized("listing", 80))])
+        .user(&sized("next", 60))
+        .assistant(&sized("done", 60))
+        .user("latest question");
+    c
+}
+
+/// Folds m00002..m00007 (the middle of [`history`]) with the open protection.
+fn fold_middle(state: &mut SessionState, view: &Conversation) {
+    let result = apply_compression(
+        state,
+        view,
+        &[CompressRequest {
+            start: AnyRef::Message(Ref(2)),
+            end: AnyRef::Message(Ref(7)),
+            summary: "the middle".into(),
+            topic: None,
+            author: None,
+        }],
+        &open_config(),
+        &CharEstimator,
+    );
+    assert_eq!(result.blocks_created.len(), 1, "{result:?}");
+}
+
+fn raw_of(view: &Conversation, r: Ref) -> Vec<u8> {
+    view.messages
+        .iter()
+        .find(|u| u.r#ref == Some(r))
+        .unwrap()
+        .raw
+        .to_vec()
+}
+
+fn failing_backends() -> (Arc<FailingStore>, Backends) {
+    let failing = Arc::new(FailingStore::new(Arc::new(InMemory::new())));
+    let backends = Backends::from_object_store(failing.clone(), "memory");
+    (failing, backends)
+}
+
+#[tokio::test]
+async fn folded_originals_move_to_the_archive_and_restore_byte_identical() {
+    for wire in Wire::ALL {
+        let mut state = SessionState::new(session());
+        let view = minted(&history(wire), &mut state);
+        fold_middle(&mut state, &view);
+        let block = state.blocks[0].clone();
+        assert_eq!(state.originals.len(), block.direct.len());
+
+        let archive = Backends::memory().media;
+        let done = archive_originals(
+            &mut state,
+            archive.as_ref(),
+            &session(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(done.failed.is_empty(), "{wire}: {:?}", done.failed);
+        assert_eq!(done.stored, block.direct, "{wire}");
+        assert!(
+            state.originals.is_empty(),
+            "{wire}: the state still holds them"
+        );
+
+        // The block records its originals' keys, in direct order, content-addressed.
+        let keys = &state.blocks[0].archive_keys;
+        assert_eq!(keys.len(), block.direct.len());
+        for (r, key) in block.direct.iter().zip(keys) {
+            assert_eq!(
+                key,
+                &foldwire_archive::keys::sha256_hex(&raw_of(&view, *r)),
+                "{wire} {r}"
+            );
+            assert_eq!(original_key(&state, *r), Some(key.as_str()));
+        }
+        // Originals are not media: the media listing does not show them.
+        assert!(foldwire_archive::list_media(&state).is_empty());
+
+        // The state-only restore says where they went; the archive restore returns them.
+        match restore(&state, block.id, false) {
+            Err(RestoreError::InArchive { r#ref, .. }) => assert_eq!(r#ref, block.direct[0]),
+            other => panic!("{wire}: expected InArchive, got {other:?}"),
+        }
+        let back = restore_with_archive(&state, archive.as_ref(), &session(), block.id, true)
+            .await
+            .unwrap();
+        assert_eq!(back.units.len(), block.effective.len());
+        for unit in &back.units {
+            assert_eq!(unit.raw.as_bytes(), raw_of(&view, unit.r#ref), "{wire}");
+        }
+
+        // Running it again writes nothing and records nothing twice.
+        let archive_len = state.archive.len();
+        let again = archive_originals(
+            &mut state,
+            archive.as_ref(),
+            &session(),
+            Duration::from_secs(5),
+        )
+        .await;
+        assert!(again.stored.is_empty() && again.failed.is_empty());
+        assert_eq!(state.archive.len(), archive_len);
+    }
+}
+
+#[tokio::test]
+async fn a_failing_archive_keeps_the_originals_in_the_state() {
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::Anthropic), &mut state);
+    fold_middle(&mut state, &view);
+    let before = state.originals.clone();
+    let (failing, backends) = failing_backends();
+    let done = archive_originals(
+        &mut state,
+        backends.media.as_ref(),
+        &session(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(done.stored.is_empty());
+    assert_eq!(done.failed.len(), before.len());
+    assert!(done.failed[0].1.contains("injected failure"), "{done:?}");
+    assert_eq!(state.originals, before, "nothing may be lost");
+    assert!(state.blocks[0].archive_keys.is_empty());
+    assert!(failing.refused() > 0);
+    // Both restores still work from the state.
+    let id = state.blocks[0].id;
+    let sync = restore(&state, id, false).unwrap();
+    let with = restore_with_archive(&state, backends.media.as_ref(), &session(), id, false)
+        .await
+        .unwrap();
+    assert_eq!(sync, with);
+}
+
+#[tokio::test]
+async fn the_fold_stage_archives_originals_and_warns_when_it_cannot() {
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::OpenAiChat), &mut state);
+    fold_middle(&mut state, &view);
+    let originals = state.originals.clone();
+    let stage = Fold {
+        config: FoldConfig {
+            auto: false,
+            ..FoldConfig::default()
+        },
+    };
+
+    // Failing archive: warned, kept, the fold itself still happens.
+    let (failing, backends) = failing_backends();
+    let archive: Arc<dyn MediaArchive> = backends.media.clone();
+    let cx_failing = cx().with_archive(archive.clone());
+    let mut turn = turn_for(view.clone(), state);
+    stage.run(&mut turn, &cx_failing).await.unwrap();
+    let warning = turn
+        .report
+        .warnings
+        .iter()
+        .find(|w| w.code == "originals_kept_in_state")
+        .expect("a warning naming the kept originals");
+    assert!(warning.message.contains("m00002"), "{}", warning.message);
+    assert!(warning.message.contains("injected failure"));
+    assert_eq!(turn.state.originals, originals);
+    assert!(turn.report.counter("fold.units_removed") > 0);
+
+    // The next turn, with the archive back, moves them.
+    failing.set_failing(false);
+    let mut next = turn_for(view.clone(), turn.state);
+    stage.run(&mut next, &cx_failing).await.unwrap();
+    assert!(
+        next.report
+            .warnings
+            .iter()
+            .all(|w| w.code != "originals_kept_in_state")
+    );
+    assert_eq!(
+        next.report.counter("fold.originals_archived"),
+        originals.len() as u64
+    );
+    assert!(next.state.originals.is_empty());
+    let id = next.state.blocks[0].id;
+    let back = restore_with_archive(&next.state, archive.as_ref(), &session(), id, false)
+        .await
+        .unwrap();
+    for unit in back.units {
+        assert_eq!(unit.raw, originals[&unit.r#ref]);
+    }
+}
+
+#[tokio::test]
+async fn restore_with_archive_refuses_missing_or_tampered_originals() {
+    use foldwire_archive::object_store::{ObjectStoreExt, PutPayload};
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::Gemini), &mut state);
+    fold_middle(&mut state, &view);
+    let backends = Backends::memory();
+    archive_originals(
+        &mut state,
+        backends.media.as_ref(),
+        &session(),
+        Duration::from_secs(5),
+    )
+    .await;
+    let id = state.blocks[0].id;
+    let first = state.blocks[0].direct[0];
+    let key = original_key(&state, first).unwrap().to_owned();
+
+    // Bytes that changed under their key are refused, never handed back.
+    let path = foldwire_archive::keys::media_path(&session(), &key).unwrap();
+    backends
+        .store
+        .put(&path, PutPayload::from_static(b"tampered"))
+        .await
+        .unwrap();
+    let err = restore_with_archive(&state, backends.media.as_ref(), &session(), id, false)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, RestoreError::Archive { r#ref, why, .. } if *r#ref == first && why.contains("hash")),
+        "{err:?}"
+    );
+
+    // A missing object is named too.
+    backends.store.delete(&path).await.unwrap();
+    let err = restore_with_archive(&state, backends.media.as_ref(), &session(), id, false)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, RestoreError::Archive { r#ref, .. } if *r#ref == first),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("could not be read"), "{err}");
+
+    // Another session's name with this state is refused outright.
+    let other = SessionId::new("s2").unwrap();
+    let err = restore_with_archive(&state, backends.media.as_ref(), &other, id, false)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, RestoreError::WrongSession { .. }), "{err:?}");
+}
+
+fn head_on(state: &mut SessionState, view: &Conversation, first_units: usize) {
+    let head = HeadState {
+        head_ids: view
+            .messages
+            .iter()
+            .take(first_units)
+            .map(|u| u.id.clone())
+            .collect(),
+        ..HeadState::default()
+    };
+    head.store(state).unwrap();
+}
+
+#[test]
+fn the_head_window_never_folds() {
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::Anthropic), &mut state);
+    let config = RangesConfig {
+        protection: open_protection(),
+        min_tokens: 0,
+        split_at_user_after: 0,
+    };
+    // Without a head, the first unit starts a range.
+    let ranges = compressible_ranges(&view, &state, &config, &CharEstimator);
+    assert_eq!(ranges[0].start, Ref(1));
+
+    head_on(&mut state, &view, 2);
+    let ranges = compressible_ranges(&view, &state, &config, &CharEstimator);
+    assert!(!ranges.is_empty());
+    for r in &ranges {
+        assert!(
+            r.start > Ref(2),
+            "range {}..{} reaches the head",
+            r.start,
+            r.end
+        );
+    }
+
+    // apply_compression refuses a range made only of head units…
+    let mut s = state.clone();
+    let only_head = apply_compression(
+        &mut s,
+        &view,
+        &[CompressRequest {
+            start: AnyRef::Message(Ref(1)),
+            end: AnyRef::Message(Ref(2)),
+            summary: "head".into(),
+            topic: None,
+            author: None,
+        }],
+        &open_config(),
+        &CharEstimator,
+    );
+    match &only_head.ranges[0].error {
+        Some(CompressError::Protected { why }) => assert!(why.contains("head window"), "{why}"),
+        other => panic!("expected Protected, got {other:?}"),
+    }
+    // …and folds a range that starts in the head only from behind it.
+    let across = apply_compression(
+        &mut s,
+        &view,
+        &[CompressRequest {
+            start: AnyRef::Message(Ref(1)),
+            end: AnyRef::Message(Ref(7)),
+            summary: "across".into(),
+            topic: None,
+            author: None,
+        }],
+        &open_config(),
+        &CharEstimator,
+    );
+    let block = across.blocks_created[0];
+    let b = s.blocks.iter().find(|b| b.id == block).unwrap();
+    assert!(!b.direct.contains(&Ref(1)) && !b.direct.contains(&Ref(2)));
+    assert!(
+        across.ranges[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("head window")),
+        "{:?}",
+        across.ranges[0].warnings
+    );
+}
+
+#[tokio::test]
+async fn fold_uses_the_protection_ranges_build_recorded() {
+    // ranges.build runs with an open protection and offers the early units; fold's own
+    // default protection would refuse nothing here only if it reads the recorded one: with
+    // the defaults (last 5 units, 5,000 tokens) the whole history is protected.
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::Anthropic), &mut state);
+    let ranges_stage = RangesBuild {
+        config: RangesConfig {
+            protection: open_protection(),
+            min_tokens: 0,
+            split_at_user_after: 0,
+        },
+    };
+    let mut turn = turn_for(view, state);
+    ranges_stage.run(&mut turn, &cx()).await.unwrap();
+    assert!(!turn.ranges.is_empty());
+    let recorded: Protection =
+        serde_json::from_value(turn.stage_notes[PROTECTION_NOTE].clone()).unwrap();
+    assert_eq!(recorded, open_protection());
+
+    let fold = Fold::default();
+    assert_eq!(
+        fold.compress_config(&mut turn).protection,
+        open_protection()
+    );
+
+    // An explicit override wins.
+    let mut strict = FoldConfig::default();
+    strict.compress.protection = Some(Protection::default());
+    let fold = Fold { config: strict };
+    assert_eq!(
+        fold.compress_config(&mut turn).protection,
+        Protection::default()
+    );
+
+    // With the recorded protection, a range ranges.build offered is accepted; with the
+    // default one it is refused as protected — the disagreement this integration removes.
+    let range = turn.ranges[0].clone();
+    let request = [CompressRequest {
+        start: AnyRef::Message(range.start),
+        end: AnyRef::Message(range.end),
+        summary: "s".into(),
+        topic: None,
+        author: None,
+    }];
+    let view = turn.conversation.clone().unwrap();
+    let mut s = turn.state.clone();
+    let default_cfg = CompressConfig {
+        min_tokens: 0,
+        ..CompressConfig::default()
+    };
+    let refused = apply_compression(&mut s, &view, &request, &default_cfg, &CharEstimator);
+    assert!(refused.blocks_created.is_empty(), "{refused:?}");
+    let recorded_cfg = CompressConfig {
+        min_tokens: 0,
+        ..Fold::default().compress_config(&mut turn)
+    };
+    let accepted = apply_compression(&mut s, &view, &request, &recorded_cfg, &CharEstimator);
+    assert_eq!(accepted.blocks_created.len(), 1, "{accepted:?}");
+}
