@@ -201,7 +201,12 @@ fn pipeline_check_prints_the_ordering_or_how_to_fix_it() {
 
 fn run_ok(args: &[&str], stdin: &[u8]) -> Vec<u8> {
     let out = foldwire(args, stdin);
-    assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}{}",
+        text(&out.stderr),
+        text(&out.stdout)
+    );
     out.stdout
 }
 
@@ -215,18 +220,19 @@ const TOOLS: &str = include_str!("../../examples/requests/anthropic-tools.json")
 fn fold_inspect_search_and_restore_a_block_exactly() {
     let dir = tempfile::tempdir().unwrap();
     let st = dir.path().to_str().unwrap();
-    run_ok(
-        &[
-            "run",
-            "--wire",
-            "anthropic",
-            "--session",
-            "k1",
-            "--state",
-            st,
-        ],
-        TOOLS.as_bytes(),
-    );
+    // No head window, so the opening exchange is foldable history.
+    let run = [
+        "run",
+        "--wire",
+        "anthropic",
+        "--session",
+        "k1",
+        "--state",
+        st,
+        "--head-tokens",
+        "0",
+    ];
+    run_ok(&run, TOOLS.as_bytes());
 
     let inspected = json(&run_ok(&["inspect", "--session", "k1", "--state", st], b""));
     assert_eq!(inspected["refs"].as_array().unwrap().len(), 38);
@@ -269,6 +275,13 @@ fn fold_inspect_search_and_restore_a_block_exactly() {
         );
     }
 
+    // The originals live in the archive now, not in the state file.
+    let state_file = std::fs::read_to_string(dir.path().join("sessions/k1/state.json")).unwrap();
+    assert!(
+        !state_file.contains("check_0_0(token"),
+        "originals left in the state"
+    );
+
     let hits = json(&run_ok(
         &["search", "--session", "k1", "--state", st, "verify"],
         b"",
@@ -277,18 +290,7 @@ fn fold_inspect_search_and_restore_a_block_exactly() {
     assert_eq!(hits[0]["span"][0], "m00002");
 
     // The next turn folds the block in: the summary is on the wire, the originals are not.
-    let next = run_ok(
-        &[
-            "run",
-            "--wire",
-            "anthropic",
-            "--session",
-            "k1",
-            "--state",
-            st,
-        ],
-        TOOLS.as_bytes(),
-    );
+    let next = run_ok(&run, TOOLS.as_bytes());
     let next = text(&next);
     assert!(next.contains("[foldwire b1"), "{}", &next[..400]);
     assert!(!next.contains(&first_tool_use));

@@ -60,6 +60,18 @@ pub fn fold(
             cx.estimator.as_ref(),
         );
         if !result.blocks_created.is_empty() {
+            // The originals go to the archive before the state is saved; any that cannot be
+            // stored stay in the state (nothing is lost) and are named.
+            let archived = kernel::archive_originals(
+                &mut s.state,
+                s.backends.media.as_ref(),
+                &s.id,
+                cx.archive_timeout,
+            )
+            .await;
+            for (r, why) in &archived.failed {
+                eprintln!("foldwire: the original of {r} stays in the session state: {why}");
+            }
             s.save().await?;
         }
         print_json(&result)?;
@@ -103,7 +115,14 @@ pub fn restore(session: &str, state: Option<&str>, target: RestoreTarget) -> Res
         match target {
             RestoreTarget::Block { block, full, json } => {
                 let id: BlockId = block.parse().context("--block")?;
-                let restored = kernel::restore(&s.state, id, full)?;
+                let restored = kernel::restore_with_archive(
+                    &s.state,
+                    s.backends.media.as_ref(),
+                    &s.id,
+                    id,
+                    full,
+                )
+                .await?;
                 if json {
                     print_json(&restored)?;
                 } else {
