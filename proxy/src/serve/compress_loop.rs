@@ -344,6 +344,23 @@ async fn next_round(
     }
 }
 
+/// When the loop ends on client tool calls, the proxy calls beside them still take effect
+/// (the model asked for them); their results are not needed by anyone.
+async fn apply_only(ex: &Exchange, seen: &RoundSeen, hidden: &[HiddenCall]) {
+    let Some((_, session)) = &ex.session else {
+        return;
+    };
+    if !seen.client_calls {
+        return;
+    }
+    for call in hidden.iter().filter(|c| c.complete) {
+        let view = ex.looped.as_ref().and_then(|l| l.view.as_ref());
+        let result = calls::run(&ex.app.engine, session, view, call).await;
+        tracing::debug!(session = %session, tool = %call.name, result = %result, "Proxy call applied beside client calls.");
+        ex.app.metrics.proxy_call();
+    }
+}
+
 /// Runs `work` while sending SSE keep-alive comments every `every`.
 async fn with_keepalive<F: std::future::Future>(
     work: F,
@@ -450,6 +467,7 @@ async fn stream_rounds(
                 continue;
             }
         }
+        apply_only(&ex, &seen, &hidden).await;
         let all_hidden = !hidden.is_empty() && !seen.client_calls;
         for frame in stitcher.finish(all_hidden) {
             if tx.send(Ok(frame)).await.is_err() {
@@ -529,6 +547,7 @@ async fn json_rounds(
             continue;
         }
         ex.app.metrics.rounds(round as u64 + 1);
+        apply_only(&ex, &seen, &hidden).await;
         if hidden.is_empty() {
             return build(status, headers, Body::from(bytes));
         }

@@ -1,0 +1,258 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The model-written compress loop through a real proxy: the model's `compress` call is
+//! applied and hidden, the client sees one well-formed answer; client tool calls end the
+//! loop; the round cap finishes gracefully; usage and overflow windows are learned.
+
+mod support;
+
+use foldwire_core::Wire;
+use foldwire_stages::kernel::pairing_rules;
+use foldwire_wire::stream::{StreamEvent, parse_response, parse_stream};
+use serde_json::Value;
+use support::*;
+
+const WIRES: [Wire; 4] = [
+    Wire::Anthropic,
+    Wire::OpenAiChat,
+    Wire::OpenAiResponses,
+    Wire::Gemini,
+];
+
+async fn post(
+    proxy: std::net::SocketAddr,
+    wire: Wire,
+    stream: bool,
+    session: &str,
+    script: &str,
+    body: &Value,
+) -> (u16, bytes::Bytes) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}{}", path_of(wire, stream)))
+        .header("x-foldwire-session", session)
+        .header("x-mock-script", script)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.bytes().await.unwrap())
+}
+
+/// The client-visible events of an answer.
+fn events(wire: Wire, stream: bool, bytes: &[u8]) -> Vec<StreamEvent> {
+    if stream {
+        parse_stream(wire, bytes)
+            .unwrap_or_else(|e| panic!("{wire}: the client stream does not parse: {e}"))
+            .into_iter()
+            .flat_map(|e| e.events)
+            .collect()
+    } else {
+        parse_response(wire, bytes).unwrap()
+    }
+}
+
+fn text_of(events: &[StreamEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tool_names(events: &[StreamEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolCallStart { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Checks the stitched stream's framing is one answer.
+fn assert_one_answer(wire: Wire, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    match wire {
+        Wire::Anthropic => {
+            assert_eq!(text.matches("event: message_start").count(), 1, "{text}");
+            assert_eq!(text.matches("event: message_stop").count(), 1, "{text}");
+            assert_eq!(text.matches("event: message_delta").count(), 1, "{text}");
+            let starts: Vec<u64> = parse_stream(wire, bytes)
+                .unwrap()
+                .iter()
+                .filter_map(|e| e.data.as_deref())
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .filter(|v| v["type"] == "content_block_start")
+                .map(|v| v["index"].as_u64().unwrap())
+                .collect();
+            let expected: Vec<u64> = (0..starts.len() as u64).collect();
+            assert_eq!(starts, expected, "block indices continue across rounds");
+        }
+        Wire::OpenAiChat => {
+            assert_eq!(text.matches("data: [DONE]").count(), 1, "{text}");
+            assert_eq!(text.matches("\"finish_reason\":\"").count(), 1, "{text}");
+        }
+        Wire::OpenAiResponses => {
+            assert_eq!(text.matches("event: response.created").count(), 1, "{text}");
+            assert_eq!(text.matches("event: response.completed").count(), 1, "{text}");
+            let seqs: Vec<u64> = parse_stream(wire, bytes)
+                .unwrap()
+                .iter()
+                .filter_map(|e| e.data.as_deref())
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .filter_map(|v| v["sequence_number"].as_u64())
+                .collect();
+            let expected: Vec<u64> = (0..seqs.len() as u64).collect();
+            assert_eq!(seqs, expected, "sequence numbers continue across rounds");
+        }
+        Wire::Gemini => {
+            assert_eq!(text.matches("\"finishReason\"").count(), 1, "{text}");
+        }
+    }
+}
+
+fn assert_forwarded_valid(wire: Wire, bodies: &[bytes::Bytes]) {
+    for body in bodies {
+        let conv = foldwire_wire::request::decode(wire, body.clone())
+            .unwrap_or_else(|e| panic!("{wire}: a forwarded body does not decode: {e}"));
+        let v = pairing_rules::violations(wire, &conv.messages);
+        assert!(v.is_empty(), "{wire}: pairing violations {v:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_compress_call_is_applied_hidden_and_stitched_on_every_wire() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    for wire in WIRES {
+        for stream in [true, false] {
+            mock.received.lock().unwrap().clear();
+            let session = format!("loop-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 16, 2400, stream);
+            let (status, got) = post(proxy, wire, stream, &session, "compress", &body).await;
+            assert_eq!(status, 200, "{wire} {}", String::from_utf8_lossy(&got));
+            let shown = String::from_utf8_lossy(&got).to_string();
+            assert!(!shown.contains("\"compress\""), "{wire} stream={stream}: {shown}");
+            assert!(!shown.contains("fwcall_"), "{wire} stream={stream}: {shown}");
+            let evs = events(wire, stream, &got);
+            let text = text_of(&evs);
+            assert!(text.contains("All done."), "{wire} stream={stream}: {text:?}");
+            if stream {
+                assert!(text.contains("Let me tidy up."), "{wire}: {text:?}");
+                assert_one_answer(wire, &got);
+                assert!(shown.contains(": keep-alive"), "{wire}: keep-alive during the loop");
+            }
+            assert!(tool_names(&evs).is_empty(), "{wire}: {:?}", tool_names(&evs));
+
+            let bodies = mock.bodies();
+            assert_eq!(bodies.len(), 2, "{wire} stream={stream}: two rounds upstream");
+            let first = String::from_utf8_lossy(&bodies[0]).to_string();
+            assert!(first.contains("search_context"), "{wire}: tools injected");
+            assert!(first.contains("Compressible ranges now"), "{wire}: ranges listed");
+            assert_forwarded_valid(wire, &bodies);
+
+            let state = admin(proxy, &session).await;
+            let blocks = state["state"]["blocks"].as_array().unwrap();
+            assert_eq!(blocks.len(), 1, "{wire} stream={stream}: {state}");
+            assert_eq!(blocks[0]["author"], "model", "{}", blocks[0]);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_tool_call_ends_the_loop_and_reaches_the_client() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    for wire in WIRES {
+        for stream in [true, false] {
+            mock.received.lock().unwrap().clear();
+            let session = format!("client-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 16, 2400, stream);
+            let (status, got) = post(proxy, wire, stream, &session, "client-tool", &body).await;
+            assert_eq!(status, 200);
+            let evs = events(wire, stream, &got);
+            assert_eq!(tool_names(&evs), vec!["bash".to_owned()], "{wire} stream={stream}");
+            assert!(!String::from_utf8_lossy(&got).contains("\"compress\""));
+            assert_eq!(mock.bodies().len(), 1, "{wire}: no second round");
+            // The compress call beside the client's still took effect.
+            let state = admin(proxy, &session).await;
+            assert_eq!(state["state"]["blocks"].as_array().unwrap().len(), 1, "{wire}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_round_cap_finishes_gracefully() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.max_rounds = 3).await;
+    for wire in WIRES {
+        mock.received.lock().unwrap().clear();
+        let session = format!("cap-{}", wire.as_str());
+        let body = history_body(wire, 16, 2400, true);
+        let (status, got) = post(proxy, wire, true, &session, "always", &body).await;
+        assert_eq!(status, 200);
+        let bodies = mock.bodies();
+        assert_eq!(bodies.len(), 3, "{wire}: exactly max_rounds upstream requests");
+        assert!(
+            String::from_utf8_lossy(&bodies[2]).contains("Context tools are done"),
+            "{wire}: the model is told before the last round"
+        );
+        assert_one_answer(wire, &got);
+        let shown = String::from_utf8_lossy(&got);
+        assert!(!shown.contains("\"compress\""), "{wire}: {shown}");
+        assert!(!shown.contains("\"tool_use\""), "{wire}: stop reason fixed: {shown}");
+        assert!(!shown.contains("\"tool_calls\""), "{wire}: {shown}");
+        let text = text_of(&events(wire, true, &got));
+        assert!(text.contains("Round 1.") && text.contains("Round 3."), "{wire}: {text}");
+        assert_forwarded_valid(wire, &bodies);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_recorded_and_overflow_teaches_the_window() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    for wire in WIRES {
+        for stream in [true, false] {
+            let session = format!("usage-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 2, 200, stream);
+            let (status, _) = post(proxy, wire, stream, &session, "plain", &body).await;
+            assert_eq!(status, 200);
+            let state = admin(proxy, &session).await;
+            let usage = state["state"]["usage"].as_array().unwrap();
+            assert_eq!(usage.len(), 1, "{wire} stream={stream}: {state}");
+            assert_eq!(usage[0]["reported"], PROMPT_TOKENS);
+            assert!(usage[0]["estimated"].as_u64().unwrap() > 0);
+        }
+
+        // Overflow: relayed verbatim, and the session learns its window.
+        let session = format!("overflow-{}", wire.as_str());
+        let body = history_body(wire, 16, 2400, false);
+        let (status, got) = post(proxy, wire, false, &session, "overflow", &body).await;
+        assert_eq!(status, 400);
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.contains("4000"), "{text}");
+        let before = admin(proxy, &session).await;
+        assert_eq!(before["state"]["learned_window"], 4000, "{wire}: {before}");
+        let first_tokens = before["reports"][0]["counters"]["request_tokens"]
+            .as_u64()
+            .unwrap();
+        // The next request is laid out for the learned window: much smaller.
+        let (status, _) = post(proxy, wire, false, &session, "plain", &body).await;
+        assert_eq!(status, 200);
+        let after = admin(proxy, &session).await;
+        let second_tokens = after["reports"][1]["counters"]["request_tokens"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            second_tokens < first_tokens / 2,
+            "{wire}: {first_tokens} -> {second_tokens}"
+        );
+    }
+}
