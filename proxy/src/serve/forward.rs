@@ -118,6 +118,8 @@ async fn process(
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
     let mut request = TurnRequest::new(wire, body.clone());
     request.budget.window = window_for(app, &session).await;
+    // A small (learned) window cannot keep the default answer reserve.
+    request.budget.reserve = request.budget.reserve.min(request.budget.window / 4);
     match app.engine.run_turn(&session, request).await {
         Ok(outcome) => {
             app.metrics.report(&outcome.report);

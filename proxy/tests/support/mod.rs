@@ -4,7 +4,7 @@
 //!   it), then, once the request carries its result, the text `All done.`;
 //! - `always`: a `compress` call every time (the round cap must end it);
 //! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
-//! - `overflow`: the wire's context-overflow error (limit 4000);
+//! - `overflow`: the wire's context-overflow error (limit 12000);
 //! - `agent`: a `bash` call every turn, with a `compress` call first every 7th client turn;
 //! - anything else: the text `ok`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -62,7 +62,11 @@ pub fn wire_of_path(path: &str) -> Wire {
 #[derive(Debug, Clone)]
 pub enum Piece {
     Text(String),
-    Call { id: String, name: String, args: Value },
+    Call {
+        id: String,
+        name: String,
+        args: Value,
+    },
 }
 
 /// The first `mNNNNN..mNNNNN` span in a text.
@@ -145,7 +149,11 @@ fn has_calls(pieces: &[Piece]) -> bool {
 }
 
 fn anthropic(pieces: &[Piece], stream: bool) -> String {
-    let stop = if has_calls(pieces) { "tool_use" } else { "end_turn" };
+    let stop = if has_calls(pieces) {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
     if !stream {
         let content: Vec<Value> = pieces
             .iter()
@@ -166,23 +174,45 @@ fn anthropic(pieces: &[Piece], stream: bool) -> String {
     for (i, p) in pieces.iter().enumerate() {
         match p {
             Piece::Text(t) => {
-                out += &sse(Some("content_block_start"), &json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}));
-                out += &sse(Some("content_block_delta"), &json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": t}}));
+                out += &sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+                );
+                out += &sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": t}}),
+                );
             }
             Piece::Call { id, name, args } => {
-                out += &sse(Some("content_block_start"), &json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}));
-                out += &sse(Some("content_block_delta"), &json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": args.to_string()}}));
+                out += &sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+                );
+                out += &sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": args.to_string()}}),
+                );
             }
         }
-        out += &sse(Some("content_block_stop"), &json!({"type": "content_block_stop", "index": i}));
+        out += &sse(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": i}),
+        );
     }
-    out += &sse(Some("message_delta"), &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 9}}));
+    out += &sse(
+        Some("message_delta"),
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 9}}),
+    );
     out += &sse(Some("message_stop"), &json!({"type": "message_stop"}));
     out
 }
 
 fn chat(pieces: &[Piece], stream: bool) -> String {
-    let finish = if has_calls(pieces) { "tool_calls" } else { "stop" };
+    let finish = if has_calls(pieces) {
+        "tool_calls"
+    } else {
+        "stop"
+    };
     let text: String = pieces
         .iter()
         .filter_map(|p| match p {
@@ -215,7 +245,10 @@ fn chat(pieces: &[Piece], stream: bool) -> String {
         return json!({"id": "c1", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}).to_string();
     }
     let chunk = |delta: Value, finish: Value| {
-        sse(None, &json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}))
+        sse(
+            None,
+            &json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+        )
     };
     let mut out = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
     if !text.is_empty() {
@@ -225,7 +258,10 @@ fn chat(pieces: &[Piece], stream: bool) -> String {
         out += &chunk(json!({"tool_calls": [c]}), Value::Null);
     }
     out += &chunk(json!({}), Value::from(finish));
-    out += &sse(None, &json!({"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": usage}));
+    out += &sse(
+        None,
+        &json!({"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": usage}),
+    );
     out += "data: [DONE]\n\n";
     out
 }
@@ -252,18 +288,32 @@ fn responses(pieces: &[Piece], stream: bool) -> String {
         let name = v["type"].as_str().unwrap().to_owned();
         sse(Some(&name), &v)
     };
-    let mut out = ev(json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}));
-    out += &ev(json!({"type": "response.in_progress", "response": {"id": "resp_1", "status": "in_progress", "output": []}}));
+    let mut out = ev(
+        json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+    );
+    out += &ev(
+        json!({"type": "response.in_progress", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+    );
     for (i, (p, item)) in pieces.iter().zip(&items).enumerate() {
         match p {
             Piece::Text(t) => {
-                out += &ev(json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "message", "id": format!("msg_{i}"), "role": "assistant", "status": "in_progress", "content": []}}));
-                out += &ev(json!({"type": "response.output_text.delta", "item_id": format!("msg_{i}"), "output_index": i, "content_index": 0, "delta": t}));
+                out += &ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "message", "id": format!("msg_{i}"), "role": "assistant", "status": "in_progress", "content": []}}),
+                );
+                out += &ev(
+                    json!({"type": "response.output_text.delta", "item_id": format!("msg_{i}"), "output_index": i, "content_index": 0, "delta": t}),
+                );
             }
             Piece::Call { id, name, args } => {
-                out += &ev(json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": "", "status": "in_progress"}}));
-                out += &ev(json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{i}"), "output_index": i, "delta": args.to_string()}));
-                out += &ev(json!({"type": "response.function_call_arguments.done", "item_id": format!("fc_{i}"), "output_index": i, "arguments": args.to_string()}));
+                out += &ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": "", "status": "in_progress"}}),
+                );
+                out += &ev(
+                    json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{i}"), "output_index": i, "delta": args.to_string()}),
+                );
+                out += &ev(
+                    json!({"type": "response.function_call_arguments.done", "item_id": format!("fc_{i}"), "output_index": i, "arguments": args.to_string()}),
+                );
             }
         }
         out += &ev(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
@@ -287,7 +337,8 @@ fn gemini(pieces: &[Piece], stream: bool) -> String {
     let mut out = String::new();
     let n = parts.len();
     for (i, part) in parts.into_iter().enumerate() {
-        let mut c = json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]});
+        let mut c =
+            json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]});
         if i + 1 == n {
             c["candidates"][0]["finishReason"] = json!("STOP");
             c["usageMetadata"] = usage.clone();
@@ -299,9 +350,15 @@ fn gemini(pieces: &[Piece], stream: bool) -> String {
 
 fn overflow(wire: Wire) -> (StatusCode, String) {
     let body = match wire {
-        Wire::Anthropic => json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 9120 tokens > 4000 maximum"}}),
-        Wire::OpenAiChat | Wire::OpenAiResponses => json!({"error": {"message": "This model's maximum context length is 4000 tokens. However, your messages resulted in 9120 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}),
-        Wire::Gemini => json!({"error": {"code": 400, "message": "The input token count (9120) exceeds the maximum number of tokens allowed (4000).", "status": "INVALID_ARGUMENT"}}),
+        Wire::Anthropic => {
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 30120 tokens > 12000 maximum"}})
+        }
+        Wire::OpenAiChat | Wire::OpenAiResponses => {
+            json!({"error": {"message": "This model's maximum context length is 12000 tokens. However, your messages resulted in 30120 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+        }
+        Wire::Gemini => {
+            json!({"error": {"code": 400, "message": "The input token count (30120) exceeds the maximum number of tokens allowed (12000).", "status": "INVALID_ARGUMENT"}})
+        }
     };
     (StatusCode::BAD_REQUEST, body.to_string())
 }
@@ -420,7 +477,12 @@ pub fn path_of(wire: Wire, stream: bool) -> &'static str {
 /// A request body with `turns` old user/assistant exchanges of `chars` characters each,
 /// then a new user question.
 pub fn history_body(wire: Wire, turns: usize, chars: usize, stream: bool) -> Value {
-    let filler = |i: usize, who: &str| format!("{who} note {i}: {}", "lorem ipsum dolor ".repeat(chars / 18));
+    let filler = |i: usize, who: &str| {
+        format!(
+            "{who} note {i}: {}",
+            "lorem ipsum dolor ".repeat(chars / 18)
+        )
+    };
     let mut msgs = Vec::new();
     for i in 0..turns {
         msgs.push(("user", filler(i, "user")));
@@ -429,7 +491,10 @@ pub fn history_body(wire: Wire, turns: usize, chars: usize, stream: bool) -> Val
     msgs.push(("user", "Now please finish the task.".to_owned()));
     match wire {
         Wire::Anthropic => {
-            let m: Vec<Value> = msgs.iter().map(|(r, t)| json!({"role": r, "content": t})).collect();
+            let m: Vec<Value> = msgs
+                .iter()
+                .map(|(r, t)| json!({"role": r, "content": t}))
+                .collect();
             json!({"model": "m", "max_tokens": 64, "stream": stream, "system": "You are helpful.", "messages": m})
         }
         Wire::OpenAiChat => {
@@ -438,7 +503,10 @@ pub fn history_body(wire: Wire, turns: usize, chars: usize, stream: bool) -> Val
             json!({"model": "m", "stream": stream, "messages": m})
         }
         Wire::OpenAiResponses => {
-            let m: Vec<Value> = msgs.iter().map(|(r, t)| json!({"role": r, "content": t})).collect();
+            let m: Vec<Value> = msgs
+                .iter()
+                .map(|(r, t)| json!({"role": r, "content": t}))
+                .collect();
             json!({"model": "m", "stream": stream, "instructions": "You are helpful.", "input": m})
         }
         Wire::Gemini => {
