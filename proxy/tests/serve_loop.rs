@@ -301,3 +301,56 @@ async fn usage_is_recorded_and_overflow_teaches_the_window() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_and_search_calls_return_exact_originals_and_hits_to_the_model() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let wire = Wire::Anthropic;
+    let body = history_body(wire, 16, 2400, true);
+    let client_text = body.to_string();
+    let (status, _) = post(proxy, wire, true, "tools", "compress", &body).await;
+    assert_eq!(status, 200);
+
+    mock.received.lock().unwrap().clear();
+    let (status, got) = post(proxy, wire, true, "tools", "restore", &body).await;
+    assert_eq!(status, 200);
+    assert!(!String::from_utf8_lossy(&got).contains("\"restore\""));
+    assert!(text_of(&events(wire, true, &got)).contains("Looked it up."));
+    let bodies = mock.bodies();
+    assert_eq!(bodies.len(), 2);
+    let second: Value = serde_json::from_slice(&bodies[1]).unwrap();
+    let result = second["messages"].as_array().unwrap().last().unwrap()["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let admin = admin(proxy, "tools").await;
+    let state: foldwire_core::SessionState =
+        serde_json::from_value(admin["state"].clone()).unwrap();
+    let block = state.blocks.first().unwrap().id;
+    let restored = foldwire_stages::kernel::restore(&state, block, true).unwrap();
+    assert!(!restored.units.is_empty());
+    for unit in &restored.units {
+        assert!(
+            result.contains(&unit.raw),
+            "restore result misses {}",
+            unit.r#ref
+        );
+        assert!(
+            client_text.contains(&unit.raw),
+            "{} is not what the client sent",
+            unit.r#ref
+        );
+    }
+
+    mock.received.lock().unwrap().clear();
+    let (status, _) = post(proxy, wire, true, "tools", "search", &body).await;
+    assert_eq!(status, 200);
+    let second: Value = serde_json::from_slice(&mock.bodies()[1]).unwrap();
+    let hits = second["messages"].as_array().unwrap().last().unwrap()["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(hits.starts_with(&block.to_string()), "{hits}");
+}

@@ -117,7 +117,8 @@ async fn process(
     let session = identity::resolve(headers, wire, &route.upstream, &body, &app.identity_key)
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
     let mut request = TurnRequest::new(wire, body.clone());
-    request.budget.window = window_for(app, &session).await;
+    let window = window_for(app, &session).await;
+    request.budget.window = window;
     // A small (learned) window cannot keep the default answer reserve.
     request.budget.reserve = request.budget.reserve.min(request.budget.window / 4);
     match app.engine.run_turn(&session, request).await {
@@ -155,7 +156,7 @@ async fn process(
                 looped: None,
             };
             if !failed && loop_applies(app, route, wire) {
-                inject_tools(app, &session, wire, body, &mut processed).await;
+                inject_tools(app, &session, wire, body, window, &mut processed).await;
             }
             Ok(processed)
         }
@@ -195,13 +196,14 @@ fn loop_applies(app: &AppState, route: &Route, wire: Wire) -> bool {
         && app.engine.pipeline().names().contains(&"refs.mint")
 }
 
-/// Adds the proxy's tools, the system note and the per-turn range list to the forwarded
-/// body. Any problem leaves the body as the pipeline made it.
+/// Adds the proxy's tools, the system note and the per-turn note (pressure nudge and range
+/// list, appended after everything cached) to the forwarded body. Any problem leaves the body as the pipeline made it.
 async fn inject_tools(
     app: &AppState,
     session: &SessionId,
     wire: Wire,
     client_body: Bytes,
+    window: u64,
     processed: &mut Processed,
 ) {
     let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&processed.body) else {
@@ -221,7 +223,7 @@ async fn inject_tools(
         Err(_) => None,
     };
     let (conversation, ranges) = view.unwrap_or_default();
-    let note = tools::ranges_note(&ranges);
+    let note = tools::turn_note(&ranges, processed.estimated, window);
     if let Err(e) = tools::inject(wire, &mut value, note.as_deref()) {
         tracing::debug!(session = %session, reason = %e, "Proxy tools not injected.");
         return;

@@ -124,6 +124,31 @@ pub fn ranges_note(ranges: &[RangeInfo]) -> Option<String> {
     Some(note)
 }
 
+/// Pressure bands (percent of the window) at which the per-turn note nudges the model.
+pub const PRESSURE_BANDS: [u64; 3] = [50, 70, 85];
+
+/// A nudge when the request fills a band of the window: the highest band crossed.
+pub fn pressure_note(request_tokens: u64, window: u64) -> Option<String> {
+    if window == 0 {
+        return None;
+    }
+    let percent = request_tokens.saturating_mul(100) / window;
+    let band = PRESSURE_BANDS.iter().rev().find(|b| percent >= **b)?;
+    Some(format!(
+        "[foldwire] The context is past {band}% of the window ({request_tokens} of {window} \
+         tokens): compress ranges you no longer need verbatim before continuing."
+    ))
+}
+
+/// The trailing note of a turn: the pressure nudge (if any) and the compressible ranges.
+pub fn turn_note(ranges: &[RangeInfo], request_tokens: u64, window: u64) -> Option<String> {
+    let parts: Vec<String> = pressure_note(request_tokens, window)
+        .into_iter()
+        .chain(ranges_note(ranges))
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("\n"))
+}
+
 /// Tool names the request already declares, whatever the wire.
 fn declared_names(wire: Wire, body: &Map<String, Value>) -> Vec<String> {
     let tools = body.get("tools").and_then(Value::as_array);
@@ -328,6 +353,24 @@ pub fn responses_input(obj: &mut Map<String, Value>) -> Option<&mut Vec<Value>> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nudges_follow_the_pressure_bands() {
+        assert_eq!(pressure_note(400, 1000), None);
+        assert!(pressure_note(500, 1000).unwrap().contains("past 50%"));
+        assert!(pressure_note(900, 1000).unwrap().contains("past 85%"));
+        let r = RangeInfo {
+            start: "m00001".parse().unwrap(),
+            end: "m00004".parse().unwrap(),
+            tokens: 900,
+            messages: 4,
+            tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
+        };
+        let note = turn_note(std::slice::from_ref(&r), 100, 1000).unwrap();
+        assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
+        assert!(turn_note(&[], 100, 1000).is_none());
+        assert!(turn_note(&[], 800, 1000).unwrap().contains("70%"));
+    }
 
     #[test]
     fn injection_adds_tools_and_note_and_respects_client_names() {

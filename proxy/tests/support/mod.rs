@@ -2,6 +2,7 @@
 //! SSE framing (or JSON bodies), and answers by the script in `x-mock-script`:
 //! - `compress`: first a `compress` call on the first listed range (with some text before
 //!   it), then, once the request carries its result, the text `All done.`;
+//! - `restore` / `search`: a `restore` call for `b1` / a `search_context` call, then text;
 //! - `always`: a `compress` call every time (the round cap must end it);
 //! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
 //! - `overflow`: the wire's context-overflow error (limit 12000);
@@ -105,6 +106,17 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             compress_call(n, body),
         ],
         "compress" => vec![Piece::Text("All done.".into())],
+        "restore" if !done => vec![Piece::Call {
+            id: format!("fwcall_{n}"),
+            name: "restore".into(),
+            args: json!({"id": "b1"}),
+        }],
+        "search" if !done => vec![Piece::Call {
+            id: format!("fwcall_{n}"),
+            name: "search_context".into(),
+            args: json!({"query": "setup chatter"}),
+        }],
+        "restore" | "search" => vec![Piece::Text("Looked it up.".into())],
         "always" => vec![Piece::Text(format!("Round {n}.")), compress_call(n, body)],
         "client-tool" => vec![
             compress_call(n, body),
