@@ -263,6 +263,8 @@ async fn usage_is_recorded_and_overflow_teaches_the_window() {
     let (upstream, _mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let dir2 = tempfile::tempdir().unwrap();
+    let plain = start_proxy_with(upstream, dir2.path(), |c| c.compress_tools = false).await;
     for wire in WIRES {
         for stream in [true, false] {
             let session = format!("usage-{}-{stream}", wire.as_str());
@@ -274,6 +276,20 @@ async fn usage_is_recorded_and_overflow_teaches_the_window() {
             assert_eq!(usage.len(), 1, "{wire} stream={stream}: {state}");
             assert_eq!(usage[0]["reported"], PROMPT_TOKENS);
             assert!(usage[0]["estimated"].as_u64().unwrap() > 0);
+        }
+
+        // Without the proxy tools the bytes are relayed untouched and usage is still read.
+        for stream in [true, false] {
+            let session = format!("tap-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 2, 200, stream);
+            let (status, got) = post(plain, wire, stream, &session, "plain", &body).await;
+            assert_eq!(status, 200);
+            assert!(!String::from_utf8_lossy(&got).contains("keep-alive"));
+            let state = admin(plain, &session).await;
+            assert_eq!(
+                state["state"]["usage"][0]["reported"], PROMPT_TOKENS,
+                "{wire} {stream}"
+            );
         }
 
         // Overflow: relayed verbatim, and the session learns its window.
@@ -353,4 +369,32 @@ async fn restore_and_search_calls_return_exact_originals_and_hits_to_the_model()
         .unwrap()
         .to_owned();
     assert!(hits.starts_with(&block.to_string()), "{hits}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_a_pressure_band_gets_a_trailing_nudge() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 50_000).await;
+    for wire in WIRES {
+        mock.received.lock().unwrap().clear();
+        let session = format!("nudge-{}", wire.as_str());
+        let body = history_body(wire, 16, 2400, false);
+        let (status, _) = post(proxy, wire, false, &session, "plain", &body).await;
+        assert_eq!(status, 200);
+        let forwarded = String::from_utf8_lossy(&mock.bodies()[0]).to_string();
+        let counters = admin(proxy, &session).await["reports"][0]["counters"].clone();
+        let at = forwarded
+            .find("[foldwire] The context is past 30% of the window")
+            .unwrap_or_else(|| panic!("{wire}: no nudge: {counters}"));
+        // Trailing: after the client's last user text, so the cached prefix is untouched.
+        let last_user = forwarded.rfind("Now please finish the task.").unwrap();
+        assert!(at > last_user, "{wire}: the nudge trails the conversation");
+        // A small request gets none.
+        mock.received.lock().unwrap().clear();
+        let small = history_body(wire, 1, 100, false);
+        let (status, _) = post(proxy, wire, false, &format!("{session}-s"), "plain", &small).await;
+        assert_eq!(status, 200);
+        assert!(!String::from_utf8_lossy(&mock.bodies()[0]).contains("The context is past"));
+    }
 }

@@ -106,7 +106,12 @@ pub async fn respond(mut ex: Exchange, body: Bytes) -> Response {
             json_rounds(ex, wire, upstream, status, headers).await
         }
         _ if encoded => build(status, headers, Body::from_stream(upstream.bytes_stream())),
-        _ => tap(ex, wire, upstream, status, headers),
+        _ => {
+            let framed = sse
+                || (wire == Wire::Gemini
+                    && ex.route.path_and_query.contains(":streamGenerateContent"));
+            tap(ex, wire, framed, upstream, status, headers)
+        }
     }
 }
 
@@ -212,10 +217,12 @@ async fn record_usage(ex: &Exchange, wire: Wire, events: &[StreamEvent]) {
     }
 }
 
-/// No loop: the bytes go to the client as they arrive, parsed on the side for usage.
+/// No loop: the bytes go to the client as they arrive, parsed on the side for usage (a
+/// stream event by event, a JSON body once whole).
 fn tap(
     ex: Exchange,
     wire: Wire,
+    framed: bool,
     upstream: reqwest::Response,
     status: StatusCode,
     headers: HeaderMap,
@@ -223,8 +230,8 @@ fn tap(
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
     tokio::spawn(async move {
         let mut stream = upstream.bytes_stream();
-        let mut parser = Some(StreamParser::new(wire));
-        let mut whole: Option<Vec<u8>> = None;
+        let mut parser = framed.then(|| StreamParser::new(wire));
+        let mut whole: Option<Vec<u8>> = (!framed).then(Vec::new);
         let mut usage_events = Vec::new();
         while let Some(chunk) = stream.next().await {
             let chunk = match chunk {

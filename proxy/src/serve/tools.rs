@@ -125,7 +125,7 @@ pub fn ranges_note(ranges: &[RangeInfo]) -> Option<String> {
 }
 
 /// Pressure bands (percent of the window) at which the per-turn note nudges the model.
-pub const PRESSURE_BANDS: [u64; 3] = [50, 70, 85];
+pub const PRESSURE_BANDS: [u64; 3] = [30, 50, 70];
 
 /// A nudge when the request fills a band of the window: the highest band crossed.
 pub fn pressure_note(request_tokens: u64, window: u64) -> Option<String> {
@@ -356,9 +356,9 @@ mod tests {
 
     #[test]
     fn nudges_follow_the_pressure_bands() {
-        assert_eq!(pressure_note(400, 1000), None);
+        assert_eq!(pressure_note(299, 1000), None);
         assert!(pressure_note(500, 1000).unwrap().contains("past 50%"));
-        assert!(pressure_note(900, 1000).unwrap().contains("past 85%"));
+        assert!(pressure_note(900, 1000).unwrap().contains("past 70%"));
         let r = RangeInfo {
             start: "m00001".parse().unwrap(),
             end: "m00004".parse().unwrap(),
@@ -369,7 +369,7 @@ mod tests {
         let note = turn_note(std::slice::from_ref(&r), 100, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
         assert!(turn_note(&[], 100, 1000).is_none());
-        assert!(turn_note(&[], 800, 1000).unwrap().contains("70%"));
+        assert!(turn_note(&[], 600, 1000).unwrap().contains("50%"));
     }
 
     #[test]
