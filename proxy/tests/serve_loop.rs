@@ -179,6 +179,10 @@ async fn the_models_compress_call_is_applied_hidden_and_stitched_on_every_wire()
                 first.contains("Compressible ranges now"),
                 "{wire}: ranges listed"
             );
+            assert!(
+                first.contains("starts: \\\""),
+                "{wire}: ranges come with previews"
+            );
             assert_forwarded_valid(wire, &bodies);
 
             let state = admin(proxy, &session).await;

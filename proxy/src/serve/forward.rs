@@ -223,7 +223,7 @@ async fn inject_tools(
         Err(_) => None,
     };
     let (conversation, ranges) = view.unwrap_or_default();
-    let note = tools::turn_note(&ranges, processed.estimated, window);
+    let note = tools::turn_note(&ranges, conversation.as_ref(), processed.estimated, window);
     if let Err(e) = tools::inject(wire, &mut value, note.as_deref()) {
         tracing::debug!(session = %session, reason = %e, "Proxy tools not injected.");
         return;

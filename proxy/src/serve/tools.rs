@@ -6,7 +6,7 @@
 //! provider's prompt cache stays warm; the per-turn range list is appended as trailing user
 //! text, after everything cached.
 
-use foldwire_core::{RangeInfo, Wire};
+use foldwire_core::{Conversation, RangeInfo, Wire};
 use serde_json::{Map, Value, json};
 
 /// The compress tool's name.
@@ -19,8 +19,9 @@ pub const SEARCH: &str = "search_context";
 pub const NAMES: [&str; 3] = [COMPRESS, RESTORE, SEARCH];
 
 /// The system note that explains the tools; stable across turns.
-pub const SYSTEM_NOTE: &str = "Context management (foldwire): earlier messages carry refs \
-(m00001, m00002, ...). When old material is no longer needed verbatim, call `compress` with \
+pub const SYSTEM_NOTE: &str = "Context management (foldwire): every earlier message has a \
+ref (m00001, m00002, ... in order); a note after the conversation lists the ranges that can \
+be compressed, with a preview of where each starts. When old material is no longer needed verbatim, call `compress` with \
 ranges of refs and a faithful summary; the originals stay recoverable with `restore` (a block \
 id like b3) and searchable with `search_context`. These calls are handled for you and are not \
 part of the user's task; after them, continue the task.";
@@ -101,8 +102,13 @@ pub fn tool_entries(wire: Wire) -> Vec<Value> {
     }
 }
 
-/// The per-turn note: which ranges can be compressed right now.
-pub fn ranges_note(ranges: &[RangeInfo]) -> Option<String> {
+/// Characters of a range's first message shown in the note.
+const PREVIEW_CHARS: usize = 80;
+
+/// The per-turn note: which ranges can be compressed right now, each with a preview of its
+/// first message (found in `view`, the conversation with refs) so the model can tell them
+/// apart.
+pub fn ranges_note(ranges: &[RangeInfo], view: Option<&Conversation>) -> Option<String> {
     if ranges.is_empty() {
         return None;
     }
@@ -119,6 +125,14 @@ pub fn ranges_note(ranges: &[RangeInfo]) -> Option<String> {
                 .map(|(name, n)| format!("{name}×{n}"))
                 .collect();
             note.push_str(&format!(" (tools: {})", tools.join(", ")));
+        }
+        let first = view.and_then(|v| v.messages.iter().find(|m| m.r#ref == Some(r.start)));
+        if let Some(m) = first {
+            let preview: String = m.text.split_whitespace().collect::<Vec<_>>().join(" ");
+            let preview: String = preview.chars().take(PREVIEW_CHARS).collect();
+            if !preview.is_empty() {
+                note.push_str(&format!(" — starts: \"{preview}\""));
+            }
         }
     }
     Some(note)
@@ -141,10 +155,15 @@ pub fn pressure_note(request_tokens: u64, window: u64) -> Option<String> {
 }
 
 /// The trailing note of a turn: the pressure nudge (if any) and the compressible ranges.
-pub fn turn_note(ranges: &[RangeInfo], request_tokens: u64, window: u64) -> Option<String> {
+pub fn turn_note(
+    ranges: &[RangeInfo],
+    view: Option<&Conversation>,
+    request_tokens: u64,
+    window: u64,
+) -> Option<String> {
     let parts: Vec<String> = pressure_note(request_tokens, window)
         .into_iter()
-        .chain(ranges_note(ranges))
+        .chain(ranges_note(ranges, view))
         .collect();
     (!parts.is_empty()).then(|| parts.join("\n"))
 }
@@ -366,10 +385,10 @@ mod tests {
             messages: 4,
             tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
         };
-        let note = turn_note(std::slice::from_ref(&r), 100, 1000).unwrap();
+        let note = turn_note(std::slice::from_ref(&r), None, 100, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
-        assert!(turn_note(&[], 100, 1000).is_none());
-        assert!(turn_note(&[], 600, 1000).unwrap().contains("50%"));
+        assert!(turn_note(&[], None, 100, 1000).is_none());
+        assert!(turn_note(&[], None, 600, 1000).unwrap().contains("50%"));
     }
 
     #[test]
