@@ -402,3 +402,41 @@ async fn a_request_past_a_pressure_band_gets_a_trailing_nudge() {
         assert!(!String::from_utf8_lossy(&mock.bodies()[0]).contains("The context is past"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_tools_injected_streams_without_proxy_calls_stay_byte_identical() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let client = reqwest::Client::new();
+    let mut relayed = 0;
+    for (wire, dir_name) in [
+        (Wire::Anthropic, "anthropic"),
+        (Wire::OpenAiChat, "openai-chat"),
+        (Wire::OpenAiResponses, "openai-responses"),
+        (Wire::Gemini, "gemini"),
+    ] {
+        for fixture in foldwire_core::fixtures::files(dir_name, "stream-") {
+            let body = history_body(wire, 1, 50, true);
+            let resp = client
+                .post(format!("http://{proxy}{}", path_of(wire, true)))
+                .header("x-foldwire-session", format!("fx-{relayed}"))
+                .header("x-mock-fixture", fixture.display().to_string())
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            let got = resp.bytes().await.unwrap();
+            let want = std::fs::read(&fixture).unwrap();
+            let calls_proxy_tool = String::from_utf8_lossy(&want).contains("\"compress\"");
+            if !calls_proxy_tool {
+                assert_eq!(got.as_ref(), want.as_slice(), "{}", fixture.display());
+                relayed += 1;
+            }
+        }
+    }
+    if foldwire_core::fixtures::dir().is_some() {
+        assert!(relayed >= 20, "only {relayed} stream fixtures relayed");
+    }
+}

@@ -3,7 +3,7 @@
 //! The client must see one ordinary answer even when the proxy talked to the model several
 //! times. Per SSE stream:
 //! - Events reach the client as they arrive, through the tool filter (proxy calls hidden).
-//! - A round's *closing* events (Anthropic `message_delta`/`message_stop`, Chat chunks with a
+//! - A round's *closing* events (and everything after the first of them, to keep the order) (Anthropic `message_delta`/`message_stop`, Chat chunks with a
 //!   `finish_reason`, the usage-only chunk and `[DONE]`, Responses `response.completed` and
 //!   friends, Gemini chunks with a `finishReason`) are held back until the round's outcome is
 //!   known. If another round follows they are dropped (Gemini keeps any content of such a
@@ -30,7 +30,8 @@ pub struct Stitcher {
     opened: u64,
     /// Events sent to the client so far (Responses sequence numbers).
     sent: u64,
-    held: Vec<Bytes>,
+    /// Events held back, with whether each closes the round.
+    held: Vec<(bool, Bytes)>,
 }
 
 impl Stitcher {
@@ -47,13 +48,12 @@ impl Stitcher {
     }
 
     /// What to send now for `event`, whose client bytes (after the tool filter) are `out`.
+    /// Once a closing event is held, everything after it in the round is held too, so the
+    /// client gets the events in the order the provider sent them.
     pub fn push(&mut self, event: &ParsedEvent, out: Bytes) -> Option<Bytes> {
         let kind = event_type(self.wire, event);
-        if self.is_closing(event, kind.as_deref()) {
-            self.held.push(out);
-            return None;
-        }
-        if self.round > 0 && is_opening(self.wire, kind.as_deref()) {
+        let closing = self.is_closing(event, kind.as_deref());
+        if self.round > 0 && !closing && is_opening(self.wire, kind.as_deref()) {
             return None;
         }
         let opens = match self.wire {
@@ -70,23 +70,34 @@ impl Stitcher {
             self.opened += 1;
         }
         self.sent += 1;
+        if closing || !self.held.is_empty() {
+            self.held.push((closing, out));
+            return None;
+        }
         Some(out)
     }
 
     /// Another round follows: held closing events are dropped (content they carry is kept
-    /// for Gemini) and positions move on.
+    /// for Gemini), other held events are sent, and positions move on.
     pub fn next_round(&mut self) -> Vec<Bytes> {
         let held = std::mem::take(&mut self.held);
         self.round += 1;
         self.offset += self.opened;
         self.opened = 0;
         let mut out = Vec::new();
-        if self.wire == Wire::Gemini {
-            for frame in held {
-                if let Some(kept) = gemini_without_finish(&frame) {
-                    self.sent += 1;
-                    out.push(kept);
-                }
+        for (closing, frame) in held {
+            if !closing {
+                out.push(frame);
+                continue;
+            }
+            let kept = if self.wire == Wire::Gemini {
+                gemini_without_finish(&frame)
+            } else {
+                None
+            };
+            match kept {
+                Some(frame) => out.push(frame),
+                None => self.sent = self.sent.saturating_sub(1),
             }
         }
         out
@@ -95,14 +106,9 @@ impl Stitcher {
     /// The stream ends: the held events, with a tool-use stop turned into a normal end when
     /// `all_hidden` (the last round's calls were all the proxy's).
     pub fn finish(&mut self, all_hidden: bool) -> Vec<Bytes> {
-        let held = std::mem::take(&mut self.held);
-        held.into_iter()
-            .map(|frame| {
-                let frame = if self.round > 0 {
-                    self.renumber(frame)
-                } else {
-                    frame
-                };
+        std::mem::take(&mut self.held)
+            .into_iter()
+            .map(|(_, frame)| {
                 if all_hidden {
                     fix_stop(self.wire, frame)
                 } else {
@@ -171,6 +177,7 @@ impl Stitcher {
             changed = true;
         }
         if self.wire == Wire::OpenAiResponses && value.get("sequence_number").is_some() {
+            // `sent` counts the events before this one.
             value["sequence_number"] = Value::from(self.sent);
             changed = true;
         }

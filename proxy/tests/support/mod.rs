@@ -406,6 +406,18 @@ async fn handler(
             .unwrap();
     }
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if let Some(fixture) = headers.get("x-mock-fixture").and_then(|v| v.to_str().ok()) {
+        let bytes = std::fs::read(fixture).unwrap();
+        let content_type = if fixture.ends_with(".sse") {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        return Response::builder()
+            .header("content-type", content_type)
+            .body(Body::from_stream(futures::stream::iter(uneven(bytes))))
+            .unwrap();
+    }
     let stream = parsed["stream"] == json!(true) || path.contains("alt=sse");
     let pieces = script(&name, wire, n, &text);
     let out = match wire {
@@ -425,9 +437,17 @@ async fn handler(
             .body(Body::from(out))
             .unwrap();
     }
-    // Uneven chunks that split lines and events.
-    let bytes = out.into_bytes();
-    let mut chunks: Vec<Result<Bytes, std::io::Error>> = Vec::new();
+    Response::builder()
+        .header("content-type", content_type)
+        .body(Body::from_stream(futures::stream::iter(uneven(
+            out.into_bytes(),
+        ))))
+        .unwrap()
+}
+
+/// Uneven chunks (1..=97 bytes) that split lines, events and UTF-8 sequences.
+fn uneven(bytes: Vec<u8>) -> Vec<Result<Bytes, std::io::Error>> {
+    let mut chunks = Vec::new();
     let (mut at, mut step) = (0, 1);
     while at < bytes.len() {
         let end = (at + step).min(bytes.len());
@@ -435,10 +455,7 @@ async fn handler(
         at = end;
         step = step * 7 % 97 + 1;
     }
-    Response::builder()
-        .header("content-type", content_type)
-        .body(Body::from_stream(futures::stream::iter(chunks)))
-        .unwrap()
+    chunks
 }
 
 pub async fn start_mock() -> (SocketAddr, Mock) {
