@@ -230,36 +230,58 @@ async fn the_round_cap_finishes_gracefully() {
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy_with(upstream, dir.path(), |c| c.max_rounds = 3).await;
     for wire in WIRES {
-        mock.received.lock().unwrap().clear();
-        let session = format!("cap-{}", wire.as_str());
-        let body = history_body(wire, 16, 2400, true);
-        let (status, got) = post(proxy, wire, true, &session, "always", &body).await;
-        assert_eq!(status, 200);
-        let bodies = mock.bodies();
-        assert_eq!(
-            bodies.len(),
-            3,
-            "{wire}: exactly max_rounds upstream requests"
-        );
-        assert!(
-            String::from_utf8_lossy(&bodies[2]).contains("Context tools are done"),
-            "{wire}: the model is told before the last round"
-        );
-        assert_one_answer(wire, &got);
-        let shown = String::from_utf8_lossy(&got);
-        assert!(!shown.contains("\"compress\""), "{wire}: {shown}");
-        assert!(
-            !shown.contains("\"tool_use\""),
-            "{wire}: stop reason fixed: {shown}"
-        );
-        assert!(!shown.contains("\"tool_calls\""), "{wire}: {shown}");
-        let text = text_of(&events(wire, true, &got));
-        assert!(
-            text.contains("Round 1.") && text.contains("Round 3."),
-            "{wire}: {text}"
-        );
-        assert_forwarded_valid(wire, &bodies);
+        for stream in [true, false] {
+            mock.received.lock().unwrap().clear();
+            let session = format!("cap-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 16, 2400, stream);
+            let (status, got) = post(proxy, wire, stream, &session, "always", &body).await;
+            assert_eq!(status, 200);
+            let bodies = mock.bodies();
+            assert_eq!(
+                bodies.len(),
+                3,
+                "{wire}: exactly max_rounds upstream requests"
+            );
+            assert!(
+                String::from_utf8_lossy(&bodies[2]).contains("Context tools are done"),
+                "{wire}: the model is told before the last round"
+            );
+            let shown = String::from_utf8_lossy(&got);
+            assert!(!shown.contains("\"compress\""), "{wire}: {shown}");
+            assert!(
+                !shown.contains("\"tool_use\""),
+                "{wire}: stop reason fixed: {shown}"
+            );
+            assert!(!shown.contains("\"tool_calls\""), "{wire}: {shown}");
+            let text = text_of(&events(wire, stream, &got));
+            if stream {
+                assert_one_answer(wire, &got);
+                assert!(
+                    text.contains("Round 1.") && text.contains("Round 3."),
+                    "{wire}: {text}"
+                );
+            } else {
+                // A JSON answer is the last round's body, its proxy call removed.
+                assert!(text.contains("Round 3."), "{wire}: {text}");
+            }
+            assert_forwarded_valid(wire, &bodies);
+        }
     }
+    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // Two rounds of calls run per request (the third round's call is only hidden).
+    assert!(
+        metrics.contains("foldwire_proxy_tool_calls_total 16"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("foldwire_loop_rounds_total 24"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
