@@ -127,11 +127,19 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             },
         ],
         "agent" => {
-            let turn = body.matches("client_").count();
+            let turn = match wire {
+                Wire::Gemini => body
+                    .matches("\"functionResponse\":{\"name\":\"bash\"")
+                    .count(),
+                _ => body.matches("client_").count(),
+            };
             let mut out = Vec::new();
             let last_is_proxy = match wire {
-                Wire::Anthropic => body.rfind("fwcall_") > body.rfind("client_"),
-                _ => false,
+                Wire::Gemini => {
+                    body.rfind("\"functionResponse\":{\"name\":\"compress\"")
+                        > body.rfind("\"functionResponse\":{\"name\":\"bash\"")
+                }
+                _ => body.rfind("fwcall_") > body.rfind("client_"),
             };
             if turn % 7 == 3 && !last_is_proxy {
                 out.push(compress_call(n, body));
