@@ -50,6 +50,19 @@ pub struct ServeConfig {
     pub identity_key: Option<String>,
     /// Reports kept per session for the admin API.
     pub reports_per_session: usize,
+    /// Inject the `compress`, `restore` and `search_context` tools into processed requests
+    /// and run the model's calls to them inside the proxy (`summarizer.model_tool`).
+    pub compress_tools: bool,
+    /// Most upstream requests one client request may cause in the compress loop (the first
+    /// included); at the cap the last answer goes to the client with the proxy calls hidden.
+    pub max_rounds: usize,
+    /// Context window assumed for every session, in tokens, until an overflow error from
+    /// the provider teaches a session a smaller one.
+    pub window: u64,
+    /// Seconds between SSE keep-alive comments while the proxy works between rounds.
+    pub keepalive_secs: u64,
+    /// Usage samples kept per session for calibration.
+    pub usage_samples: usize,
 }
 
 impl Default for ServeConfig {
@@ -63,6 +76,11 @@ impl Default for ServeConfig {
             workers: 0,
             identity_key: None,
             reports_per_session: 50,
+            compress_tools: true,
+            max_rounds: 3,
+            window: foldwire_core::Budget::default().window,
+            keepalive_secs: 5,
+            usage_samples: 64,
         }
     }
 }

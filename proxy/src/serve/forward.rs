@@ -2,17 +2,19 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use foldwire_core::{SessionId, TurnReport, TurnRequest, Wire};
+use foldwire_core::{SessionId, Turn, TurnReport, TurnRequest, Wire};
 use serde_json::json;
 
 use super::AppState;
+use super::compress_loop::{self, Exchange, LoopState};
 use super::identity;
 use super::route::{self, Route};
+use super::tools;
+use super::usage;
 
 /// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus those the
 /// proxy recomputes.
@@ -43,17 +45,63 @@ pub async fn handle(
         Ok(r) => r,
         Err(e) => return error(StatusCode::NOT_FOUND, "not_found", &e.to_string()),
     };
-    let forwarded = match (route.wire, method == Method::POST) {
+    let processed = match (route.wire, method == Method::POST) {
         (Some(wire), true) => match process(&app, &route, wire, &headers, body.clone()).await {
             Ok(out) => out,
             Err(resp) => return *resp,
         },
         _ => {
             app.metrics.passthrough();
-            body
+            Processed {
+                body,
+                session: None,
+                estimated: 0,
+                looped: None,
+            }
         }
     };
-    forward(&app, &route, method, &headers, forwarded).await
+    let exchange = Exchange {
+        app: app.clone(),
+        route,
+        method,
+        headers,
+        session: processed.session,
+        estimated: processed.estimated,
+        looped: processed.looped,
+    };
+    compress_loop::respond(exchange, processed.body).await
+}
+
+/// A request after the pipeline.
+struct Processed {
+    /// The body to forward.
+    body: Bytes,
+    /// Its wire and session, when it was processed.
+    session: Option<(Wire, SessionId)>,
+    /// Estimated tokens of the forwarded body.
+    estimated: u64,
+    /// Set when the proxy's tools were injected.
+    looped: Option<LoopState>,
+}
+
+/// The window this session's turns are laid out for: the configured one, or less once an
+/// overflow error taught the session its real window.
+async fn window_for(app: &AppState, session: &SessionId) -> u64 {
+    let cached = app.windows.get(session).map(|w| *w);
+    let learned = match cached {
+        Some(w) => w,
+        None => {
+            let w = app
+                .engine
+                .snapshot(session)
+                .await
+                .ok()
+                .and_then(|s| usage::learned_window(&s));
+            app.windows.insert(session.clone(), w);
+            w
+        }
+    };
+    learned.map_or(app.config.window, |w| w.min(app.config.window))
 }
 
 /// Runs the pipeline; returns the body to forward, or a response to give the client
@@ -64,21 +112,27 @@ async fn process(
     wire: Wire,
     headers: &HeaderMap,
     body: Bytes,
-) -> Result<Bytes, Box<Response>> {
+) -> Result<Processed, Box<Response>> {
     app.metrics.request(wire);
     let session = identity::resolve(headers, wire, &route.upstream, &body, &app.identity_key)
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
-    match app
-        .engine
-        .run_turn(&session, TurnRequest::new(wire, body.clone()))
-        .await
-    {
+    let mut request = TurnRequest::new(wire, body.clone());
+    let window = window_for(app, &session).await;
+    request.budget.window = window;
+    // A small (learned) window cannot keep the default answer reserve.
+    request.budget.reserve = request.budget.reserve.min(request.budget.window / 4);
+    match app.engine.run_turn(&session, request).await {
         Ok(outcome) => {
             app.metrics.report(&outcome.report);
             let refusal = outcome.report.refusal.clone();
-            if outcome.report.fail_open.is_some() {
+            let failed = outcome.report.fail_open.is_some();
+            if failed {
                 app.metrics.fail_open();
             }
+            let estimated = match outcome.report.counter("request_tokens") {
+                0 => (outcome.output.len() as u64).div_ceil(4),
+                n => n,
+            };
             app.remember(&session, outcome.report);
             if let Some(refusal) = refusal {
                 app.metrics.refused();
@@ -95,7 +149,16 @@ async fn process(
                     (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body)).into_response(),
                 ));
             }
-            Ok(outcome.output)
+            let mut processed = Processed {
+                body: outcome.output,
+                session: Some((wire, session.clone())),
+                estimated,
+                looped: None,
+            };
+            if !failed && loop_applies(app, route, wire) {
+                inject_tools(app, &session, wire, body, window, &mut processed).await;
+            }
+            Ok(processed)
         }
         Err(e) => {
             // Fail open: nothing the client sent is lost.
@@ -110,56 +173,87 @@ async fn process(
                     ..TurnReport::default()
                 },
             );
-            Ok(body)
+            Ok(Processed {
+                body,
+                session: Some((wire, session)),
+                estimated: 0,
+                looped: None,
+            })
         }
     }
 }
 
-async fn forward(
+/// The compress loop runs when it is enabled, the pipeline mints refs (so ranges can be
+/// named), and the answer is a stream the proxy can stitch (Gemini's JSON-array stream,
+/// without `alt=sse`, is relayed as is).
+fn loop_applies(app: &AppState, route: &Route, wire: Wire) -> bool {
+    let gemini_array = wire == Wire::Gemini
+        && route.path_and_query.contains(":streamGenerateContent")
+        && !route.path_and_query.contains("alt=sse");
+    app.config.compress_tools
+        && app.config.max_rounds > 0
+        && !gemini_array
+        && app.engine.pipeline().names().contains(&"refs.mint")
+}
+
+/// Adds the proxy's tools, the system note and the per-turn note (pressure nudge and range
+/// list, appended after everything cached) to the forwarded body. Any problem leaves the body as the pipeline made it.
+async fn inject_tools(
     app: &AppState,
-    route: &Route,
-    method: Method,
-    headers: &HeaderMap,
-    body: Bytes,
-) -> Response {
-    let url = format!("{}{}", route.upstream, route.path_and_query);
-    let mut request = app.client.request(method, &url).body(body);
-    for (name, value) in headers {
-        if !is_hop_by_hop(name, headers)
-            && name != "content-encoding"
-            && name != identity::SESSION_HEADER
-        {
-            request = request.header(name, value);
-        }
-    }
-    let upstream = match request.send().await {
-        Ok(r) => r,
-        Err(e) => {
-            app.metrics.upstream_error();
-            return error(
-                StatusCode::BAD_GATEWAY,
-                "upstream_unreachable",
-                &format!("cannot reach {url}: {e}"),
-            );
-        }
+    session: &SessionId,
+    wire: Wire,
+    client_body: Bytes,
+    window: u64,
+    processed: &mut Processed,
+) {
+    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&processed.body) else {
+        return;
     };
-    let mut response = Response::builder().status(upstream.status());
-    for (name, value) in upstream.headers() {
-        if !is_hop_by_hop(name, upstream.headers()) {
-            response = response.header(name, value);
+    let view = match app.engine.snapshot(session).await {
+        Ok(state) => {
+            let mut turn = Turn::new(session.clone(), wire, client_body, state);
+            match app.view_pipeline.run(&mut turn, app.engine.context()).await {
+                Ok(()) => Some((turn.conversation, turn.ranges)),
+                Err(f) => {
+                    tracing::warn!(session = %session, stage = %f.stage, error = %f.error, "The compress tool's view could not be built.");
+                    None
+                }
+            }
+        }
+        Err(_) => None,
+    };
+    let (conversation, ranges) = view.unwrap_or_default();
+    let note = tools::turn_note(&ranges, conversation.as_ref(), processed.estimated, window);
+    if let Err(e) = tools::inject(wire, &mut value, note.as_deref()) {
+        tracing::debug!(session = %session, reason = %e, "Proxy tools not injected.");
+        return;
+    }
+    let Ok(bytes) = serde_json::to_vec(&value) else {
+        return;
+    };
+    let added = (bytes.len().saturating_sub(processed.body.len()) as u64).div_ceil(4);
+    processed.estimated += added;
+    processed.body = Bytes::from(bytes);
+    processed.looped = Some(LoopState {
+        body: value,
+        view: conversation.map(Arc::new),
+    });
+}
+
+/// Whether a client request header is sent upstream.
+pub fn passes_upstream(name: &HeaderName, headers: &HeaderMap) -> bool {
+    !is_hop_by_hop(name, headers) && name != "content-encoding" && name != identity::SESSION_HEADER
+}
+
+/// The upstream response headers the client gets.
+pub fn response_headers(upstream: &HeaderMap) -> HeaderMap {
+    let mut out = HeaderMap::new();
+    for (name, value) in upstream {
+        if !is_hop_by_hop(name, upstream) {
+            out.append(name.clone(), value.clone());
         }
     }
-    // Bytes reach the client as they arrive: no buffering, no added time to first byte.
-    let stream = upstream.bytes_stream();
-    response
-        .body(Body::from_stream(stream))
-        .unwrap_or_else(|e| {
-            error(
-                StatusCode::BAD_GATEWAY,
-                "bad_upstream_response",
-                &e.to_string(),
-            )
-        })
+    out
 }
 
 fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {

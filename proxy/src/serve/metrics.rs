@@ -14,6 +14,8 @@ pub struct Metrics {
     refused: AtomicU64,
     upstream_errors: AtomicU64,
     passthrough: AtomicU64,
+    proxy_calls: AtomicU64,
+    loop_rounds: AtomicU64,
     stage_micros: DashMap<String, (u64, u64)>,
     counters: DashMap<String, u64>,
 }
@@ -47,6 +49,16 @@ impl Metrics {
         self.upstream_errors.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Counts one model call to a proxy tool that the proxy ran.
+    pub fn proxy_call(&self) {
+        self.proxy_calls.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts the upstream rounds one client request took.
+    pub fn rounds(&self, n: u64) {
+        self.loop_rounds.fetch_add(n, Ordering::Relaxed);
+    }
+
     /// Folds a turn report's stage timings and counters into the totals.
     pub fn report(&self, report: &TurnReport) {
         for s in &report.stages {
@@ -77,6 +89,8 @@ impl Metrics {
             ("foldwire_fail_open_total", &self.fail_open),
             ("foldwire_refused_total", &self.refused),
             ("foldwire_upstream_errors_total", &self.upstream_errors),
+            ("foldwire_proxy_tool_calls_total", &self.proxy_calls),
+            ("foldwire_loop_rounds_total", &self.loop_rounds),
         ] {
             let _ = writeln!(
                 out,

@@ -2,11 +2,16 @@
 //! processed request run through the session's pipeline first.
 
 pub mod admin;
+pub mod calls;
+pub mod compress_loop;
 pub mod config;
 pub mod forward;
 pub mod identity;
 pub mod metrics;
 pub mod route;
+pub mod stitch;
+pub mod tools;
+pub mod usage;
 
 use std::collections::VecDeque;
 use std::hash::{BuildHasher as _, Hasher as _};
@@ -18,7 +23,7 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{any, get};
 use dashmap::DashMap;
-use foldwire_core::{Engine, Registry, SessionId, StageCx, TurnReport};
+use foldwire_core::{Engine, Pipeline, PipelineSpec, Registry, SessionId, StageCx, TurnReport};
 use tower_http::decompression::RequestDecompressionLayer;
 
 pub use config::ServeConfig;
@@ -41,7 +46,21 @@ pub struct AppState {
     pub metrics: metrics::Metrics,
     /// Recent reports per session.
     pub reports: DashMap<SessionId, VecDeque<TurnReport>>,
+    /// Windows learned from overflow errors (`None`: looked up, nothing learned).
+    pub windows: DashMap<SessionId, Option<u64>>,
+    /// The pipeline that rebuilds the model's view of a request (refs and ranges) for the
+    /// compress tool.
+    pub view_pipeline: Pipeline,
 }
+
+/// Stages that rebuild what the model saw: refs minted, ranges built, nothing folded.
+const VIEW_STAGES: [&str; 5] = [
+    "wire.decode",
+    "media.classify",
+    "archive.spill",
+    "refs.mint",
+    "ranges.build",
+];
 
 impl AppState {
     fn remember(&self, session: &SessionId, report: TurnReport) {
@@ -72,6 +91,8 @@ pub fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         Some(k) => k.as_bytes().to_vec(),
         None => process_key(),
     };
+    let view_pipeline = Pipeline::from_spec(&PipelineSpec::of("view", &VIEW_STAGES), &registry)
+        .context("building the view pipeline of the compress tool")?;
     let client = reqwest::Client::builder()
         .build()
         .context("building the upstream HTTP client")?;
@@ -83,6 +104,8 @@ pub fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         identity_key,
         metrics: metrics::Metrics::default(),
         reports: DashMap::new(),
+        windows: DashMap::new(),
+        view_pipeline,
     }))
 }
 

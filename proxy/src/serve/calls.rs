@@ -1,0 +1,445 @@
+//! Running the model's calls to the proxy tools, and the request/response edits around them:
+//! the follow-up request that carries the results back to the model, and the removal of the
+//! calls from a non-streamed answer.
+
+use std::sync::Arc;
+
+use foldwire_core::{AnyRef, BlockId, Conversation, Engine, SessionId, Wire};
+use foldwire_stages::kernel::{
+    CompressConfig, CompressRequest, apply_compression, restore, search,
+};
+use foldwire_wire::stream::HiddenCall;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::tools::{self, COMPRESS, NAMES, RESTORE, SEARCH};
+
+/// Most search hits returned to the model.
+const MAX_HITS: usize = 8;
+
+#[derive(Debug, Deserialize)]
+struct CompressArgs {
+    ranges: Vec<RangeArg>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RangeArg {
+    start: String,
+    end: String,
+    summary: String,
+    #[serde(default)]
+    topic: Option<String>,
+}
+
+/// Runs one proxy call and returns the text the model gets back as the tool result.
+/// Failures are results too (the model reads them and can correct itself).
+pub async fn run(
+    engine: &Engine,
+    session: &SessionId,
+    view: Option<&Arc<Conversation>>,
+    call: &HiddenCall,
+) -> String {
+    let args: Value = match serde_json::from_str(&call.arguments) {
+        Ok(v) => v,
+        Err(e) => return format!("error: the arguments of {} are not JSON: {e}", call.name),
+    };
+    match call.name.as_str() {
+        COMPRESS => compress(engine, session, view, args).await,
+        RESTORE => restore_block(engine, session, &args).await,
+        SEARCH => search_blocks(engine, session, &args).await,
+        other => format!("error: {other} is not a foldwire tool"),
+    }
+}
+
+async fn compress(
+    engine: &Engine,
+    session: &SessionId,
+    view: Option<&Arc<Conversation>>,
+    args: Value,
+) -> String {
+    let Some(view) = view.cloned() else {
+        return "error: this request could not be indexed, so nothing can be compressed now"
+            .to_owned();
+    };
+    let args: CompressArgs = match serde_json::from_value(args) {
+        Ok(a) => a,
+        Err(e) => {
+            return format!(
+                "error: compress expects {{\"ranges\":[{{\"start\",\"end\",\"summary\",\"topic\"?}}]}}: {e}"
+            );
+        }
+    };
+    let mut requests = Vec::new();
+    let mut problems = Vec::new();
+    for r in args.ranges {
+        match (r.start.parse::<AnyRef>(), r.end.parse::<AnyRef>()) {
+            (Ok(start), Ok(end)) => requests.push(CompressRequest {
+                start,
+                end,
+                summary: r.summary,
+                topic: r.topic,
+                author: Some("model".to_owned()),
+            }),
+            _ => problems.push(format!(
+                "{}..{}: refs look like m00012 or b3",
+                r.start, r.end
+            )),
+        }
+    }
+    let estimator = engine.context().estimator.clone();
+    let outcome = engine
+        .update(
+            session,
+            Box::new(move |state| {
+                let result = apply_compression(
+                    state,
+                    &view,
+                    &requests,
+                    &CompressConfig::default(),
+                    estimator.as_ref(),
+                );
+                serde_json::to_value(&result).unwrap_or(Value::Null)
+            }),
+        )
+        .await;
+    let result = match outcome {
+        Ok(v) => v,
+        Err(e) => return format!("error: the session could not be updated: {e}"),
+    };
+    let mut lines = Vec::new();
+    for r in result
+        .get("ranges")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let span = format!(
+            "{}..{}",
+            r.get("start").and_then(Value::as_str).unwrap_or("?"),
+            r.get("end").and_then(Value::as_str).unwrap_or("?")
+        );
+        match r.get("block").and_then(Value::as_str) {
+            Some(b) => lines.push(format!("{span}: folded into {b}")),
+            None => lines.push(format!(
+                "{span}: not folded: {}",
+                r.get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                    .or_else(|| r.get("error").map(Value::to_string))
+                    .unwrap_or_default()
+            )),
+        }
+    }
+    lines.extend(problems);
+    if lines.is_empty() {
+        "no ranges given".to_owned()
+    } else {
+        lines.join("\n")
+    }
+}
+
+async fn restore_block(engine: &Engine, session: &SessionId, args: &Value) -> String {
+    let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+    let block: BlockId = match id.parse() {
+        Ok(b) => b,
+        Err(_) => return format!("error: {id:?} is not a block id (b1, b2, ...)"),
+    };
+    let state = match engine.snapshot(session).await {
+        Ok(s) => s,
+        Err(e) => return format!("error: the session could not be read: {e}"),
+    };
+    match restore(&state, block, true) {
+        Ok(restored) => restored
+            .units
+            .iter()
+            .map(|u| format!("[{}] {}", u.r#ref, u.raw))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Err(e) => format!("error: {e}"),
+    }
+}
+
+async fn search_blocks(engine: &Engine, session: &SessionId, args: &Value) -> String {
+    let query = args
+        .get("query")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let state = match engine.snapshot(session).await {
+        Ok(s) => s,
+        Err(e) => return format!("error: the session could not be read: {e}"),
+    };
+    let hits = search(&state, query);
+    if hits.is_empty() {
+        return format!("no folded context matches {query:?}");
+    }
+    hits.iter()
+        .take(MAX_HITS)
+        .map(|h| {
+            format!(
+                "{} ({}..{}{}): {}",
+                h.block,
+                h.span.0,
+                h.span.1,
+                h.topic
+                    .as_deref()
+                    .map(|t| format!(", {t}"))
+                    .unwrap_or_default(),
+                h.snippet
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Appends the model's turn (its text and proxy calls) and the call results to a request,
+/// in `wire`'s shape, so the next round continues where the model left off.
+pub fn append_round(
+    wire: Wire,
+    body: &mut Value,
+    text: &str,
+    calls: &[HiddenCall],
+    results: &[String],
+) {
+    let Some(obj) = body.as_object_mut() else {
+        return;
+    };
+    match wire {
+        Wire::Anthropic => {
+            let mut content = Vec::new();
+            if !text.is_empty() {
+                content.push(json!({"type": "text", "text": text}));
+            }
+            for c in calls {
+                let input: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
+                content
+                    .push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+            }
+            let outputs: Vec<Value> = calls
+                .iter()
+                .zip(results)
+                .map(|(c, r)| json!({"type": "tool_result", "tool_use_id": c.id, "content": r}))
+                .collect();
+            if let Some(messages) = obj.get_mut("messages").and_then(Value::as_array_mut) {
+                messages.push(json!({"role": "assistant", "content": content}));
+                messages.push(json!({"role": "user", "content": outputs}));
+            }
+        }
+        Wire::OpenAiChat => {
+            let tool_calls: Vec<Value> = calls
+                .iter()
+                .map(|c| {
+                    json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
+                })
+                .collect();
+            if let Some(messages) = obj.get_mut("messages").and_then(Value::as_array_mut) {
+                let content = if text.is_empty() {
+                    Value::Null
+                } else {
+                    Value::from(text)
+                };
+                messages.push(
+                    json!({"role": "assistant", "content": content, "tool_calls": tool_calls}),
+                );
+                for (c, r) in calls.iter().zip(results) {
+                    messages.push(json!({"role": "tool", "tool_call_id": c.id, "content": r}));
+                }
+            }
+        }
+        Wire::OpenAiResponses => {
+            if let Some(input) = tools::responses_input(obj) {
+                if !text.is_empty() {
+                    input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}));
+                }
+                for c in calls {
+                    input.push(json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}));
+                }
+                for (c, r) in calls.iter().zip(results) {
+                    input.push(
+                        json!({"type": "function_call_output", "call_id": c.id, "output": r}),
+                    );
+                }
+            }
+        }
+        Wire::Gemini => {
+            let mut parts = Vec::new();
+            if !text.is_empty() {
+                parts.push(json!({"text": text}));
+            }
+            for c in calls {
+                let args: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
+                parts.push(json!({"functionCall": {"name": c.name, "args": args}}));
+            }
+            let outputs: Vec<Value> = calls
+                .iter()
+                .zip(results)
+                .map(|(c, r)| json!({"functionResponse": {"name": c.name, "response": {"result": r}}}))
+                .collect();
+            if let Some(contents) = obj.get_mut("contents").and_then(Value::as_array_mut) {
+                contents.push(json!({"role": "model", "parts": parts}));
+                contents.push(json!({"role": "user", "parts": outputs}));
+            }
+        }
+    }
+}
+
+fn is_proxy_tool(name: Option<&str>) -> bool {
+    name.is_some_and(|n| NAMES.contains(&n))
+}
+
+/// Removes the proxy's tool calls from a non-streamed answer; when no client tool call is
+/// left, a tool-use stop reason becomes a normal end so the client does not wait for calls
+/// it cannot see. Returns whether anything changed.
+pub fn strip_json(wire: Wire, body: &mut Value) -> bool {
+    let mut changed = false;
+    match wire {
+        Wire::Anthropic => {
+            let mut left = 0;
+            if let Some(content) = body.get_mut("content").and_then(Value::as_array_mut) {
+                let before = content.len();
+                content.retain(|b| !is_proxy_tool(b.get("name").and_then(Value::as_str)));
+                changed = content.len() != before;
+                left = content
+                    .iter()
+                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+                    .count();
+            }
+            if changed && left == 0 && body["stop_reason"] == "tool_use" {
+                body["stop_reason"] = json!("end_turn");
+            }
+        }
+        Wire::OpenAiChat => {
+            for choice in body
+                .get_mut("choices")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                let Some(message) = choice.get_mut("message").and_then(Value::as_object_mut) else {
+                    continue;
+                };
+                let mut emptied = false;
+                if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
+                    let before = calls.len();
+                    calls.retain(|c| {
+                        !is_proxy_tool(
+                            c.get("function")
+                                .and_then(|f| f.get("name"))
+                                .and_then(Value::as_str),
+                        )
+                    });
+                    changed |= calls.len() != before;
+                    emptied = calls.is_empty() && before > 0;
+                }
+                if emptied {
+                    message.remove("tool_calls");
+                    if choice["finish_reason"] == "tool_calls" {
+                        choice["finish_reason"] = json!("stop");
+                    }
+                }
+            }
+        }
+        Wire::OpenAiResponses => {
+            if let Some(output) = body.get_mut("output").and_then(Value::as_array_mut) {
+                let before = output.len();
+                output.retain(|o| {
+                    !(o.get("type").and_then(Value::as_str) == Some("function_call")
+                        && is_proxy_tool(o.get("name").and_then(Value::as_str)))
+                });
+                changed = output.len() != before;
+            }
+        }
+        Wire::Gemini => {
+            for candidate in body
+                .get_mut("candidates")
+                .and_then(Value::as_array_mut)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(parts) = candidate
+                    .get_mut("content")
+                    .and_then(|c| c.get_mut("parts"))
+                    .and_then(Value::as_array_mut)
+                {
+                    let before = parts.len();
+                    parts.retain(|p| {
+                        !is_proxy_tool(
+                            p.get("functionCall")
+                                .and_then(|c| c.get("name"))
+                                .and_then(Value::as_str),
+                        )
+                    });
+                    changed |= parts.len() != before;
+                }
+            }
+        }
+    }
+    changed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strip_json_removes_proxy_calls_and_fixes_the_stop() {
+        let mut a = json!({"content": [{"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t", "name": "compress", "input": {}}], "stop_reason": "tool_use"});
+        assert!(strip_json(Wire::Anthropic, &mut a));
+        assert_eq!(a["content"].as_array().unwrap().len(), 1);
+        assert_eq!(a["stop_reason"], "end_turn");
+        let mut c = json!({"choices": [{"message": {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "search_context", "arguments": "{}"}}, {"id": "2", "function": {"name": "bash", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]});
+        assert!(strip_json(Wire::OpenAiChat, &mut c));
+        assert_eq!(
+            c["choices"][0]["message"]["tool_calls"]
+                .as_array()
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(c["choices"][0]["finish_reason"], "tool_calls");
+        let mut g = json!({"candidates": [{"content": {"parts": [{"text": "x"}]}}]});
+        assert!(!strip_json(Wire::Gemini, &mut g));
+    }
+
+    #[test]
+    fn a_round_is_appended_in_each_wires_shape() {
+        let call = HiddenCall {
+            index: 0,
+            id: "c1".into(),
+            name: "compress".into(),
+            arguments: "{\"ranges\":[]}".into(),
+            complete: true,
+        };
+        let mut a = json!({"messages": [{"role": "user", "content": "q"}]});
+        append_round(
+            Wire::Anthropic,
+            &mut a,
+            "thinking",
+            std::slice::from_ref(&call),
+            &["done".into()],
+        );
+        assert_eq!(a["messages"][1]["content"][1]["type"], "tool_use");
+        assert_eq!(a["messages"][2]["content"][0]["tool_use_id"], "c1");
+        let mut r = json!({"input": "q"});
+        append_round(
+            Wire::OpenAiResponses,
+            &mut r,
+            "",
+            std::slice::from_ref(&call),
+            &["done".into()],
+        );
+        assert_eq!(r["input"][1]["type"], "function_call");
+        assert_eq!(r["input"][2]["output"], "done");
+        let mut g = json!({"contents": [{"role": "user", "parts": [{"text": "q"}]}]});
+        append_round(
+            Wire::Gemini,
+            &mut g,
+            "",
+            std::slice::from_ref(&call),
+            &["done".into()],
+        );
+        assert_eq!(
+            g["contents"][2]["parts"][0]["functionResponse"]["name"],
+            "compress"
+        );
+    }
+}

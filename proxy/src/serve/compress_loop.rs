@@ -1,0 +1,612 @@
+//! The answer side of a provider request: relay the upstream answer to the client, capture
+//! its usage, learn from context-overflow errors, and — when the proxy's tools were injected
+//! — run the model's calls to them and re-request until the model answers the client
+//! (`summarizer.model_tool`).
+//!
+//! Without injected tools the upstream bytes go to the client exactly as they arrive and are
+//! parsed on the side for usage only. With them, SSE streams are parsed, filtered (proxy
+//! calls hidden) and stitched across rounds (see [`super::stitch`]); JSON answers are
+//! buffered, and the client gets the last round's body with the proxy calls removed.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{HeaderMap, Method, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use foldwire_core::{Conversation, SessionId, Wire};
+use foldwire_wire::stream::{
+    HiddenCall, ParsedEvent, StreamEvent, StreamFilter, StreamParser, parse_response,
+};
+use futures::StreamExt as _;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::AppState;
+use super::calls;
+use super::forward::{self, error};
+use super::route::Route;
+use super::stitch::Stitcher;
+use super::tools::NAMES;
+use super::usage;
+
+/// The SSE comment sent while the proxy works between rounds.
+pub const KEEPALIVE: &[u8] = b": keep-alive\n\n";
+
+/// Told to the model with the results of the round before the last one allowed.
+const LAST_ROUND_NOTE: &str = "[foldwire] Context tools are done for this turn: continue the \
+task now without calling compress, restore or search_context.";
+
+/// Largest non-streamed answer buffered for the compress loop or an error inspected for
+/// overflow; larger bodies are relayed untouched.
+const MAX_BUFFERED: usize = 32 * 1024 * 1024;
+
+/// One client request on its way upstream and back.
+pub struct Exchange {
+    /// Shared state.
+    pub app: Arc<AppState>,
+    /// Where it goes.
+    pub route: Route,
+    /// The HTTP method.
+    pub method: Method,
+    /// The client's headers.
+    pub headers: HeaderMap,
+    /// The wire and session, when the request was processed.
+    pub session: Option<(Wire, SessionId)>,
+    /// foldwire's estimate of the forwarded request's tokens.
+    pub estimated: u64,
+    /// The compress loop's state, when the proxy's tools were injected.
+    pub looped: Option<LoopState>,
+}
+
+/// What the compress loop needs.
+pub struct LoopState {
+    /// The forwarded request as JSON (rounds are appended to it).
+    pub body: Value,
+    /// The conversation with refs as the model saw it (compress checks refs against it).
+    pub view: Option<Arc<Conversation>>,
+}
+
+/// Sends `body` upstream and answers the client.
+pub async fn respond(mut ex: Exchange, body: Bytes) -> Response {
+    let upstream = match send(&ex, body).await {
+        Ok(r) => r,
+        Err(resp) => return *resp,
+    };
+    let status = upstream.status();
+    let headers = forward::response_headers(upstream.headers());
+    if !status.is_success() {
+        return relay_error(&ex, upstream, headers).await;
+    }
+    let content_type = upstream
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let encoded = upstream.headers().contains_key("content-encoding");
+    let sse = content_type.contains("text/event-stream");
+    let Some((wire, _)) = ex.session.clone() else {
+        return build(status, headers, Body::from_stream(upstream.bytes_stream()));
+    };
+    if encoded {
+        ex.looped = None;
+    }
+    match (sse, ex.looped.is_some()) {
+        (true, true) => {
+            let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+            tokio::spawn(stream_rounds(ex, wire, upstream, tx));
+            let body = futures::stream::unfold(rx, |mut rx| async move {
+                rx.recv().await.map(|item| (item, rx))
+            });
+            build(status, headers, Body::from_stream(body))
+        }
+        (false, true) if !content_type.contains("stream") => {
+            json_rounds(ex, wire, upstream, status, headers).await
+        }
+        _ if encoded => build(status, headers, Body::from_stream(upstream.bytes_stream())),
+        _ => {
+            let framed = sse
+                || (wire == Wire::Gemini
+                    && ex.route.path_and_query.contains(":streamGenerateContent"));
+            tap(ex, wire, framed, upstream, status, headers)
+        }
+    }
+}
+
+/// Sends one upstream request.
+async fn send(ex: &Exchange, body: Bytes) -> Result<reqwest::Response, Box<Response>> {
+    let url = format!("{}{}", ex.route.upstream, ex.route.path_and_query);
+    // In the loop the proxy must read the answer, so it asks for it uncompressed.
+    let drop_encoding = ex.looped.is_some();
+    let mut request = ex.app.client.request(ex.method.clone(), &url).body(body);
+    for (name, value) in &ex.headers {
+        if forward::passes_upstream(name, &ex.headers)
+            && !(drop_encoding && name == "accept-encoding")
+        {
+            request = request.header(name, value);
+        }
+    }
+    request.send().await.map_err(|e| {
+        ex.app.metrics.upstream_error();
+        Box::new(error(
+            StatusCode::BAD_GATEWAY,
+            "upstream_unreachable",
+            &format!("cannot reach {url}: {e}"),
+        ))
+    })
+}
+
+fn build(status: StatusCode, headers: HeaderMap, body: Body) -> Response {
+    let mut response = Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// An upstream error: relayed verbatim; a context overflow teaches the session its window.
+async fn relay_error(ex: &Exchange, upstream: reqwest::Response, headers: HeaderMap) -> Response {
+    let status = upstream.status();
+    let small = upstream
+        .content_length()
+        .is_none_or(|n| n <= MAX_BUFFERED as u64);
+    if !small || upstream.headers().contains_key("content-encoding") {
+        return build(status, headers, Body::from_stream(upstream.bytes_stream()));
+    }
+    let bytes = match upstream.bytes().await {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_GATEWAY,
+                "bad_upstream_response",
+                &e.to_string(),
+            );
+        }
+    };
+    if let Some((wire, session)) = &ex.session
+        && let Some(window) = usage::overflow_window(*wire, status.as_u16(), &bytes, ex.estimated)
+    {
+        learn(&ex.app, session, window).await;
+    }
+    build(status, headers, Body::from(bytes))
+}
+
+/// Stores a learned window in the session state and the in-memory cache.
+async fn learn(app: &AppState, session: &SessionId, window: u64) {
+    let learned = app
+        .engine
+        .update(
+            session,
+            Box::new(move |state| Value::from(usage::learn_window(state, window))),
+        )
+        .await;
+    match learned.ok().and_then(|v| v.as_u64()) {
+        Some(w) => {
+            tracing::info!(session = %session, window = w, "Learned the session's context window from an overflow error.");
+            app.windows.insert(session.clone(), Some(w));
+        }
+        None => tracing::warn!(session = %session, "Could not store the learned window."),
+    }
+}
+
+/// Records the usage a round reported against foldwire's estimate.
+async fn record_usage(ex: &Exchange, wire: Wire, events: &[StreamEvent]) {
+    let Some((_, session)) = &ex.session else {
+        return;
+    };
+    let Some(reported) = usage::last_usage(events).and_then(|u| usage::prompt_tokens(wire, &u))
+    else {
+        return;
+    };
+    let estimated = ex.estimated;
+    let keep = ex.app.config.usage_samples;
+    let stored = ex
+        .app
+        .engine
+        .update(
+            session,
+            Box::new(move |state| {
+                usage::record(state, estimated, reported, keep);
+                Value::Null
+            }),
+        )
+        .await;
+    if let Err(e) = stored {
+        tracing::warn!(session = %session, error = %e, "Could not record usage.");
+    }
+}
+
+/// No loop: the bytes go to the client as they arrive, parsed on the side for usage (a
+/// stream event by event, a JSON body once whole).
+fn tap(
+    ex: Exchange,
+    wire: Wire,
+    framed: bool,
+    upstream: reqwest::Response,
+    status: StatusCode,
+    headers: HeaderMap,
+) -> Response {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
+    tokio::spawn(async move {
+        let mut stream = upstream.bytes_stream();
+        let mut parser = framed.then(|| StreamParser::new(wire));
+        let mut whole: Option<Vec<u8>> = (!framed).then(Vec::new);
+        let mut usage_events = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = tx.send(Err(std::io::Error::other(e))).await;
+                    return;
+                }
+            };
+            if let Some(p) = parser.as_mut() {
+                match p.feed(&chunk) {
+                    Ok(events) => usage_events.extend(usage_of(&events)),
+                    Err(_) => {
+                        // Not a stream: maybe one JSON body; keep it (bounded) to read its usage.
+                        parser = None;
+                        whole = Some(Vec::new());
+                    }
+                }
+            }
+            if let Some(w) = whole.as_mut().filter(|w| w.len() < MAX_BUFFERED) {
+                w.extend_from_slice(&chunk);
+            }
+            if tx.send(Ok(chunk)).await.is_err() {
+                return;
+            }
+        }
+        drop(tx);
+        if let Some(p) = parser
+            && let Ok(events) = p.finish()
+        {
+            usage_events.extend(usage_of(&events));
+        }
+        if let Some(w) = whole
+            && let Ok(events) = parse_response(wire, &w)
+        {
+            usage_events.extend(events);
+        }
+        record_usage(&ex, wire, &usage_events).await;
+    });
+    let body = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    });
+    build(status, headers, Body::from_stream(body))
+}
+
+fn usage_of(events: &[ParsedEvent]) -> impl Iterator<Item = StreamEvent> + '_ {
+    events
+        .iter()
+        .flat_map(|e| e.events.iter())
+        .filter(|e| matches!(e, StreamEvent::Usage(_)))
+        .cloned()
+}
+
+/// What one round showed.
+#[derive(Default)]
+struct RoundSeen {
+    text: String,
+    client_calls: bool,
+    events: Vec<StreamEvent>,
+}
+
+impl RoundSeen {
+    fn see(&mut self, events: &[StreamEvent]) {
+        for e in events {
+            match e {
+                StreamEvent::TextDelta { text, .. } => self.text.push_str(text),
+                StreamEvent::ToolCallStart { name, .. } if !NAMES.contains(&name.as_str()) => {
+                    self.client_calls = true;
+                }
+                _ => {}
+            }
+            if matches!(e, StreamEvent::Usage(_)) {
+                self.events.push(e.clone());
+            }
+        }
+    }
+}
+
+/// Whether the loop goes on after a round.
+fn goes_on(ex: &Exchange, round: usize, seen: &RoundSeen, hidden: &[HiddenCall]) -> bool {
+    !hidden.is_empty()
+        && hidden.iter().all(|c| c.complete)
+        && !seen.client_calls
+        && round + 1 < ex.app.config.max_rounds
+}
+
+/// Runs the round's proxy calls and sends the next round upstream.
+async fn next_round(
+    ex: &mut Exchange,
+    wire: Wire,
+    round: usize,
+    text: &str,
+    hidden: &[HiddenCall],
+) -> Option<reqwest::Response> {
+    let (_, session) = ex.session.clone()?;
+    let mut results = Vec::with_capacity(hidden.len());
+    for call in hidden {
+        let view = ex.looped.as_ref().and_then(|l| l.view.as_ref());
+        results.push(calls::run(&ex.app.engine, &session, view, call).await);
+        ex.app.metrics.proxy_call();
+    }
+    if round + 2 >= ex.app.config.max_rounds
+        && let Some(last) = results.last_mut()
+    {
+        last.push_str("\n\n");
+        last.push_str(LAST_ROUND_NOTE);
+    }
+    let looped = ex.looped.as_mut()?;
+    calls::append_round(wire, &mut looped.body, text, hidden, &results);
+    let body = Bytes::from(serde_json::to_vec(&looped.body).ok()?);
+    let upstream = send(ex, body).await.ok()?;
+    if upstream.status().is_success() {
+        Some(upstream)
+    } else {
+        tracing::warn!(status = %upstream.status(), "A compress-loop round was refused upstream; finishing the turn.");
+        None
+    }
+}
+
+/// When the loop ends on client tool calls, the proxy calls beside them still take effect
+/// (the model asked for them); their results are not needed by anyone.
+async fn apply_only(ex: &Exchange, seen: &RoundSeen, hidden: &[HiddenCall]) {
+    let Some((_, session)) = &ex.session else {
+        return;
+    };
+    if !seen.client_calls {
+        return;
+    }
+    for call in hidden.iter().filter(|c| c.complete) {
+        let view = ex.looped.as_ref().and_then(|l| l.view.as_ref());
+        let result = calls::run(&ex.app.engine, session, view, call).await;
+        tracing::debug!(session = %session, tool = %call.name, result = %result, "Proxy call applied beside client calls.");
+        ex.app.metrics.proxy_call();
+    }
+}
+
+/// Runs `work` while sending SSE keep-alive comments every `every`.
+async fn with_keepalive<F: std::future::Future>(
+    work: F,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+    every: Duration,
+) -> F::Output {
+    let _ = tx.send(Ok(Bytes::from_static(KEEPALIVE))).await;
+    tokio::pin!(work);
+    let mut tick = tokio::time::interval(every.max(Duration::from_millis(100)));
+    tick.tick().await;
+    loop {
+        tokio::select! {
+            out = &mut work => return out,
+            _ = tick.tick() => {
+                let _ = tx.send(Ok(Bytes::from_static(KEEPALIVE))).await;
+            }
+        }
+    }
+}
+
+/// The SSE loop: relay, hide, stitch, and re-request while the model only calls the proxy.
+async fn stream_rounds(
+    mut ex: Exchange,
+    wire: Wire,
+    first: reqwest::Response,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
+    let mut stitcher = Stitcher::new(wire);
+    let mut upstream = first;
+    let mut round = 0;
+    loop {
+        let mut parser = StreamParser::new(wire);
+        let mut filter = StreamFilter::new(wire, NAMES);
+        let mut seen = RoundSeen::default();
+        let mut pending: Vec<u8> = Vec::new();
+        let mut consumed = 0usize;
+        let mut raw_mode = false;
+        let mut stream = upstream.bytes_stream();
+        while let Some(chunk) = stream.next().await {
+            let chunk = match chunk {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = tx.send(Err(std::io::Error::other(e))).await;
+                    return;
+                }
+            };
+            if raw_mode {
+                if tx.send(Ok(chunk)).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            pending.extend_from_slice(&chunk);
+            match parser.feed(&chunk) {
+                Ok(events) => {
+                    for ev in events {
+                        consumed = consumed.max(ev.raw.len() + offset_in_round(&ev));
+                        if !emit(&mut filter, &mut stitcher, &mut seen, &ev, &tx).await {
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    // Unparseable: everything not yet sent goes out as received.
+                    tracing::warn!(error = %e, "Upstream stream did not parse; relaying it raw.");
+                    raw_mode = true;
+                    let rest = Bytes::copy_from_slice(pending.get(consumed..).unwrap_or_default());
+                    if tx.send(Ok(rest)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+        if raw_mode {
+            return;
+        }
+        if let Ok(events) = parser.finish() {
+            for ev in events {
+                if !emit(&mut filter, &mut stitcher, &mut seen, &ev, &tx).await {
+                    return;
+                }
+            }
+        }
+        if round == 0 {
+            record_usage(&ex, wire, &seen.events).await;
+        }
+        let hidden = filter.finish();
+        if goes_on(&ex, round, &seen, &hidden) {
+            let every = Duration::from_secs(ex.app.config.keepalive_secs);
+            let next = with_keepalive(
+                next_round(&mut ex, wire, round, &seen.text, &hidden),
+                &tx,
+                every,
+            )
+            .await;
+            if let Some(next) = next {
+                for frame in stitcher.next_round() {
+                    if tx.send(Ok(frame)).await.is_err() {
+                        return;
+                    }
+                }
+                upstream = next;
+                round += 1;
+                continue;
+            }
+        }
+        apply_only(&ex, &seen, &hidden).await;
+        let all_hidden = !hidden.is_empty() && !seen.client_calls;
+        for frame in stitcher.finish(all_hidden) {
+            if tx.send(Ok(frame)).await.is_err() {
+                return;
+            }
+        }
+        ex.app.metrics.rounds(round as u64 + 1);
+        return;
+    }
+}
+
+/// Where an event starts inside its round's bytes.
+fn offset_in_round(ev: &ParsedEvent) -> usize {
+    usize::try_from(ev.offset).unwrap_or(usize::MAX)
+}
+
+/// Filters and stitches one event and sends what the client should see; false once the
+/// client is gone.
+async fn emit(
+    filter: &mut StreamFilter,
+    stitcher: &mut Stitcher,
+    seen: &mut RoundSeen,
+    ev: &ParsedEvent,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> bool {
+    seen.see(&ev.events);
+    let out = match filter.push(ev) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return true,
+        Err(e) => {
+            tracing::warn!(error = %e, "An upstream event could not be filtered; relaying it as received.");
+            ev.raw.clone()
+        }
+    };
+    match stitcher.push(ev, out) {
+        Some(bytes) => tx.send(Ok(bytes)).await.is_ok(),
+        None => true,
+    }
+}
+
+/// The JSON loop: buffer each answer, run its proxy calls, re-request; the client gets the
+/// last body without proxy calls.
+async fn json_rounds(
+    mut ex: Exchange,
+    wire: Wire,
+    first: reqwest::Response,
+    status: StatusCode,
+    headers: HeaderMap,
+) -> Response {
+    let mut upstream = first;
+    let mut round = 0;
+    loop {
+        let bytes = match upstream.bytes().await {
+            Ok(b) => b,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_GATEWAY,
+                    "bad_upstream_response",
+                    &e.to_string(),
+                );
+            }
+        };
+        let Ok(events) = parse_response(wire, &bytes) else {
+            return build(status, headers, Body::from(bytes));
+        };
+        let mut seen = RoundSeen::default();
+        seen.see(&events);
+        if round == 0 {
+            record_usage(&ex, wire, &seen.events).await;
+        }
+        let hidden = hidden_calls(&events);
+        if goes_on(&ex, round, &seen, &hidden)
+            && let Some(next) = next_round(&mut ex, wire, round, &seen.text, &hidden).await
+        {
+            upstream = next;
+            round += 1;
+            continue;
+        }
+        ex.app.metrics.rounds(round as u64 + 1);
+        apply_only(&ex, &seen, &hidden).await;
+        if hidden.is_empty() {
+            return build(status, headers, Body::from(bytes));
+        }
+        let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
+            return build(status, headers, Body::from(bytes));
+        };
+        calls::strip_json(wire, &mut value);
+        let body = serde_json::to_vec(&value).map_or(bytes, Bytes::from);
+        return build(status, headers, Body::from(body));
+    }
+}
+
+/// The proxy calls among a whole answer's events.
+fn hidden_calls(events: &[StreamEvent]) -> Vec<HiddenCall> {
+    let mut calls: Vec<HiddenCall> = Vec::new();
+    let mut open: Option<usize> = None;
+    for e in events {
+        match e {
+            StreamEvent::ToolCallStart {
+                index, id, name, ..
+            } => {
+                open = None;
+                if NAMES.contains(&name.as_str()) {
+                    calls.push(HiddenCall {
+                        index: *index,
+                        id: id.clone(),
+                        name: name.clone(),
+                        arguments: String::new(),
+                        complete: true,
+                    });
+                    open = Some(calls.len() - 1);
+                }
+            }
+            StreamEvent::ToolCallArgsDelta { index, json } => {
+                if let Some(call) = open
+                    .and_then(|i| calls.get_mut(i))
+                    .filter(|c| c.index == *index)
+                {
+                    call.arguments.push_str(json);
+                }
+            }
+            StreamEvent::ToolCallEnd { .. } => open = None,
+            _ => {}
+        }
+    }
+    for c in &mut calls {
+        if c.arguments.trim().is_empty() {
+            c.arguments = "{}".to_owned();
+        }
+        if c.id.is_empty() {
+            c.id = format!("foldwire_{}", c.index);
+        }
+    }
+    calls
+}

@@ -1,0 +1,464 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The model-written compress loop through a real proxy: the model's `compress` call is
+//! applied and hidden, the client sees one well-formed answer; client tool calls end the
+//! loop; the round cap finishes gracefully; usage and overflow windows are learned.
+
+mod support;
+
+use foldwire_core::Wire;
+use foldwire_stages::kernel::pairing_rules;
+use foldwire_wire::stream::{StreamEvent, parse_response, parse_stream};
+use serde_json::Value;
+use support::*;
+
+const WIRES: [Wire; 4] = [
+    Wire::Anthropic,
+    Wire::OpenAiChat,
+    Wire::OpenAiResponses,
+    Wire::Gemini,
+];
+
+async fn post(
+    proxy: std::net::SocketAddr,
+    wire: Wire,
+    stream: bool,
+    session: &str,
+    script: &str,
+    body: &Value,
+) -> (u16, bytes::Bytes) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}{}", path_of(wire, stream)))
+        .header("x-foldwire-session", session)
+        .header("x-mock-script", script)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.bytes().await.unwrap())
+}
+
+/// The client-visible events of an answer.
+fn events(wire: Wire, stream: bool, bytes: &[u8]) -> Vec<StreamEvent> {
+    if stream {
+        parse_stream(wire, bytes)
+            .unwrap_or_else(|e| panic!("{wire}: the client stream does not parse: {e}"))
+            .into_iter()
+            .flat_map(|e| e.events)
+            .collect()
+    } else {
+        parse_response(wire, bytes).unwrap()
+    }
+}
+
+fn text_of(events: &[StreamEvent]) -> String {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::TextDelta { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn tool_names(events: &[StreamEvent]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            StreamEvent::ToolCallStart { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Checks the stitched stream's framing is one answer.
+fn assert_one_answer(wire: Wire, bytes: &[u8]) {
+    let text = String::from_utf8_lossy(bytes);
+    match wire {
+        Wire::Anthropic => {
+            assert_eq!(text.matches("event: message_start").count(), 1, "{text}");
+            assert_eq!(text.matches("event: message_stop").count(), 1, "{text}");
+            assert_eq!(text.matches("event: message_delta").count(), 1, "{text}");
+            let starts: Vec<u64> = parse_stream(wire, bytes)
+                .unwrap()
+                .iter()
+                .filter_map(|e| e.data.as_deref())
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .filter(|v| v["type"] == "content_block_start")
+                .map(|v| v["index"].as_u64().unwrap())
+                .collect();
+            let expected: Vec<u64> = (0..starts.len() as u64).collect();
+            assert_eq!(starts, expected, "block indices continue across rounds");
+        }
+        Wire::OpenAiChat => {
+            assert_eq!(text.matches("data: [DONE]").count(), 1, "{text}");
+            assert_eq!(text.matches("\"finish_reason\":\"").count(), 1, "{text}");
+        }
+        Wire::OpenAiResponses => {
+            assert_eq!(text.matches("event: response.created").count(), 1, "{text}");
+            assert_eq!(
+                text.matches("event: response.completed").count(),
+                1,
+                "{text}"
+            );
+            let seqs: Vec<u64> = parse_stream(wire, bytes)
+                .unwrap()
+                .iter()
+                .filter_map(|e| e.data.as_deref())
+                .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+                .filter_map(|v| v["sequence_number"].as_u64())
+                .collect();
+            let expected: Vec<u64> = (0..seqs.len() as u64).collect();
+            assert_eq!(seqs, expected, "sequence numbers continue across rounds");
+        }
+        Wire::Gemini => {
+            assert_eq!(text.matches("\"finishReason\"").count(), 1, "{text}");
+        }
+    }
+}
+
+fn assert_forwarded_valid(wire: Wire, bodies: &[bytes::Bytes]) {
+    for body in bodies {
+        let conv = foldwire_wire::request::decode(wire, body.clone())
+            .unwrap_or_else(|e| panic!("{wire}: a forwarded body does not decode: {e}"));
+        let v = pairing_rules::violations(wire, &conv.messages);
+        assert!(v.is_empty(), "{wire}: pairing violations {v:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_compress_call_is_applied_hidden_and_stitched_on_every_wire() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    for wire in WIRES {
+        for stream in [true, false] {
+            mock.received.lock().unwrap().clear();
+            let session = format!("loop-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 16, 2400, stream);
+            let (status, got) = post(proxy, wire, stream, &session, "compress", &body).await;
+            assert_eq!(status, 200, "{wire} {}", String::from_utf8_lossy(&got));
+            let shown = String::from_utf8_lossy(&got).to_string();
+            assert!(
+                !shown.contains("\"compress\""),
+                "{wire} stream={stream}: {shown}"
+            );
+            assert!(
+                !shown.contains("fwcall_"),
+                "{wire} stream={stream}: {shown}"
+            );
+            let evs = events(wire, stream, &got);
+            let text = text_of(&evs);
+            assert!(
+                text.contains("All done."),
+                "{wire} stream={stream}: {text:?}"
+            );
+            if stream {
+                assert!(text.contains("Let me tidy up."), "{wire}: {text:?}");
+                assert_one_answer(wire, &got);
+                assert!(
+                    shown.contains(": keep-alive"),
+                    "{wire}: keep-alive during the loop"
+                );
+            }
+            assert!(
+                tool_names(&evs).is_empty(),
+                "{wire}: {:?}",
+                tool_names(&evs)
+            );
+
+            let bodies = mock.bodies();
+            assert_eq!(
+                bodies.len(),
+                2,
+                "{wire} stream={stream}: two rounds upstream"
+            );
+            let first = String::from_utf8_lossy(&bodies[0]).to_string();
+            assert!(first.contains("search_context"), "{wire}: tools injected");
+            assert!(
+                first.contains("Compressible ranges now"),
+                "{wire}: ranges listed"
+            );
+            assert!(
+                first.contains("starts: \\\""),
+                "{wire}: ranges come with previews"
+            );
+            assert_forwarded_valid(wire, &bodies);
+
+            let state = admin(proxy, &session).await;
+            let blocks = state["state"]["blocks"].as_array().unwrap();
+            assert_eq!(blocks.len(), 1, "{wire} stream={stream}: {state}");
+            assert_eq!(blocks[0]["author"], "model", "{}", blocks[0]);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_tool_call_ends_the_loop_and_reaches_the_client() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    for wire in WIRES {
+        for stream in [true, false] {
+            mock.received.lock().unwrap().clear();
+            let session = format!("client-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 16, 2400, stream);
+            let (status, got) = post(proxy, wire, stream, &session, "client-tool", &body).await;
+            assert_eq!(status, 200);
+            let evs = events(wire, stream, &got);
+            assert_eq!(
+                tool_names(&evs),
+                vec!["bash".to_owned()],
+                "{wire} stream={stream}"
+            );
+            assert!(!String::from_utf8_lossy(&got).contains("\"compress\""));
+            assert_eq!(mock.bodies().len(), 1, "{wire}: no second round");
+            // The compress call beside the client's still took effect.
+            let state = admin(proxy, &session).await;
+            assert_eq!(
+                state["state"]["blocks"].as_array().unwrap().len(),
+                1,
+                "{wire}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_round_cap_finishes_gracefully() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.max_rounds = 3).await;
+    for wire in WIRES {
+        for stream in [true, false] {
+            mock.received.lock().unwrap().clear();
+            let session = format!("cap-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 16, 2400, stream);
+            let (status, got) = post(proxy, wire, stream, &session, "always", &body).await;
+            assert_eq!(status, 200);
+            let bodies = mock.bodies();
+            assert_eq!(
+                bodies.len(),
+                3,
+                "{wire}: exactly max_rounds upstream requests"
+            );
+            assert!(
+                String::from_utf8_lossy(&bodies[2]).contains("Context tools are done"),
+                "{wire}: the model is told before the last round"
+            );
+            let shown = String::from_utf8_lossy(&got);
+            assert!(!shown.contains("\"compress\""), "{wire}: {shown}");
+            assert!(
+                !shown.contains("\"tool_use\""),
+                "{wire}: stop reason fixed: {shown}"
+            );
+            assert!(!shown.contains("\"tool_calls\""), "{wire}: {shown}");
+            let text = text_of(&events(wire, stream, &got));
+            if stream {
+                assert_one_answer(wire, &got);
+                assert!(
+                    text.contains("Round 1.") && text.contains("Round 3."),
+                    "{wire}: {text}"
+                );
+            } else {
+                // A JSON answer is the last round's body, its proxy call removed.
+                assert!(text.contains("Round 3."), "{wire}: {text}");
+            }
+            assert_forwarded_valid(wire, &bodies);
+        }
+    }
+    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    // Two rounds of calls run per request (the third round's call is only hidden).
+    assert!(
+        metrics.contains("foldwire_proxy_tool_calls_total 16"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("foldwire_loop_rounds_total 24"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_recorded_and_overflow_teaches_the_window() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let dir2 = tempfile::tempdir().unwrap();
+    let plain = start_proxy_with(upstream, dir2.path(), |c| c.compress_tools = false).await;
+    for wire in WIRES {
+        for stream in [true, false] {
+            let session = format!("usage-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 2, 200, stream);
+            let (status, _) = post(proxy, wire, stream, &session, "plain", &body).await;
+            assert_eq!(status, 200);
+            let state = admin(proxy, &session).await;
+            let usage = state["state"]["usage"].as_array().unwrap();
+            assert_eq!(usage.len(), 1, "{wire} stream={stream}: {state}");
+            assert_eq!(usage[0]["reported"], PROMPT_TOKENS);
+            assert!(usage[0]["estimated"].as_u64().unwrap() > 0);
+        }
+
+        // Without the proxy tools the bytes are relayed untouched and usage is still read.
+        for stream in [true, false] {
+            let session = format!("tap-{}-{stream}", wire.as_str());
+            let body = history_body(wire, 2, 200, stream);
+            let (status, got) = post(plain, wire, stream, &session, "plain", &body).await;
+            assert_eq!(status, 200);
+            assert!(!String::from_utf8_lossy(&got).contains("keep-alive"));
+            let state = admin(plain, &session).await;
+            assert_eq!(
+                state["state"]["usage"][0]["reported"], PROMPT_TOKENS,
+                "{wire} {stream}"
+            );
+        }
+
+        // Overflow: relayed verbatim, and the session learns its window.
+        let session = format!("overflow-{}", wire.as_str());
+        let body = history_body(wire, 16, 2400, false);
+        let (status, got) = post(proxy, wire, false, &session, "overflow", &body).await;
+        assert_eq!(status, 400);
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.contains("12000"), "{text}");
+        let before = admin(proxy, &session).await;
+        assert_eq!(before["state"]["learned_window"], 12000, "{wire}: {before}");
+        let first_tokens = before["reports"][0]["counters"]["request_tokens"]
+            .as_u64()
+            .unwrap();
+        // The next request is laid out for the learned window: much smaller.
+        let (status, _) = post(proxy, wire, false, &session, "plain", &body).await;
+        assert_eq!(status, 200);
+        let after = admin(proxy, &session).await;
+        let second_tokens = after["reports"][1]["counters"]["request_tokens"]
+            .as_u64()
+            .unwrap();
+        assert!(
+            second_tokens < first_tokens / 2,
+            "{wire}: {first_tokens} -> {second_tokens}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_and_search_calls_return_exact_originals_and_hits_to_the_model() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let wire = Wire::Anthropic;
+    let body = history_body(wire, 16, 2400, true);
+    let client_text = body.to_string();
+    let (status, _) = post(proxy, wire, true, "tools", "compress", &body).await;
+    assert_eq!(status, 200);
+
+    mock.received.lock().unwrap().clear();
+    let (status, got) = post(proxy, wire, true, "tools", "restore", &body).await;
+    assert_eq!(status, 200);
+    assert!(!String::from_utf8_lossy(&got).contains("\"restore\""));
+    assert!(text_of(&events(wire, true, &got)).contains("Looked it up."));
+    let bodies = mock.bodies();
+    assert_eq!(bodies.len(), 2);
+    let second: Value = serde_json::from_slice(&bodies[1]).unwrap();
+    let result = second["messages"].as_array().unwrap().last().unwrap()["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let admin = admin(proxy, "tools").await;
+    let state: foldwire_core::SessionState =
+        serde_json::from_value(admin["state"].clone()).unwrap();
+    let block = state.blocks.first().unwrap().id;
+    let restored = foldwire_stages::kernel::restore(&state, block, true).unwrap();
+    assert!(!restored.units.is_empty());
+    for unit in &restored.units {
+        assert!(
+            result.contains(&unit.raw),
+            "restore result misses {}",
+            unit.r#ref
+        );
+        assert!(
+            client_text.contains(&unit.raw),
+            "{} is not what the client sent",
+            unit.r#ref
+        );
+    }
+
+    mock.received.lock().unwrap().clear();
+    let (status, _) = post(proxy, wire, true, "tools", "search", &body).await;
+    assert_eq!(status, 200);
+    let second: Value = serde_json::from_slice(&mock.bodies()[1]).unwrap();
+    let hits = second["messages"].as_array().unwrap().last().unwrap()["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(hits.starts_with(&block.to_string()), "{hits}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_past_a_pressure_band_gets_a_trailing_nudge() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 50_000).await;
+    for wire in WIRES {
+        mock.received.lock().unwrap().clear();
+        let session = format!("nudge-{}", wire.as_str());
+        let body = history_body(wire, 16, 2400, false);
+        let (status, _) = post(proxy, wire, false, &session, "plain", &body).await;
+        assert_eq!(status, 200);
+        let forwarded = String::from_utf8_lossy(&mock.bodies()[0]).to_string();
+        let counters = admin(proxy, &session).await["reports"][0]["counters"].clone();
+        let at = forwarded
+            .find("[foldwire] The context is past 30% of the window")
+            .unwrap_or_else(|| panic!("{wire}: no nudge: {counters}"));
+        // Trailing: after the client's last user text, so the cached prefix is untouched.
+        let last_user = forwarded.rfind("Now please finish the task.").unwrap();
+        assert!(at > last_user, "{wire}: the nudge trails the conversation");
+        // A small request gets none.
+        mock.received.lock().unwrap().clear();
+        let small = history_body(wire, 1, 100, false);
+        let (status, _) = post(proxy, wire, false, &format!("{session}-s"), "plain", &small).await;
+        assert_eq!(status, 200);
+        assert!(!String::from_utf8_lossy(&mock.bodies()[0]).contains("The context is past"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_tools_injected_streams_without_proxy_calls_stay_byte_identical() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let client = reqwest::Client::new();
+    let mut relayed = 0;
+    for (wire, dir_name) in [
+        (Wire::Anthropic, "anthropic"),
+        (Wire::OpenAiChat, "openai-chat"),
+        (Wire::OpenAiResponses, "openai-responses"),
+        (Wire::Gemini, "gemini"),
+    ] {
+        for fixture in foldwire_core::fixtures::files(dir_name, "stream-") {
+            let body = history_body(wire, 1, 50, true);
+            let resp = client
+                .post(format!("http://{proxy}{}", path_of(wire, true)))
+                .header("x-foldwire-session", format!("fx-{relayed}"))
+                .header("x-mock-fixture", fixture.display().to_string())
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 200);
+            let got = resp.bytes().await.unwrap();
+            let want = std::fs::read(&fixture).unwrap();
+            let calls_proxy_tool = String::from_utf8_lossy(&want).contains("\"compress\"");
+            if !calls_proxy_tool {
+                assert_eq!(got.as_ref(), want.as_slice(), "{}", fixture.display());
+                relayed += 1;
+            }
+        }
+    }
+    if foldwire_core::fixtures::dir().is_some() {
+        assert!(relayed >= 20, "only {relayed} stream fixtures relayed");
+    }
+}

@@ -1,0 +1,567 @@
+//! A scripted mock provider for the compress-loop tests: speaks the four wires with real
+//! SSE framing (or JSON bodies), and answers by the script in `x-mock-script`:
+//! - `compress`: first a `compress` call on the first listed range (with some text before
+//!   it), then, once the request carries its result, the text `All done.`;
+//! - `restore` / `search`: a `restore` call for `b1` / a `search_context` call, then text;
+//! - `always`: a `compress` call every time (the round cap must end it);
+//! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
+//! - `overflow`: the wire's context-overflow error (limit 12000);
+//! - `agent`: a `bash` call every turn, with a `compress` call first every 7th client turn;
+//! - anything else: the text `ok`.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use foldwire_core::Wire;
+use foldwire_proxy::serve::{self, ServeConfig, config::Upstreams};
+use serde_json::{Value, json};
+
+/// Prompt tokens the mock reports.
+pub const PROMPT_TOKENS: u64 = 4321;
+
+/// What the mock received.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub path: String,
+    pub body: Bytes,
+}
+
+#[derive(Clone, Default)]
+pub struct Mock {
+    pub received: Arc<Mutex<Vec<Received>>>,
+}
+
+impl Mock {
+    pub fn bodies(&self) -> Vec<Bytes> {
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| r.body.clone())
+            .collect()
+    }
+}
+
+pub fn wire_of_path(path: &str) -> Wire {
+    if path.contains("/v1/messages") {
+        Wire::Anthropic
+    } else if path.contains("chat/completions") {
+        Wire::OpenAiChat
+    } else if path.contains("/responses") {
+        Wire::OpenAiResponses
+    } else {
+        Wire::Gemini
+    }
+}
+
+/// One piece of an answer.
+#[derive(Debug, Clone)]
+pub enum Piece {
+    Text(String),
+    Call {
+        id: String,
+        name: String,
+        args: Value,
+    },
+}
+
+/// The first `mNNNNN..mNNNNN` span in a text.
+fn first_range(text: &str) -> Option<(String, String)> {
+    let b = text.as_bytes();
+    let is_ref = |i: usize| {
+        b.get(i) == Some(&b'm') && (1..=5).all(|k| b.get(i + k).is_some_and(u8::is_ascii_digit))
+    };
+    (0..b.len()).find_map(|i| {
+        (is_ref(i) && b.get(i + 6..i + 8) == Some(b"..") && is_ref(i + 8))
+            .then(|| (text[i..i + 6].to_owned(), text[i + 8..i + 14].to_owned()))
+    })
+}
+
+fn has_proxy_result(wire: Wire, body: &str) -> bool {
+    match wire {
+        Wire::Gemini => body.contains("\"functionResponse\":{\"name\":\"compress\""),
+        _ => body.contains("fwcall_"),
+    }
+}
+
+fn compress_call(n: usize, body: &str) -> Piece {
+    let (start, end) = first_range(body).unwrap_or(("m00001".into(), "m00002".into()));
+    Piece::Call {
+        id: format!("fwcall_{n}"),
+        name: "compress".into(),
+        args: json!({"ranges": [{"start": start, "end": end, "summary": "Early chatter about the setup; nothing needed verbatim.", "topic": "setup"}]}),
+    }
+}
+
+fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
+    let done = has_proxy_result(wire, body);
+    match name {
+        "compress" if !done => vec![
+            Piece::Text("Let me tidy up.".into()),
+            compress_call(n, body),
+        ],
+        "compress" => vec![Piece::Text("All done.".into())],
+        "restore" if !done => vec![Piece::Call {
+            id: format!("fwcall_{n}"),
+            name: "restore".into(),
+            args: json!({"id": "b1"}),
+        }],
+        "search" if !done => vec![Piece::Call {
+            id: format!("fwcall_{n}"),
+            name: "search_context".into(),
+            args: json!({"query": "setup chatter"}),
+        }],
+        "restore" | "search" => vec![Piece::Text("Looked it up.".into())],
+        "always" => vec![Piece::Text(format!("Round {n}.")), compress_call(n, body)],
+        "client-tool" => vec![
+            compress_call(n, body),
+            Piece::Call {
+                id: format!("client_{n}"),
+                name: "bash".into(),
+                args: json!({"cmd": "ls"}),
+            },
+        ],
+        "agent" => {
+            let turn = match wire {
+                Wire::Gemini => body
+                    .matches("\"functionResponse\":{\"name\":\"bash\"")
+                    .count(),
+                _ => body.matches("client_").count(),
+            };
+            let mut out = Vec::new();
+            let last_is_proxy = match wire {
+                Wire::Gemini => {
+                    body.rfind("\"functionResponse\":{\"name\":\"compress\"")
+                        > body.rfind("\"functionResponse\":{\"name\":\"bash\"")
+                }
+                _ => body.rfind("fwcall_") > body.rfind("client_"),
+            };
+            if turn % 7 == 3 && !last_is_proxy {
+                out.push(compress_call(n, body));
+            } else {
+                out.push(Piece::Text(format!("Step {turn}.")));
+                out.push(Piece::Call {
+                    id: format!("client_{n}"),
+                    name: "bash".into(),
+                    args: json!({"cmd": format!("step {turn}")}),
+                });
+            }
+            out
+        }
+        _ => vec![Piece::Text("ok".into())],
+    }
+}
+
+fn sse(name: Option<&str>, data: &Value) -> String {
+    match name {
+        Some(n) => format!("event: {n}\ndata: {data}\n\n"),
+        None => format!("data: {data}\n\n"),
+    }
+}
+
+fn has_calls(pieces: &[Piece]) -> bool {
+    pieces.iter().any(|p| matches!(p, Piece::Call { .. }))
+}
+
+fn anthropic(pieces: &[Piece], stream: bool) -> String {
+    let stop = if has_calls(pieces) {
+        "tool_use"
+    } else {
+        "end_turn"
+    };
+    if !stream {
+        let content: Vec<Value> = pieces
+            .iter()
+            .map(|p| match p {
+                Piece::Text(t) => json!({"type": "text", "text": t}),
+                Piece::Call { id, name, args } => {
+                    json!({"type": "tool_use", "id": id, "name": name, "input": args})
+                }
+            })
+            .collect();
+        return json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": stop, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 9}}).to_string();
+    }
+    let mut out = sse(
+        Some("message_start"),
+        &json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}}),
+    );
+    out += &sse(Some("ping"), &json!({"type": "ping"}));
+    for (i, p) in pieces.iter().enumerate() {
+        match p {
+            Piece::Text(t) => {
+                out += &sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+                );
+                out += &sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": t}}),
+                );
+            }
+            Piece::Call { id, name, args } => {
+                out += &sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+                );
+                out += &sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": args.to_string()}}),
+                );
+            }
+        }
+        out += &sse(
+            Some("content_block_stop"),
+            &json!({"type": "content_block_stop", "index": i}),
+        );
+    }
+    out += &sse(
+        Some("message_delta"),
+        &json!({"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": null}, "usage": {"output_tokens": 9}}),
+    );
+    out += &sse(Some("message_stop"), &json!({"type": "message_stop"}));
+    out
+}
+
+fn chat(pieces: &[Piece], stream: bool) -> String {
+    let finish = if has_calls(pieces) {
+        "tool_calls"
+    } else {
+        "stop"
+    };
+    let text: String = pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Text(t) => Some(t.as_str()),
+            Piece::Call { .. } => None,
+        })
+        .collect();
+    let calls: Vec<Value> = pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Call { id, name, args } => Some((id, name, args)),
+            Piece::Text(_) => None,
+        })
+        .enumerate()
+        .map(|(k, (id, name, args))| json!({"index": k, "id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
+        .collect();
+    let usage = json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 9, "total_tokens": PROMPT_TOKENS + 9});
+    if !stream {
+        let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::from(text) }});
+        if !calls.is_empty() {
+            let calls: Vec<Value> = calls
+                .into_iter()
+                .map(|mut c| {
+                    c.as_object_mut().unwrap().remove("index");
+                    c
+                })
+                .collect();
+            message["tool_calls"] = Value::from(calls);
+        }
+        return json!({"id": "c1", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}).to_string();
+    }
+    let chunk = |delta: Value, finish: Value| {
+        sse(
+            None,
+            &json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+        )
+    };
+    let mut out = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    if !text.is_empty() {
+        out += &chunk(json!({"content": text}), Value::Null);
+    }
+    for c in calls {
+        out += &chunk(json!({"tool_calls": [c]}), Value::Null);
+    }
+    out += &chunk(json!({}), Value::from(finish));
+    out += &sse(
+        None,
+        &json!({"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": usage}),
+    );
+    out += "data: [DONE]\n\n";
+    out
+}
+
+fn responses(pieces: &[Piece], stream: bool) -> String {
+    let items: Vec<Value> = pieces
+        .iter()
+        .enumerate()
+        .map(|(i, p)| match p {
+            Piece::Text(t) => json!({"type": "message", "id": format!("msg_{i}"), "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": t, "annotations": []}]}),
+            Piece::Call { id, name, args } => json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": args.to_string(), "status": "completed"}),
+        })
+        .collect();
+    let usage = json!({"input_tokens": PROMPT_TOKENS, "output_tokens": 9, "total_tokens": PROMPT_TOKENS + 9});
+    let whole = json!({"id": "resp_1", "object": "response", "status": "completed", "output": items, "usage": usage});
+    if !stream {
+        return whole.to_string();
+    }
+    let mut seq = 0;
+    let mut ev = |v: Value| {
+        let mut v = v;
+        v["sequence_number"] = Value::from(seq);
+        seq += 1;
+        let name = v["type"].as_str().unwrap().to_owned();
+        sse(Some(&name), &v)
+    };
+    let mut out = ev(
+        json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+    );
+    out += &ev(
+        json!({"type": "response.in_progress", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+    );
+    for (i, (p, item)) in pieces.iter().zip(&items).enumerate() {
+        match p {
+            Piece::Text(t) => {
+                out += &ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "message", "id": format!("msg_{i}"), "role": "assistant", "status": "in_progress", "content": []}}),
+                );
+                out += &ev(
+                    json!({"type": "response.output_text.delta", "item_id": format!("msg_{i}"), "output_index": i, "content_index": 0, "delta": t}),
+                );
+            }
+            Piece::Call { id, name, args } => {
+                out += &ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": "", "status": "in_progress"}}),
+                );
+                out += &ev(
+                    json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{i}"), "output_index": i, "delta": args.to_string()}),
+                );
+                out += &ev(
+                    json!({"type": "response.function_call_arguments.done", "item_id": format!("fc_{i}"), "output_index": i, "arguments": args.to_string()}),
+                );
+            }
+        }
+        out += &ev(json!({"type": "response.output_item.done", "output_index": i, "item": item}));
+    }
+    out += &ev(json!({"type": "response.completed", "response": whole}));
+    out
+}
+
+fn gemini(pieces: &[Piece], stream: bool) -> String {
+    let usage = json!({"promptTokenCount": PROMPT_TOKENS, "candidatesTokenCount": 9, "totalTokenCount": PROMPT_TOKENS + 9});
+    let parts: Vec<Value> = pieces
+        .iter()
+        .map(|p| match p {
+            Piece::Text(t) => json!({"text": t}),
+            Piece::Call { name, args, .. } => json!({"functionCall": {"name": name, "args": args}}),
+        })
+        .collect();
+    if !stream {
+        return json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}], "usageMetadata": usage}).to_string();
+    }
+    let mut out = String::new();
+    let n = parts.len();
+    for (i, part) in parts.into_iter().enumerate() {
+        let mut c =
+            json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]});
+        if i + 1 == n {
+            c["candidates"][0]["finishReason"] = json!("STOP");
+            c["usageMetadata"] = usage.clone();
+        }
+        out += &sse(None, &c);
+    }
+    out
+}
+
+fn overflow(wire: Wire) -> (StatusCode, String) {
+    let body = match wire {
+        Wire::Anthropic => {
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 30120 tokens > 12000 maximum"}})
+        }
+        Wire::OpenAiChat | Wire::OpenAiResponses => {
+            json!({"error": {"message": "This model's maximum context length is 12000 tokens. However, your messages resulted in 30120 tokens.", "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}})
+        }
+        Wire::Gemini => {
+            json!({"error": {"code": 400, "message": "The input token count (30120) exceeds the maximum number of tokens allowed (12000).", "status": "INVALID_ARGUMENT"}})
+        }
+    };
+    (StatusCode::BAD_REQUEST, body.to_string())
+}
+
+async fn handler(
+    axum::extract::State(mock): axum::extract::State<Mock>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let n = {
+        let mut r = mock.received.lock().unwrap();
+        r.push(Received {
+            path: uri.to_string(),
+            body: body.clone(),
+        });
+        r.len()
+    };
+    let path = uri.to_string();
+    let wire = wire_of_path(&path);
+    let text = String::from_utf8_lossy(&body).to_string();
+    let name = headers
+        .get("x-mock-script")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    if name == "overflow" {
+        let (status, body) = overflow(wire);
+        return Response::builder()
+            .status(status)
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+    }
+    let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if let Some(fixture) = headers.get("x-mock-fixture").and_then(|v| v.to_str().ok()) {
+        let bytes = std::fs::read(fixture).unwrap();
+        let content_type = if fixture.ends_with(".sse") {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        return Response::builder()
+            .header("content-type", content_type)
+            .body(Body::from_stream(futures::stream::iter(uneven(bytes))))
+            .unwrap();
+    }
+    let stream = parsed["stream"] == json!(true) || path.contains("alt=sse");
+    let pieces = script(&name, wire, n, &text);
+    let out = match wire {
+        Wire::Anthropic => anthropic(&pieces, stream),
+        Wire::OpenAiChat => chat(&pieces, stream),
+        Wire::OpenAiResponses => responses(&pieces, stream),
+        Wire::Gemini => gemini(&pieces, stream),
+    };
+    let content_type = if stream {
+        "text/event-stream"
+    } else {
+        "application/json"
+    };
+    if !stream {
+        return Response::builder()
+            .header("content-type", content_type)
+            .body(Body::from(out))
+            .unwrap();
+    }
+    Response::builder()
+        .header("content-type", content_type)
+        .body(Body::from_stream(futures::stream::iter(uneven(
+            out.into_bytes(),
+        ))))
+        .unwrap()
+}
+
+/// Uneven chunks (1..=97 bytes) that split lines, events and UTF-8 sequences.
+fn uneven(bytes: Vec<u8>) -> Vec<Result<Bytes, std::io::Error>> {
+    let mut chunks = Vec::new();
+    let (mut at, mut step) = (0, 1);
+    while at < bytes.len() {
+        let end = (at + step).min(bytes.len());
+        chunks.push(Ok(Bytes::copy_from_slice(&bytes[at..end])));
+        at = end;
+        step = step * 7 % 97 + 1;
+    }
+    chunks
+}
+
+pub async fn start_mock() -> (SocketAddr, Mock) {
+    let mock = Mock::default();
+    let app = axum::Router::new()
+        .fallback(axum::routing::any(handler))
+        .with_state(mock.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    (addr, mock)
+}
+
+pub async fn start_proxy_with(
+    upstream: SocketAddr,
+    state: &std::path::Path,
+    edit: impl FnOnce(&mut ServeConfig),
+) -> SocketAddr {
+    let base = format!("http://{upstream}");
+    let mut config = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state: Some(state.display().to_string()),
+        pipeline: "default".into(),
+        upstreams: Upstreams {
+            anthropic: base.clone(),
+            openai: base.clone(),
+            gemini: base,
+        },
+        workers: 2,
+        identity_key: Some("test-key".into()),
+        ..ServeConfig::default()
+    };
+    edit(&mut config);
+    serve::start(config).await.unwrap().addr
+}
+
+/// The provider path of a wire (streaming or not).
+pub fn path_of(wire: Wire, stream: bool) -> &'static str {
+    match (wire, stream) {
+        (Wire::Anthropic, _) => "/v1/messages",
+        (Wire::OpenAiChat, _) => "/v1/chat/completions",
+        (Wire::OpenAiResponses, _) => "/v1/responses",
+        (Wire::Gemini, true) => "/v1beta/models/g:streamGenerateContent?alt=sse",
+        (Wire::Gemini, false) => "/v1beta/models/g:generateContent",
+    }
+}
+
+/// A request body with `turns` old user/assistant exchanges of `chars` characters each,
+/// then a new user question.
+pub fn history_body(wire: Wire, turns: usize, chars: usize, stream: bool) -> Value {
+    let filler = |i: usize, who: &str| {
+        format!(
+            "{who} note {i}: {}",
+            "lorem ipsum dolor ".repeat(chars / 18)
+        )
+    };
+    let mut msgs = Vec::new();
+    for i in 0..turns {
+        msgs.push(("user", filler(i, "user")));
+        msgs.push(("assistant", filler(i, "assistant")));
+    }
+    msgs.push(("user", "Now please finish the task.".to_owned()));
+    match wire {
+        Wire::Anthropic => {
+            let m: Vec<Value> = msgs
+                .iter()
+                .map(|(r, t)| json!({"role": r, "content": t}))
+                .collect();
+            json!({"model": "m", "max_tokens": 64, "stream": stream, "system": "You are helpful.", "messages": m})
+        }
+        Wire::OpenAiChat => {
+            let mut m = vec![json!({"role": "system", "content": "You are helpful."})];
+            m.extend(msgs.iter().map(|(r, t)| json!({"role": r, "content": t})));
+            json!({"model": "m", "stream": stream, "messages": m})
+        }
+        Wire::OpenAiResponses => {
+            let m: Vec<Value> = msgs
+                .iter()
+                .map(|(r, t)| json!({"role": r, "content": t}))
+                .collect();
+            json!({"model": "m", "stream": stream, "instructions": "You are helpful.", "input": m})
+        }
+        Wire::Gemini => {
+            let m: Vec<Value> = msgs
+                .iter()
+                .map(|(r, t)| json!({"role": if *r == "assistant" { "model" } else { "user" }, "parts": [{"text": t}]}))
+                .collect();
+            json!({"contents": m, "systemInstruction": {"parts": [{"text": "You are helpful."}]}})
+        }
+    }
+}
+
+/// The admin view of a session.
+pub async fn admin(proxy: SocketAddr, session: &str) -> Value {
+    reqwest::get(format!("http://{proxy}/admin/sessions/{session}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
