@@ -368,3 +368,53 @@ async fn unknown_paths_get_a_404_naming_the_routes() {
     assert_eq!(resp.status(), 404);
     assert!(resp.text().await.unwrap().contains("/v1/chat/completions"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn anonymous_sessions_keep_their_identity_across_restarts() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let base = format!("http://{upstream}");
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state: Some(dir.path().display().to_string()),
+        pipeline: "passthrough".into(),
+        upstreams: Upstreams {
+            anthropic: base.clone(),
+            openai: base.clone(),
+            gemini: base,
+        },
+        workers: 1,
+        identity_key: None,
+        ..ServeConfig::default()
+    };
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"same opener"}]}"#;
+    let mut seen = Vec::new();
+    // Two proxy instances on one state location, as after a restart or beside a replica.
+    for _ in 0..2 {
+        let proxy = serve::start(config.clone()).await.unwrap().addr;
+        let resp = reqwest::Client::new()
+            .post(format!("http://{proxy}/v1/chat/completions"))
+            .header("authorization", "Bearer user-1")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let sessions: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        seen.push(sessions["sessions"][0].clone());
+    }
+    assert_eq!(
+        seen[0]["session"], seen[1]["session"],
+        "same anonymous id after a restart"
+    );
+    assert_eq!(
+        seen[1]["turns"], 2,
+        "the second instance continued the stored session"
+    );
+    assert!(dir.path().join("identity.key").is_file());
+}

@@ -23,6 +23,8 @@ use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{any, get};
 use dashmap::DashMap;
+use foldwire_archive::object_store::path::Path as ObjectPath;
+use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutOptions};
 use foldwire_core::{Engine, Pipeline, PipelineSpec, Registry, SessionId, StageCx, TurnReport};
 use tower_http::decompression::RequestDecompressionLayer;
 
@@ -77,20 +79,20 @@ impl AppState {
 ///
 /// # Errors
 /// An invalid pipeline, an unusable state location, or an actor system that cannot start.
-pub fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
+pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let registry = setup::registry()?;
     let pipeline = setup::pipeline(&config.pipeline, &registry)?;
     let backends = setup::backends(config.state.as_deref())?;
+    let identity_key = match &config.identity_key {
+        Some(k) => k.as_bytes().to_vec(),
+        None => stored_identity_key(backends.store.as_ref()).await?,
+    };
     let cx = StageCx::new(registry.clone()).with_archive(backends.media);
     let mut builder = Engine::builder(pipeline, backends.state, registry.clone()).context(cx);
     if config.workers > 0 {
         builder = builder.workers(config.workers);
     }
     let engine = builder.start()?;
-    let identity_key = match &config.identity_key {
-        Some(k) => k.as_bytes().to_vec(),
-        None => process_key(),
-    };
     let view_pipeline = Pipeline::from_spec(&PipelineSpec::of("view", &VIEW_STAGES), &registry)
         .context("building the view pipeline of the compress tool")?;
     let client = reqwest::Client::builder()
@@ -109,8 +111,42 @@ pub fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     }))
 }
 
-/// A random key for this process, from the OS-seeded hasher keys.
-fn process_key() -> Vec<u8> {
+/// Where the identity key lives beside the sessions, so anonymous session ids survive restarts
+/// and replicas sharing a state location agree on them.
+const IDENTITY_KEY_PATH: &str = "identity.key";
+
+/// The identity key kept in the state store: read it, or create it once (create-if-absent,
+/// so racing replicas end up with the same key).
+async fn stored_identity_key(store: &dyn ObjectStore) -> Result<Vec<u8>> {
+    let path = ObjectPath::from(IDENTITY_KEY_PATH);
+    if let Some(key) = read_key(store, &path).await? {
+        return Ok(key);
+    }
+    let key = random_key();
+    let create = PutOptions {
+        mode: PutMode::Create,
+        ..PutOptions::default()
+    };
+    match store.put_opts(&path, key.clone().into(), create).await {
+        Ok(_) => Ok(key),
+        Err(foldwire_archive::object_store::Error::AlreadyExists { .. }) => read_key(store, &path)
+            .await?
+            .context("the identity key vanished right after another writer created it"),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("creating {IDENTITY_KEY_PATH}"))),
+    }
+}
+
+/// The identity key if it exists.
+async fn read_key(store: &dyn ObjectStore, path: &ObjectPath) -> Result<Option<Vec<u8>>> {
+    match store.get(path).await {
+        Ok(r) => Ok(Some(r.bytes().await?.to_vec())),
+        Err(foldwire_archive::object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("reading {IDENTITY_KEY_PATH}"))),
+    }
+}
+
+/// 32 random bytes from the OS-seeded hasher keys.
+fn random_key() -> Vec<u8> {
     (0..4u64)
         .flat_map(|i| {
             let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -154,7 +190,7 @@ pub struct Running {
 /// The address cannot be bound, or the state cannot be built.
 pub async fn start(config: ServeConfig) -> Result<Running> {
     let listen = config.listen;
-    let app = app_state(config)?;
+    let app = app_state(config).await?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .with_context(|| format!("binding {listen}"))?;
