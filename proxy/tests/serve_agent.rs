@@ -6,7 +6,7 @@
 mod support;
 
 use foldwire_core::{SessionState, Wire};
-use foldwire_stages::kernel::{pairing_rules, restore};
+use foldwire_stages::kernel::{pairing_rules, restore_with_archive};
 use serde_json::{Value, json};
 use support::*;
 
@@ -161,9 +161,16 @@ async fn agent_loop(wire: Wire) {
             .any(|b| b.author.as_deref() == Some("model")),
         "{wire}: the model's compress calls made blocks"
     );
+    // Originals are read back the way a user would: state first, then the session's archive.
+    let archive = foldwire_archive::open(dir.path().to_str().unwrap())
+        .unwrap()
+        .media;
+    let session_id = foldwire_core::SessionId::new(session.clone()).unwrap();
     let mut restored = 0;
     for block in &state.blocks {
-        let r = restore(&state, block.id, true).unwrap();
+        let r = restore_with_archive(&state, archive.as_ref(), &session_id, block.id, true)
+            .await
+            .unwrap();
         for unit in r.units {
             assert!(
                 sent.iter().any(|b| b.contains(&unit.raw)),

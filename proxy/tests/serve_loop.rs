@@ -371,7 +371,18 @@ async fn restore_and_search_calls_return_exact_originals_and_hits_to_the_model()
     let state: foldwire_core::SessionState =
         serde_json::from_value(admin["state"].clone()).unwrap();
     let block = state.blocks.first().unwrap().id;
-    let restored = foldwire_stages::kernel::restore(&state, block, true).unwrap();
+    let archive = foldwire_archive::open(dir.path().to_str().unwrap())
+        .unwrap()
+        .media;
+    let restored = foldwire_stages::kernel::restore_with_archive(
+        &state,
+        archive.as_ref(),
+        &foldwire_core::SessionId::new("tools").unwrap(),
+        block,
+        true,
+    )
+    .await
+    .unwrap();
     assert!(!restored.units.is_empty());
     for unit in &restored.units {
         assert!(

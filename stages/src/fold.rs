@@ -90,7 +90,7 @@ impl Default for FoldConfig {
             policy_params: serde_json::Value::Null,
             summarizer: "summarizer.extractive".to_owned(),
             summarizer_params: serde_json::Value::Null,
-            max_summary_chars: 2000,
+            max_summary_chars: 800,
             compress: AutoCompressConfig::default(),
         }
     }

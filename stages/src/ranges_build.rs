@@ -48,13 +48,10 @@ impl Stage for RangesBuild {
             .conversation
             .as_ref()
             .ok_or(StageError::NotDecoded { stage: NAME })?;
-        turn.ranges = compressible_ranges(
-            conversation,
-            &turn.state,
-            &self.config,
-            cx.estimator.as_ref(),
-        );
-        match serde_json::to_value(&self.config.protection) {
+        let config = self.config_for(turn.budget);
+        turn.ranges =
+            compressible_ranges(conversation, &turn.state, &config, cx.estimator.as_ref());
+        match serde_json::to_value(&config.protection) {
             Ok(v) => {
                 turn.stage_notes.insert(PROTECTION_NOTE.to_owned(), v);
             }
@@ -69,6 +66,24 @@ impl Stage for RangesBuild {
         turn.report.count("ranges.compressible", n);
         turn.report.count("ranges.compressible_tokens", tokens);
         Ok(())
+    }
+}
+
+/// The share of the available budget the newest tokens may protect at most: the layout's
+/// default recent window. A fixed token floor larger than that would leave a small window
+/// with nothing foldable between the head and the recent messages.
+const RECENT_SHARE_OF_BUDGET: f64 = 0.3;
+
+impl RangesBuild {
+    /// The configuration for this turn: the protected recent tokens never exceed the recent
+    /// share of the budget.
+    fn config_for(&self, budget: foldwire_core::Budget) -> RangesConfig {
+        let mut config = self.config.clone();
+        let cap = (budget.available() as f64 * RECENT_SHARE_OF_BUDGET) as u64;
+        if config.protection.recent_tokens > cap {
+            config.protection.recent_tokens = cap.max(1);
+        }
+        config
     }
 }
 

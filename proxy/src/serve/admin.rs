@@ -44,6 +44,12 @@ fn is_local_host(host: &str) -> bool {
     matches!(name, "localhost" | "127.0.0.1" | "::1")
 }
 
+/// `GET /admin/`: the web panel (sessions table, a session's fold timeline, sent vs raw
+/// tokens per turn). One static page that reads the admin API.
+pub async fn panel() -> Response {
+    axum::response::Html(include_str!("panel.html")).into_response()
+}
+
 /// `GET /admin/sessions`.
 pub async fn sessions(State(app): State<Arc<AppState>>) -> Response {
     let mut rows = Vec::new();

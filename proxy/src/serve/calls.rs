@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use foldwire_core::{AnyRef, BlockId, Conversation, Engine, SessionId, Wire};
 use foldwire_stages::kernel::{
-    CompressConfig, CompressRequest, apply_compression, restore, search,
+    CompressConfig, CompressRequest, apply_compression, restore, restore_with_archive, search,
 };
 use foldwire_wire::stream::HiddenCall;
 use serde::Deserialize;
@@ -148,7 +148,13 @@ async fn restore_block(engine: &Engine, session: &SessionId, args: &Value) -> St
         Ok(s) => s,
         Err(e) => return format!("error: the session could not be read: {e}"),
     };
-    match restore(&state, block, true) {
+    // Originals live in the session's archive once the fold stage stored them; the state
+    // holds only those not archived yet.
+    let restored = match &engine.context().archive {
+        Some(archive) => restore_with_archive(&state, archive.as_ref(), session, block, true).await,
+        None => restore(&state, block, true),
+    };
+    match restored {
         Ok(restored) => restored
             .units
             .iter()

@@ -133,7 +133,11 @@ async fn process(
                 0 => (outcome.output.len() as u64).div_ceil(4),
                 n => n,
             };
-            app.remember(&session, outcome.report);
+            let mut report = outcome.report;
+            // What the client sent, in the same bytes/4 units the pipeline estimates with, so
+            // the panel can chart sent vs raw tokens.
+            report.count("raw_tokens", (body.len() as u64).div_ceil(4));
+            app.remember(&session, report);
             if let Some(refusal) = refusal {
                 app.metrics.refused();
                 let body = json!({

@@ -159,6 +159,8 @@ fn random_key() -> Vec<u8> {
 /// The router: provider routes, admin API, metrics.
 pub fn router(app: Arc<AppState>) -> Router {
     let admin = Router::new()
+        .route("/admin", get(admin::panel))
+        .route("/admin/", get(admin::panel))
         .route("/admin/sessions", get(admin::sessions))
         .route("/admin/sessions/{id}", get(admin::session))
         .route(
