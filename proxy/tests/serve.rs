@@ -418,3 +418,53 @@ async fn anonymous_sessions_keep_their_identity_across_restarts() {
     );
     assert!(dir.path().join("identity.key").is_file());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_requests_of_one_session_are_serialized() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy(upstream, "default", dir.path()).await;
+    let client = reqwest::Client::new();
+    let body = include_str!("../../examples/requests/anthropic-tools.json");
+    // Eight requests of one session at once: each turn must see the state the previous one
+    // saved (a race would give two turns the same number and lose one's state).
+    let sends: Vec<_> = (0..8)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let resp = client
+                    .post(format!("http://{proxy}/v1/messages"))
+                    .header("x-foldwire-session", "one-session")
+                    .body(body)
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(resp.status(), 200);
+            })
+        })
+        .collect();
+    for s in sends {
+        s.await.unwrap();
+    }
+    assert_eq!(mock.received.lock().unwrap().len(), 8);
+    let admin: serde_json::Value =
+        reqwest::get(format!("http://{proxy}/admin/sessions/one-session"))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+    assert_eq!(admin["state"]["turns"], 8);
+    let mut turns: Vec<u64> = admin["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["turn"].as_u64().unwrap())
+        .collect();
+    turns.sort_unstable();
+    assert_eq!(
+        turns,
+        (1..=8).collect::<Vec<u64>>(),
+        "every turn numbered once"
+    );
+}
