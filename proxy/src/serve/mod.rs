@@ -21,6 +21,7 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
+use axum::serve::ListenerExt as _;
 use axum::routing::{any, get};
 use dashmap::DashMap;
 use foldwire_archive::object_store::path::Path as ObjectPath;
@@ -197,6 +198,13 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         .await
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
+    // Stream events are small writes; with Nagle's algorithm each one after the first waits
+    // for the client's delayed ACK (~40 ms), which showed up as added time to first byte.
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "Could not set TCP_NODELAY on a client connection.");
+        }
+    });
     let service = router(app).into_make_service_with_connect_info::<SocketAddr>();
     let task = tokio::spawn(async move { axum::serve(listener, service).await });
     Ok(Running { addr, task })
