@@ -28,6 +28,16 @@ impl Budget {
     /// treated as noise, not as a reason to halve or double every estimate.
     pub const CALIBRATION_BOUNDS: (f64, f64) = (0.5, 2.0);
 
+    /// This budget for a model window of `window` tokens; the response reserve never takes
+    /// more than a quarter of it, so small (or learned) windows keep room for the request.
+    pub fn with_window(self, window: u64) -> Self {
+        Budget {
+            window,
+            reserve: self.reserve.min(window / 4),
+            ..self
+        }
+    }
+
     /// Estimated tokens available for the request itself.
     pub fn available(&self) -> u64 {
         let raw = self.window.saturating_sub(self.reserve) as f64;
@@ -88,5 +98,9 @@ mod tests {
         b.calibration = 100.0;
         assert_eq!(b.available(), 4_000, "calibration is bounded");
         assert_eq!(CharEstimator.text_tokens("abcde"), 2);
+        let small = Budget::default().with_window(8_000);
+        assert_eq!((small.window, small.reserve), (8_000, 2_000));
+        let large = Budget::default().with_window(1_000_000);
+        assert_eq!(large.reserve, Budget::default().reserve);
     }
 }

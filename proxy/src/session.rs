@@ -8,8 +8,7 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use bytes::Bytes;
 use foldwire_archive::Backends;
 use foldwire_core::{
-    Conversation, PipelineSpec, Registry, SessionId, SessionState, StageCx, StateVersion, Turn,
-    Wire,
+    Conversation, Registry, SessionId, SessionState, StageCx, StateVersion, Turn, Wire,
 };
 use serde::{Deserialize, Serialize};
 
@@ -95,16 +94,7 @@ impl OfflineSession {
             .get_content(&self.id, &last.key)
             .await
             .context("reading the session's last request from the archive")?;
-        let spec = PipelineSpec::of(
-            "view",
-            &[
-                "wire.decode",
-                "media.classify",
-                "archive.spill",
-                "refs.mint",
-            ],
-        );
-        let pipeline = foldwire_core::Pipeline::from_spec(&spec, &self.registry)?;
+        let pipeline = setup::view_pipeline(&self.registry)?;
         let mut turn = Turn::new(self.id.clone(), last.wire, body, self.state.clone());
         pipeline
             .run(&mut turn, &self.cx())

@@ -46,6 +46,25 @@ pub fn pipeline(name_or_file: &str, registry: &Registry) -> Result<Pipeline> {
     Ok(Pipeline::from_spec(&spec, registry)?)
 }
 
+/// The stages that rebuild what the model saw: refs minted and ranges built, nothing folded.
+pub const VIEW_STAGES: [&str; 5] = [
+    "wire.decode",
+    "media.classify",
+    "archive.spill",
+    "refs.mint",
+    "ranges.build",
+];
+
+/// The pipeline that rebuilds a request's view, for commands and the compress tool that
+/// check refs against what the model saw.
+///
+/// # Errors
+/// A registry without the view stages.
+pub fn view_pipeline(registry: &Registry) -> Result<Pipeline> {
+    Pipeline::from_spec(&PipelineSpec::of("view", &VIEW_STAGES), registry)
+        .context("building the view pipeline")
+}
+
 /// The default state location: `<user data dir>/foldwire`.
 pub fn default_state_dir() -> PathBuf {
     dirs::data_dir()

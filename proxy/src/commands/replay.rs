@@ -95,8 +95,7 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
                     };
                     let mut request = TurnRequest::new(wire, body);
                     if let Some(window) = args.window {
-                        request.budget.window = window;
-                        request.budget.reserve = request.budget.reserve.min(window / 4);
+                        request.budget = request.budget.with_window(window);
                     }
                     let out = engine.run_turn(&session, request).await?;
                     let r = &out.report;

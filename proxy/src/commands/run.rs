@@ -34,9 +34,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let mut request = TurnRequest::new(args.wire, body);
     request.options = args.turn_options();
     if let Some(window) = args.window {
-        request.budget.window = window;
-        // Keep the response reserve proportionate on small windows.
-        request.budget.reserve = request.budget.reserve.min(window / 4);
+        request.budget = request.budget.with_window(window);
     }
     let outcome = runtime.block_on(async {
         // The body is archived first so `fold`, `inspect` and `restore` can see what the

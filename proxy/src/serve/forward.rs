@@ -118,9 +118,7 @@ async fn process(
         .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
     let mut request = TurnRequest::new(wire, body.clone());
     let window = window_for(app, &session).await;
-    request.budget.window = window;
-    // A small (learned) window cannot keep the default answer reserve.
-    request.budget.reserve = request.budget.reserve.min(request.budget.window / 4);
+    request.budget = request.budget.with_window(window);
     match app.engine.run_turn(&session, request).await {
         Ok(outcome) => {
             app.metrics.report(&outcome.report);

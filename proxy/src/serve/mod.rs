@@ -26,7 +26,7 @@ use axum::serve::ListenerExt as _;
 use dashmap::DashMap;
 use foldwire_archive::object_store::path::Path as ObjectPath;
 use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutOptions};
-use foldwire_core::{Engine, Pipeline, PipelineSpec, Registry, SessionId, StageCx, TurnReport};
+use foldwire_core::{Engine, Pipeline, Registry, SessionId, StageCx, TurnReport};
 use tower_http::decompression::RequestDecompressionLayer;
 
 pub use config::ServeConfig;
@@ -55,15 +55,6 @@ pub struct AppState {
     /// compress tool.
     pub view_pipeline: Pipeline,
 }
-
-/// Stages that rebuild what the model saw: refs minted, ranges built, nothing folded.
-const VIEW_STAGES: [&str; 5] = [
-    "wire.decode",
-    "media.classify",
-    "archive.spill",
-    "refs.mint",
-    "ranges.build",
-];
 
 impl AppState {
     fn remember(&self, session: &SessionId, report: TurnReport) {
@@ -94,8 +85,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         builder = builder.workers(config.workers);
     }
     let engine = builder.start()?;
-    let view_pipeline = Pipeline::from_spec(&PipelineSpec::of("view", &VIEW_STAGES), &registry)
-        .context("building the view pipeline of the compress tool")?;
+    let view_pipeline = setup::view_pipeline(&registry)?;
     let client = reqwest::Client::builder()
         .build()
         .context("building the upstream HTTP client")?;
