@@ -222,3 +222,92 @@ async fn updates_between_turns_are_saved_and_serialized() {
         42
     );
 }
+
+fn retiring_engine(store: Arc<dyn StateStore>, after: Duration) -> Engine {
+    Engine::builder(
+        append_pipeline("append"),
+        store,
+        Arc::new(Registry::empty()),
+    )
+    .workers(2)
+    .retire_idle_sessions(Some(after))
+    .start()
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_are_retired_and_come_back_with_their_state() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let engine = retiring_engine(store.clone(), Duration::from_millis(40));
+    // Every session actor holds the store: its count shows whether the actor still lives.
+    let baseline = Arc::strong_count(&store);
+    let session = SessionId::new("idle").unwrap();
+    let turn =
+        |tag: &'static str| TurnRequest::new(Wire::Anthropic, Bytes::from_static(tag.as_bytes()));
+    let out = engine.run_turn(&session, turn("t0")).await.unwrap();
+    assert_eq!(out.output, Bytes::from_static(b"seen 1"));
+    assert_eq!(engine.sessions(), vec![session.clone()]);
+    assert_eq!(Arc::strong_count(&store), baseline + 1);
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !(engine.sessions().is_empty() && Arc::strong_count(&store) == baseline) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle session was never retired"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The next turn loads the saved state into a new actor.
+    let out = engine.run_turn(&session, turn("t1")).await.unwrap();
+    assert_eq!(out.output, Bytes::from_static(b"seen 2"));
+    assert_eq!(
+        engine.snapshot(&session).await.unwrap().extra["tags"],
+        serde_json::json!(["t0", "t1"])
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_in_use_are_never_retired_and_no_turn_is_lost_at_the_edge() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    // Retire after 2 ms idle, swept every 5 ms: turns keep landing right at the edge.
+    let engine = retiring_engine(store.clone(), Duration::from_millis(2));
+    let mut tasks = Vec::new();
+    for s in 0..12 {
+        let engine = engine.clone();
+        tasks.push(tokio::spawn(async move {
+            let session = SessionId::new(format!("edge-{s}")).unwrap();
+            for i in 0..25u64 {
+                // Bursts of two concurrent turns, then a pause around the retirement age.
+                let a = engine.run_turn(
+                    &session,
+                    TurnRequest::new(Wire::OpenAiChat, Bytes::from(format!("{i}a"))),
+                );
+                let b = engine.run_turn(
+                    &session,
+                    TurnRequest::new(Wire::OpenAiChat, Bytes::from(format!("{i}b"))),
+                );
+                let (a, b) = tokio::join!(a, b);
+                a.unwrap();
+                b.unwrap();
+                tokio::time::sleep(Duration::from_millis((i * 7 + s) % 9)).await;
+            }
+            session
+        }));
+    }
+    for task in tasks {
+        let session = task.await.unwrap();
+        let (state, _) = store.load(&session).await.unwrap().unwrap();
+        assert_eq!(state.turns, 50, "{session}");
+        assert_eq!(state.counters["seen"], 50, "{session}");
+        let tags = state.extra["tags"].as_array().unwrap();
+        for i in 0..25 {
+            // Each burst's two turns land after the previous burst's, in either order.
+            let mut pair: Vec<&str> = tags[2 * i..2 * i + 2]
+                .iter()
+                .map(|t| t.as_str().unwrap())
+                .collect();
+            pair.sort_unstable();
+            assert_eq!(pair, [format!("{i}a"), format!("{i}b")], "{session}");
+        }
+    }
+}

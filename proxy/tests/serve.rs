@@ -5,6 +5,7 @@
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{HeaderMap, StatusCode};
@@ -86,11 +87,18 @@ async fn start_mock() -> (SocketAddr, Mock) {
 }
 
 async fn start_proxy(upstream: SocketAddr, pipeline: &str, state: &std::path::Path) -> SocketAddr {
+    start_proxy_with(upstream, state, |c| c.pipeline = pipeline.into()).await
+}
+
+async fn start_proxy_with(
+    upstream: SocketAddr,
+    state: &std::path::Path,
+    edit: impl FnOnce(&mut ServeConfig),
+) -> SocketAddr {
     let base = format!("http://{upstream}");
-    let config = ServeConfig {
+    let mut config = ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         state: Some(state.display().to_string()),
-        pipeline: pipeline.into(),
         upstreams: Upstreams {
             anthropic: base.clone(),
             openai: base.clone(),
@@ -101,6 +109,7 @@ async fn start_proxy(upstream: SocketAddr, pipeline: &str, state: &std::path::Pa
         identity_key: Some("test-key".into()),
         ..ServeConfig::default()
     };
+    edit(&mut config);
     serve::start(config).await.unwrap().addr
 }
 
@@ -467,4 +476,62 @@ async fn concurrent_requests_of_one_session_are_serialized() {
         (1..=8).collect::<Vec<u64>>(),
         "every turn numbered once"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sessions_leave_memory_but_not_the_admin_list_and_come_back_on_their_next_turn() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| {
+        c.pipeline = "passthrough".into();
+        c.idle_session_secs = 1;
+    })
+    .await;
+    let client = reqwest::Client::new();
+    let send = || {
+        client
+            .post(format!("http://{proxy}/v1/messages"))
+            .header("x-foldwire-session", "sleepy")
+            .body(r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#)
+            .send()
+    };
+    let live = || async {
+        let text = reqwest::get(format!("http://{proxy}/metrics"))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix("foldwire_sessions_live "))
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+    };
+    assert_eq!(send().await.unwrap().status(), 200);
+    assert_eq!(live().await, 1);
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while live().await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the idle session stayed in memory"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let listed: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["sessions"][0]["session"], "sleepy");
+    assert_eq!(listed["sessions"][0]["turns"], 1);
+    assert_eq!(send().await.unwrap().status(), 200);
+    let admin: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions/sleepy"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(admin["state"]["turns"], 2);
 }

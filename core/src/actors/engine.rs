@@ -1,8 +1,10 @@
 //! `Engine`: the actor system on its own thread, reached from any tokio runtime.
 
 use std::hash::BuildHasher;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use actix::{Actor, Addr};
 use actix_rt::{Arbiter, ArbiterHandle, System};
@@ -27,7 +29,12 @@ pub struct EngineBuilder {
     store: Arc<dyn StateStore>,
     cx: StageCx,
     workers: usize,
+    idle_after: Option<Duration>,
 }
+
+/// How long a session may sit idle before its actor (and the state it holds in memory) is
+/// retired, by default. Its state is in the store; the next turn loads it again.
+pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(15 * 60);
 
 impl EngineBuilder {
     /// Sets the stage context (archive, estimator, clock, registry).
@@ -39,6 +46,14 @@ impl EngineBuilder {
     /// Sets the number of worker arbiters (threads); each runs a full chain of stage actors.
     pub fn workers(mut self, workers: usize) -> Self {
         self.workers = workers.max(1);
+        self
+    }
+
+    /// Retires a session's actor once no turn, update or snapshot has touched it for
+    /// `after` (`None`: never). Long-running hosts see endless new sessions; without this
+    /// every one of them would stay in memory.
+    pub fn retire_idle_sessions(mut self, after: Option<Duration>) -> Self {
+        self.idle_after = after;
         self
     }
 
@@ -66,6 +81,10 @@ impl EngineBuilder {
             .recv()
             .map_err(|e| HostError::Unavailable(format!("actor system did not start: {e}")))?;
         let chains = start_chains(&self.pipeline, &self.cx, &arbiters);
+        let sessions = Arc::new(DashMap::new());
+        if let (Some(after), Some(arbiter)) = (self.idle_after, arbiters.first()) {
+            arbiter.spawn(retire_idle(Arc::downgrade(&sessions), after));
+        }
         Ok(Engine {
             inner: Arc::new(Inner {
                 store: self.store,
@@ -75,7 +94,7 @@ impl EngineBuilder {
                 thread: Mutex::new(Some(thread)),
                 pipeline: RwLock::new(self.pipeline),
                 chains: Arc::new(RwLock::new(Arc::new(chains))),
-                sessions: DashMap::new(),
+                sessions,
                 hasher: std::collections::hash_map::RandomState::new(),
             }),
         })
@@ -97,8 +116,79 @@ struct Inner {
     thread: Mutex<Option<JoinHandle<()>>>,
     pipeline: RwLock<Pipeline>,
     chains: ChainSlot,
-    sessions: DashMap<SessionId, Addr<SessionActor>>,
+    sessions: Directory,
     hasher: std::collections::hash_map::RandomState,
+}
+
+/// Live sessions: each one's actor and its lease.
+type Directory = Arc<DashMap<SessionId, Live>>;
+
+/// A session with a running actor.
+struct Live {
+    addr: Addr<SessionActor>,
+    lease: Arc<Lease>,
+}
+
+/// What the retirement sweep reads: requests in flight and the last time one began.
+struct Lease {
+    born: Instant,
+    in_flight: AtomicUsize,
+    /// Milliseconds after `born` of the latest request.
+    last_used_ms: AtomicU64,
+}
+
+impl Lease {
+    fn new() -> Self {
+        Lease {
+            born: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            last_used_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn idle_for(&self) -> Duration {
+        let last = Duration::from_millis(self.last_used_ms.load(Ordering::Acquire));
+        self.born.elapsed().saturating_sub(last)
+    }
+}
+
+/// Holds a session's lease for one request; dropping it (answer or cancellation) ends it.
+struct InFlight(Arc<Lease>);
+
+impl InFlight {
+    fn begin(lease: &Arc<Lease>) -> Self {
+        lease.in_flight.fetch_add(1, Ordering::AcqRel);
+        let now = u64::try_from(lease.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        lease.last_used_ms.fetch_max(now, Ordering::AcqRel);
+        InFlight(Arc::clone(lease))
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let now = u64::try_from(self.0.born.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.0.last_used_ms.fetch_max(now, Ordering::AcqRel);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Drops idle sessions from the directory every quarter of `after`. An actor stops once the
+/// last address to it is gone, so a request that took an address before the sweep still
+/// completes on it; leases are taken under the directory's shard lock, which the sweep's
+/// `retain` also holds, so a session is never dropped between lookup and lease.
+async fn retire_idle(directory: Weak<DashMap<SessionId, Live>>, after: Duration) {
+    let period = (after / 4).clamp(Duration::from_millis(5), Duration::from_secs(30));
+    loop {
+        actix_rt::time::sleep(period).await;
+        let Some(sessions) = directory.upgrade() else {
+            return;
+        };
+        sessions.retain(|_, live| {
+            live.addr.connected()
+                && (live.lease.in_flight.load(Ordering::Acquire) > 0
+                    || live.lease.idle_for() < after)
+        });
+    }
 }
 
 impl Drop for Inner {
@@ -141,6 +231,7 @@ impl Engine {
             store,
             cx: StageCx::new(registry),
             workers,
+            idle_after: Some(DEFAULT_IDLE_AFTER),
         }
     }
 
@@ -154,8 +245,8 @@ impl Engine {
         session: &SessionId,
         request: TurnRequest,
     ) -> Result<TurnOutcome, HostError> {
-        self.session(session)
-            .send(RunTurn(request))
+        let (addr, _lease) = self.session(session);
+        addr.send(RunTurn(request))
             .await
             .map_err(|e| HostError::Unavailable(e.to_string()))?
     }
@@ -165,8 +256,8 @@ impl Engine {
     /// # Errors
     /// A store failure or shutdown.
     pub async fn snapshot(&self, session: &SessionId) -> Result<SessionState, HostError> {
-        self.session(session)
-            .send(Snapshot)
+        let (addr, _lease) = self.session(session);
+        addr.send(Snapshot)
             .await
             .map_err(|e| HostError::Unavailable(e.to_string()))?
     }
@@ -180,8 +271,8 @@ impl Engine {
         session: &SessionId,
         update: StateUpdate,
     ) -> Result<serde_json::Value, HostError> {
-        self.session(session)
-            .send(Update(update))
+        let (addr, _lease) = self.session(session);
+        addr.send(Update(update))
             .await
             .map_err(|e| HostError::Unavailable(e.to_string()))?
     }
@@ -216,7 +307,8 @@ impl Engine {
         &self.inner.store
     }
 
-    /// Sessions with a live actor.
+    /// Sessions with a live actor (idle ones are retired, see
+    /// [`EngineBuilder::retire_idle_sessions`]).
     pub fn sessions(&self) -> Vec<SessionId> {
         let mut all: Vec<SessionId> = self
             .inner
@@ -228,27 +320,34 @@ impl Engine {
         all
     }
 
-    fn session(&self, session: &SessionId) -> Addr<SessionActor> {
-        if let Some(addr) = self.inner.sessions.get(session)
-            && addr.connected()
+    /// The session's actor, started if needed, with a lease taken while the directory
+    /// entry is held.
+    /// How many sessions have a live actor.
+    pub fn live_sessions(&self) -> usize {
+        self.inner.sessions.len()
+    }
+
+    fn session(&self, session: &SessionId) -> (Addr<SessionActor>, InFlight) {
+        if let Some(live) = self.inner.sessions.get(session)
+            && live.addr.connected()
         {
-            return addr.clone();
+            return (live.addr.clone(), InFlight::begin(&live.lease));
         }
         let worker =
             (self.inner.hasher.hash_one(session) as usize) % self.inner.arbiters.len().max(1);
         let inner = &self.inner;
-        let mut entry = inner
+        let mut live = inner
             .sessions
             .entry(session.clone())
             .or_insert_with(|| start_session(inner, session, worker));
-        if !entry.connected() {
-            *entry = start_session(inner, session, worker);
+        if !live.addr.connected() {
+            *live = start_session(inner, session, worker);
         }
-        entry.clone()
+        (live.addr.clone(), InFlight::begin(&live.lease))
     }
 }
 
-fn start_session(inner: &Inner, session: &SessionId, worker: usize) -> Addr<SessionActor> {
+fn start_session(inner: &Inner, session: &SessionId, worker: usize) -> Live {
     let actor = SessionActor::new(
         session.clone(),
         Arc::clone(&inner.store),
@@ -258,5 +357,8 @@ fn start_session(inner: &Inner, session: &SessionId, worker: usize) -> Addr<Sess
     // `worker` is always in range: the builder keeps at least one arbiter and the index is
     // taken modulo their count.
     let arbiter = &inner.arbiters[worker % inner.arbiters.len()];
-    SessionActor::start_in_arbiter(arbiter, move |_| actor)
+    Live {
+        addr: SessionActor::start_in_arbiter(arbiter, move |_| actor),
+        lease: Arc::new(Lease::new()),
+    }
 }

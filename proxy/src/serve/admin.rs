@@ -1,6 +1,7 @@
 //! The admin API and metrics, served to loopback clients only, with the Host header checked
 //! so a web page cannot reach them through DNS rebinding.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -52,8 +53,14 @@ pub async fn panel() -> Response {
 
 /// `GET /admin/sessions`.
 pub async fn sessions(State(app): State<Arc<AppState>>) -> Response {
+    // Sessions with a live actor, and those served since start whose actor was retired
+    // while idle (a snapshot loads them again).
+    let mut ids = app.engine.sessions();
+    ids.extend(app.reports.iter().map(|r| r.key().clone()));
+    ids.sort();
+    ids.dedup();
     let mut rows = Vec::new();
-    for id in app.engine.sessions() {
+    for id in ids {
         if let Ok(state) = app.engine.snapshot(&id).await {
             rows.push(json!({
                 "session": id,
@@ -110,11 +117,13 @@ pub async fn put_pipeline(State(app): State<Arc<AppState>>, body: String) -> Res
 
 /// `GET /metrics`.
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        app.metrics.render(),
-    )
-        .into_response()
+    let mut text = app.metrics.render();
+    let _ = writeln!(
+        text,
+        "# TYPE foldwire_sessions_live gauge\nfoldwire_sessions_live {}",
+        app.engine.live_sessions()
+    );
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 #[cfg(test)]

@@ -63,6 +63,9 @@ pub struct ServeConfig {
     pub keepalive_secs: u64,
     /// Usage samples kept per session for calibration.
     pub usage_samples: usize,
+    /// Seconds a session may sit idle before its in-memory state is dropped (it stays in the
+    /// state location and loads again on the next turn); 0 keeps every session in memory.
+    pub idle_session_secs: u64,
 }
 
 impl Default for ServeConfig {
@@ -81,6 +84,7 @@ impl Default for ServeConfig {
             window: foldwire_core::Budget::default().window,
             keepalive_secs: 5,
             usage_samples: 64,
+            idle_session_secs: 900,
         }
     }
 }

@@ -17,6 +17,7 @@ use std::collections::VecDeque;
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context as _, Result};
 use axum::Router;
@@ -84,6 +85,9 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     if config.workers > 0 {
         builder = builder.workers(config.workers);
     }
+    builder = builder.retire_idle_sessions(
+        (config.idle_session_secs > 0).then(|| Duration::from_secs(config.idle_session_secs)),
+    );
     let engine = builder.start()?;
     let view_pipeline = setup::view_pipeline(&registry)?;
     let client = reqwest::Client::builder()
