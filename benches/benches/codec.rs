@@ -5,7 +5,6 @@
 //! 2,000-character tool outputs.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::fmt::Write as _;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
@@ -17,96 +16,24 @@ use foldwire_wire::request::{decode, encode};
 const TURNS: usize = 1000;
 const OUTPUT: usize = 2000;
 
-fn tool_output(t: usize, size: usize) -> String {
-    let line =
-        format!("line {t} fn handler_{t}(req: Request) -> Response {{ validate(req)?; ok() }}\n");
-    let mut out = line.repeat(size.div_ceil(line.len()));
-    out.truncate(size);
-    out
-}
-
-/// JSON string literal of an ASCII text.
-fn js(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
-}
-
-fn chat_turns(turns: usize, output: usize) -> Vec<u8> {
-    let mut s = String::from(
-        r#"{"model":"gpt-4.1","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Please refactor the auth module and fix the failing tests."}"#,
-    );
-    for t in 0..turns {
-        let id = format!("call_{t:06}");
-        let args = js(&format!(r#"{{"command":"cat src/mod{t}.rs"}}"#));
-        let _ = write!(
-            s,
-            r#",{{"role":"assistant","content":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow.","tool_calls":[{{"id":"{id}","type":"function","function":{{"name":"bash","arguments":{args}}}}}]}}"#
-        );
-        let _ = write!(
-            s,
-            r#",{{"role":"tool","tool_call_id":"{id}","content":{}}}"#,
-            js(&tool_output(t, output))
-        );
-    }
-    s.push_str(r#",{"role":"user","content":"Continue."}],"stream":true}"#);
-    s.into_bytes()
-}
-
-fn responses_turns(turns: usize, output: usize) -> Vec<u8> {
-    let mut s = String::from(
-        r#"{"model":"gpt-5","instructions":"You are a coding agent.","input":[{"role":"user","content":"Please refactor the auth module and fix the failing tests."}"#,
-    );
-    for t in 0..turns {
-        let id = format!("call_{t:06}");
-        let args = js(&format!(r#"{{"command":"cat src/mod{t}.rs"}}"#));
-        let _ = write!(
-            s,
-            r#",{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow."}}]}}"#
-        );
-        let _ = write!(
-            s,
-            r#",{{"type":"function_call","call_id":"{id}","name":"bash","arguments":{args}}}"#
-        );
-        let _ = write!(
-            s,
-            r#",{{"type":"function_call_output","call_id":"{id}","output":{}}}"#,
-            js(&tool_output(t, output))
-        );
-    }
-    s.push_str(r#",{"role":"user","content":"Continue."}],"stream":true}"#);
-    s.into_bytes()
-}
-
-fn gemini_turns(turns: usize, output: usize) -> Vec<u8> {
-    let mut s = String::from(
-        r#"{"systemInstruction":{"parts":[{"text":"You are a coding agent."}]},"contents":[{"role":"user","parts":[{"text":"Please refactor the auth module and fix the failing tests."}]}"#,
-    );
-    for t in 0..turns {
-        let _ = write!(
-            s,
-            r#",{{"role":"model","parts":[{{"text":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow."}},{{"functionCall":{{"name":"bash","args":{{"command":"cat src/mod{t}.rs"}}}}}}]}}"#
-        );
-        let _ = write!(
-            s,
-            r#",{{"role":"user","parts":[{{"functionResponse":{{"name":"bash","response":{{"output":{}}}}}}}]}}"#,
-            js(&tool_output(t, output))
-        );
-    }
-    s.push_str(r#",{"role":"user","parts":[{"text":"Continue."}]}],"generationConfig":{"maxOutputTokens":8192}}"#);
-    s.into_bytes()
-}
-
 fn bodies() -> Vec<(Wire, Bytes)> {
     vec![
         (
             Wire::Anthropic,
             Bytes::from(foldwire_benches::anthropic_turns(TURNS, OUTPUT)),
         ),
-        (Wire::OpenAiChat, Bytes::from(chat_turns(TURNS, OUTPUT))),
+        (
+            Wire::OpenAiChat,
+            Bytes::from(foldwire_benches::chat_turns(TURNS, OUTPUT)),
+        ),
         (
             Wire::OpenAiResponses,
-            Bytes::from(responses_turns(TURNS, OUTPUT)),
+            Bytes::from(foldwire_benches::responses_turns(TURNS, OUTPUT)),
         ),
-        (Wire::Gemini, Bytes::from(gemini_turns(TURNS, OUTPUT))),
+        (
+            Wire::Gemini,
+            Bytes::from(foldwire_benches::gemini_turns(TURNS, OUTPUT)),
+        ),
     ]
 }
 

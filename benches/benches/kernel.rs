@@ -67,7 +67,7 @@ fn conversation(body: &[u8]) -> Conversation {
                 slot: UnitSlot::Content(k as u32),
                 role,
                 kind,
-                text,
+                text: text.into(),
                 tool,
                 media: Vec::new(),
                 origin: Origin::Client,

@@ -60,6 +60,74 @@ pub fn anthropic_turns(turns: usize, output: usize) -> Vec<u8> {
     s.into_bytes()
 }
 
+/// The OpenAI Chat counterpart of [`anthropic_turns`]: the same turns, texts and tool outputs.
+pub fn chat_turns(turns: usize, output: usize) -> Vec<u8> {
+    let mut s = String::from(
+        r#"{"model":"gpt-4.1","messages":[{"role":"system","content":"You are a coding agent."},{"role":"user","content":"Please refactor the auth module and fix the failing tests."}"#,
+    );
+    for t in 0..turns {
+        let id = format!("call_{t:06}");
+        let args = json_str(&format!(r#"{{"command":"cat src/mod{t}.rs"}}"#));
+        let _ = write!(
+            s,
+            r#",{{"role":"assistant","content":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow.","tool_calls":[{{"id":"{id}","type":"function","function":{{"name":"bash","arguments":{args}}}}}]}}"#
+        );
+        let _ = write!(
+            s,
+            r#",{{"role":"tool","tool_call_id":"{id}","content":{}}}"#,
+            json_str(&tool_output(t, output))
+        );
+    }
+    s.push_str(r#",{"role":"user","content":"Continue."}],"stream":true}"#);
+    s.into_bytes()
+}
+
+/// The OpenAI Responses counterpart of [`anthropic_turns`].
+pub fn responses_turns(turns: usize, output: usize) -> Vec<u8> {
+    let mut s = String::from(
+        r#"{"model":"gpt-5","instructions":"You are a coding agent.","input":[{"role":"user","content":"Please refactor the auth module and fix the failing tests."}"#,
+    );
+    for t in 0..turns {
+        let id = format!("call_{t:06}");
+        let args = json_str(&format!(r#"{{"command":"cat src/mod{t}.rs"}}"#));
+        let _ = write!(
+            s,
+            r#",{{"type":"message","role":"assistant","content":[{{"type":"output_text","text":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow."}}]}}"#
+        );
+        let _ = write!(
+            s,
+            r#",{{"type":"function_call","call_id":"{id}","name":"bash","arguments":{args}}}"#
+        );
+        let _ = write!(
+            s,
+            r#",{{"type":"function_call_output","call_id":"{id}","output":{}}}"#,
+            json_str(&tool_output(t, output))
+        );
+    }
+    s.push_str(r#",{"role":"user","content":"Continue."}],"stream":true}"#);
+    s.into_bytes()
+}
+
+/// The Gemini counterpart of [`anthropic_turns`].
+pub fn gemini_turns(turns: usize, output: usize) -> Vec<u8> {
+    let mut s = String::from(
+        r#"{"systemInstruction":{"parts":[{"text":"You are a coding agent."}]},"contents":[{"role":"user","parts":[{"text":"Please refactor the auth module and fix the failing tests."}]}"#,
+    );
+    for t in 0..turns {
+        let _ = write!(
+            s,
+            r#",{{"role":"model","parts":[{{"text":"Step {t}: I will inspect file src/mod{t}.rs to understand the flow."}},{{"functionCall":{{"name":"bash","args":{{"command":"cat src/mod{t}.rs"}}}}}}]}}"#
+        );
+        let _ = write!(
+            s,
+            r#",{{"role":"user","parts":[{{"functionResponse":{{"name":"bash","response":{{"output":{}}}}}}}]}}"#,
+            json_str(&tool_output(t, output))
+        );
+    }
+    s.push_str(r#",{"role":"user","parts":[{"text":"Continue."}]}],"generationConfig":{"maxOutputTokens":8192}}"#);
+    s.into_bytes()
+}
+
 /// Lowercase hex SHA-256 of some bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     use sha2::Digest as _;

@@ -31,6 +31,7 @@ pub mod report;
 pub mod stage;
 pub mod state;
 pub mod strategy;
+pub mod text;
 pub mod turn;
 pub mod wire;
 
@@ -62,6 +63,7 @@ pub use strategy::{
     FoldDemand, FoldPolicy, HeadZone, Layout, LayoutPlan, LayoutRequest, RangeInfo, StrategyError,
     Summarizer, Summary, SummaryRequest,
 };
+pub use text::{DecodeText, Text};
 pub use turn::{Fact, Turn, TurnOptions};
 pub use wire::{UnknownWire, Wire};
 

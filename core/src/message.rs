@@ -4,6 +4,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{BlockId, Ref};
+use crate::text::Text;
 
 /// The author of a message, normalized across wires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -151,9 +152,9 @@ pub struct Message {
     pub role: Role,
     /// What it is.
     pub kind: MessageKind,
-    /// Its plain text, for previews, search, summaries and token estimates (tool arguments
-    /// and results included as text).
-    pub text: String,
+    /// Its plain text, for previews, search and summaries (tool arguments and results
+    /// included as text); decoded from the body on first read.
+    pub text: Text,
     /// Tool identity for calls and results.
     pub tool: Option<ToolLink>,
     /// Media payloads it carries.
@@ -171,7 +172,13 @@ pub struct Message {
 
 impl Message {
     /// A unit of plain text created by foldwire itself (summaries, notes).
-    pub fn synthesized(entry: usize, role: Role, text: String, origin: Origin, raw: Bytes) -> Self {
+    pub fn synthesized(
+        entry: usize,
+        role: Role,
+        text: impl Into<Text>,
+        origin: Origin,
+        raw: Bytes,
+    ) -> Self {
         Message {
             id: MessageId(String::new()),
             r#ref: None,
@@ -179,7 +186,7 @@ impl Message {
             slot: UnitSlot::Content(0),
             role,
             kind: MessageKind::Text,
-            text,
+            text: text.into(),
             tool: None,
             media: Vec::new(),
             origin,

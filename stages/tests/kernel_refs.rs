@@ -114,7 +114,7 @@ fn summaries_stubs_and_pinned_known_units_carry_no_ref() {
     c2.messages.push(Message::synthesized(
         0,
         foldwire_core::Role::User,
-        "s".into(),
+        "s",
         Origin::Summary(foldwire_core::BlockId(1)),
         bytes::Bytes::new(),
     ));

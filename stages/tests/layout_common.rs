@@ -84,7 +84,7 @@ fn unit(entry: usize, role: Role, block: &B, wire: Wire) -> Message {
         slot: UnitSlot::Content(0),
         role,
         kind,
-        text: txt,
+        text: txt.into(),
         tool,
         media: Vec::new(),
         origin: Origin::Client,

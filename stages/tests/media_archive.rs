@@ -113,7 +113,7 @@ fn conversation(wire: Wire, raws: &[String]) -> Conversation {
                 slot: UnitSlot::Content(i as u32),
                 role: Role::User,
                 kind: MessageKind::Media,
-                text: String::new(),
+                text: Default::default(),
                 tool: None,
                 media: Vec::new(),
                 origin: Origin::Client,

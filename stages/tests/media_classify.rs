@@ -22,7 +22,7 @@ fn unit(entry: usize, raw: &str) -> Message {
         slot: UnitSlot::Content(0),
         role: Role::User,
         kind: MessageKind::Other,
-        text: String::new(),
+        text: Default::default(),
         tool: None,
         media: Vec::new(),
         origin: Origin::Client,

@@ -54,7 +54,7 @@ fn conversation(wire: Wire, units: &[Value]) -> Conversation {
                 slot: UnitSlot::Content(i as u32),
                 role: Role::User,
                 kind: MessageKind::Other,
-                text: String::new(),
+                text: Default::default(),
                 tool: None,
                 media: Vec::new(),
                 origin: Origin::Client,

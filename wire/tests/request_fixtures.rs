@@ -154,7 +154,7 @@ fn removing_replacing_and_synthesizing_units_keep_the_rest_verbatim() {
             let k = pick_unit(c);
             let m = &mut c.messages[k];
             m.kind = MessageKind::Text;
-            m.text = "[folded: see b1]".to_owned();
+            m.text = "[folded: see b1]".into();
             m.raw = Bytes::new();
             m.modified = true;
             m.entry

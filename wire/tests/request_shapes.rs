@@ -544,3 +544,20 @@ fn reordered_units_are_rebuilt_not_copied() {
     assert_eq!(v["messages"][1]["content"][0]["type"], "image");
     assert_eq!(v["messages"][1]["content"][1]["type"], "text");
 }
+
+#[test]
+fn unit_texts_are_decoded_only_when_read() {
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"line one\nline \"two\""},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"cmd\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"c1","content":[{"type":"text","text":"a\tb"},{"type":"text","text":"c"}]}]}"#;
+    let c = dec(Wire::OpenAiChat, body);
+    assert!(c.messages.iter().all(|m| !m.text.is_decoded()));
+    let copy = c.clone();
+    assert_eq!(c.messages[0].text, "line one\nline \"two\"");
+    assert!(c.messages[0].text.is_decoded());
+    assert!(!c.messages[1].text.is_decoded());
+    assert_eq!(c.messages[1].text, r#"{"cmd":"ls"}"#);
+    assert_eq!(c.messages[2].text, "a\tb\nc");
+    // A clone taken before any read decodes the same text on its own.
+    assert_eq!(copy.messages, c.messages);
+    // Reading texts changes nothing on the wire.
+    assert_eq!(encode(&c).unwrap(), body.as_bytes());
+}

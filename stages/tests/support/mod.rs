@@ -50,7 +50,7 @@ impl Conv {
             slot: UnitSlot::Content(0),
             role,
             kind,
-            text: text.to_owned(),
+            text: text.into(),
             tool,
             media: Vec::new(),
             origin: Origin::Client,

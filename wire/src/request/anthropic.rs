@@ -3,9 +3,9 @@
 
 use std::ops::Range;
 
-use foldwire_core::{MessageKind, Role, ToolLink, UnitSlot};
+use foldwire_core::{MessageKind, Role, Text, ToolLink, UnitSlot};
 
-use super::{Cx, Path, UnitSpec, WireError, scan, text_of_content};
+use super::{Cx, Path, UnitSpec, WireError, scan};
 
 /// Decodes the `messages` array at `span`.
 pub(crate) fn decode_messages(
@@ -41,7 +41,7 @@ pub(crate) fn decode_messages(
         let cpath = mpath.key("content");
         match cx.bytes().get(content.value.start) {
             Some(b'"') => {
-                let text = scan::unescape(cx.src, &content.value).into_owned();
+                let text = cx.string_text(&content.value);
                 cx.unit(
                     entry,
                     UnitSpec {
@@ -78,7 +78,7 @@ fn whole(cx: &mut Cx<'_>, entry: usize, role: Role, span: &Range<usize>) {
             slot: UnitSlot::Whole,
             role,
             kind: MessageKind::Other,
-            text: String::new(),
+            text: Text::default(),
             tool: None,
             span: span.clone(),
         },
@@ -94,18 +94,13 @@ fn decode_block(
 ) -> Result<UnitSpec, WireError> {
     let fields = cx.fields(path, span)?;
     let ty = cx.req_str(path, &fields, "type")?;
-    let src = cx.src;
     let str_of = |key: &str| {
         scan::field(&fields, key)
-            .and_then(|f| scan::string_value(src, &f.value))
-            .map(|s| s.into_owned())
+            .filter(|f| cx.bytes().get(f.value.start) == Some(&b'"'))
+            .map(|f| cx.string_text(&f.value))
     };
     let (kind, text, tool) = match ty.as_ref() {
-        "text" => (
-            MessageKind::Text,
-            cx.req_str(path, &fields, "text")?.into_owned(),
-            None,
-        ),
+        "text" => (MessageKind::Text, cx.req_text(path, &fields, "text")?, None),
         "image" | "document" | "search_result" | "container_upload" => (
             MessageKind::Media,
             str_of("title").unwrap_or_default(),
@@ -115,11 +110,11 @@ fn decode_block(
             let id = cx.req_str(path, &fields, "id")?.into_owned();
             let name = cx.req_str(path, &fields, "name")?.into_owned();
             let input = scan::field(&fields, "input")
-                .map(|f| cx.text(&f.value))
+                .map(|f| cx.json_text(&f.value))
                 .unwrap_or_default();
             (
                 MessageKind::ToolCall,
-                input.to_owned(),
+                input,
                 Some(ToolLink {
                     call_id: id,
                     name: Some(name),
@@ -129,7 +124,7 @@ fn decode_block(
         "tool_result" => {
             let id = cx.req_str(path, &fields, "tool_use_id")?.into_owned();
             let text = scan::field(&fields, "content")
-                .map(|f| text_of_content(src, &f.value))
+                .map(|f| cx.content_text(&f.value))
                 .unwrap_or_default();
             (
                 MessageKind::ToolResult,
@@ -145,10 +140,10 @@ fn decode_block(
             str_of("thinking").unwrap_or_default(),
             None,
         ),
-        "redacted_thinking" => (MessageKind::Reasoning, String::new(), None),
+        "redacted_thinking" => (MessageKind::Reasoning, Text::default(), None),
         // Server tool calls and results, and any block type this codec does not know, are
         // kept verbatim and fold as plain units; their JSON is their text.
-        _ => (MessageKind::Other, cx.text(span).to_owned(), None),
+        _ => (MessageKind::Other, cx.json_text(span), None),
     };
     Ok(UnitSpec {
         slot: UnitSlot::Content(u32::try_from(index).unwrap_or(u32::MAX)),

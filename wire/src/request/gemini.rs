@@ -8,7 +8,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
-use foldwire_core::{MessageKind, Role, ToolLink, UnitSlot};
+use foldwire_core::{MessageKind, Role, Text, ToolLink, UnitSlot};
 
 use super::{Cx, Path, UnitSpec, WireError, scan};
 
@@ -54,7 +54,7 @@ pub(crate) fn decode_contents(
                     slot: UnitSlot::Whole,
                     role,
                     kind: MessageKind::Other,
-                    text: String::new(),
+                    text: Text::default(),
                     tool: None,
                     span: item.clone(),
                 },
@@ -92,9 +92,10 @@ fn decode_part(
     let fields = cx.fields(path, span)?;
     let thought = scan::field(&fields, "thought").is_some_and(|f| cx.text(&f.value) == "true");
     let (kind, text, tool) = if let Some(t) = scan::field(&fields, "text") {
-        let text = scan::string_value(cx.src, &t.value)
-            .ok_or_else(|| cx.shape(&path.key("text"), "a string", &t.value))?
-            .into_owned();
+        if cx.bytes().get(t.value.start) != Some(&b'"') {
+            return Err(cx.shape(&path.key("text"), "a string", &t.value));
+        }
+        let text = cx.string_text(&t.value);
         let kind = if thought {
             MessageKind::Reasoning
         } else {
@@ -106,7 +107,7 @@ fn decode_part(
         let cf = cx.fields(&fpath, &call.value)?;
         let name = cx.req_str(&fpath, &cf, "name")?.into_owned();
         let args = scan::field(&cf, "args")
-            .map(|a| cx.text(&a.value).to_owned())
+            .map(|a| cx.json_text(&a.value))
             .unwrap_or_default();
         let call_id = match cx.opt_str(&fpath, &cf, "id")? {
             Some(id) => id.into_owned(),
@@ -134,7 +135,7 @@ fn decode_part(
         let rf = cx.fields(&fpath, &resp.value)?;
         let name = cx.req_str(&fpath, &rf, "name")?.into_owned();
         let text = scan::field(&rf, "response")
-            .map(|r| cx.text(&r.value).to_owned())
+            .map(|r| cx.json_text(&r.value))
             .unwrap_or_default();
         let call_id = match cx.opt_str(&fpath, &rf, "id")? {
             Some(id) => id.into_owned(),
@@ -155,7 +156,7 @@ fn decode_part(
         || scan::field(&fields, "fileData").is_some()
         || scan::field(&fields, "videoMetadata").is_some()
     {
-        (MessageKind::Media, String::new(), None)
+        (MessageKind::Media, Text::default(), None)
     } else {
         // executableCode, codeExecutionResult, a bare thoughtSignature, unknown parts.
         let kind = if thought {
@@ -163,7 +164,7 @@ fn decode_part(
         } else {
             MessageKind::Other
         };
-        (kind, cx.text(span).to_owned(), None)
+        (kind, cx.json_text(span), None)
     };
     Ok(UnitSpec {
         slot: UnitSlot::Content(u32::try_from(index).unwrap_or(u32::MAX)),

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use foldwire_core::{Message, MessageId, Role, UnitSlot};
-use xxhash_rust::xxh3::Xxh3;
+use xxhash_rust::xxh3::xxh3_64_with_seed;
 
 /// How many hex digits an id has (64 bits: collisions within a session are negligible, ids
 /// stay short in reports).
@@ -34,10 +34,10 @@ fn digest(role: Role, slot: UnitSlot, raw: &[u8]) -> [u8; ID_HEX_LEN / 2] {
         UnitSlot::ToolCalls(_) => b'k',
         UnitSlot::ReasoningField => b'r',
     };
-    let mut h = Xxh3::new();
-    h.update(&[role_tag, slot_tag, 0]);
-    h.update(raw);
-    h.digest().to_be_bytes()
+    // Role and slot shape pick the seed, so equal bytes in different places hash apart; the
+    // one-shot form skips the streaming hasher's buffering.
+    let seed = u64::from(role_tag) << 8 | u64::from(slot_tag);
+    xxh3_64_with_seed(raw, seed).to_be_bytes()
 }
 
 fn hex(bytes: &[u8]) -> String {

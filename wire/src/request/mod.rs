@@ -17,13 +17,15 @@ mod openai_chat;
 mod openai_responses;
 mod rebuild;
 mod scan;
+mod tape;
 
 use std::borrow::Cow;
 use std::ops::Range;
 
 use bytes::Bytes;
 use foldwire_core::{
-    Conversation, Entry, Message, MessageId, MessageKind, Origin, Role, ToolLink, UnitSlot, Wire,
+    Conversation, Entry, Message, MessageId, MessageKind, Origin, Role, Text, ToolLink, UnitSlot,
+    Wire,
 };
 
 pub use detect::detect;
@@ -31,7 +33,8 @@ pub use error::{DetectError, WireError};
 pub use identity::fingerprint;
 pub use rebuild::encode;
 
-use scan::{Field, Mode, Syntax, Tape};
+use scan::{Field, Mode, Syntax};
+use tape::Tape;
 
 /// The key of the messages array on each wire.
 pub fn messages_key(wire: Wire) -> &'static str {
@@ -56,7 +59,7 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
     let root = Path::root();
     let start = scan::skip_ws(src.as_bytes(), 0);
     let (end, tape) =
-        scan::value_end_taped(src.as_bytes(), start).map_err(|e| WireError::Syntax {
+        scan::value_end_indexed(src.as_bytes(), start).map_err(|e| WireError::Syntax {
             wire,
             path: scan::path_at(src, e.at),
             at: e.at,
@@ -189,7 +192,7 @@ pub(crate) struct UnitSpec {
     /// Its kind.
     pub kind: MessageKind,
     /// Its plain text.
-    pub text: String,
+    pub text: Text,
     /// Tool identity.
     pub tool: Option<ToolLink>,
     /// Its bytes in the body.
@@ -198,7 +201,7 @@ pub(crate) struct UnitSpec {
 
 /// Decoding state: the body and the entries and units found so far.
 pub(crate) struct Cx<'a> {
-    /// Value ends of the validated body.
+    /// The validated body's structural index.
     tape: &'a Tape,
     /// The wire.
     pub wire: Wire,
@@ -262,7 +265,9 @@ impl<'a> Cx<'a> {
         if self.bytes().get(span.start) != Some(&b'{') {
             return Err(self.shape(path, "an object", span));
         }
-        scan::object_fields_mode(self.src, span, Mode::Taped(self.tape))
+        self.tape
+            .object_fields(self.src, span)
+            .unwrap_or_else(|| scan::object_fields_mode(self.src, span, Mode::Trusted))
             .map_err(|e| self.syntax(path, e))
     }
 
@@ -275,8 +280,11 @@ impl<'a> Cx<'a> {
         if self.bytes().get(span.start) != Some(&b'[') {
             return Err(self.shape(path, "an array", span));
         }
-        scan::array_items_mode(self.bytes(), span, Mode::Taped(self.tape))
-            .map_err(|e| self.syntax(path, e))
+        match self.tape.array_items(span) {
+            Some(items) => Ok(items),
+            None => scan::array_items_mode(self.bytes(), span, Mode::Trusted)
+                .map_err(|e| self.syntax(path, e)),
+        }
     }
 
     /// The string value of field `key`, erroring when present but not a string.
@@ -306,9 +314,62 @@ impl<'a> Cx<'a> {
             .ok_or_else(|| self.shape_msg(&path.key(key), "a string", "no such field"))
     }
 
+    /// The text of string field `key`, unescaped when first read; an error when present but
+    /// not a string.
+    pub(crate) fn opt_text(
+        &self,
+        path: &Path<'_>,
+        fields: &[Field<'a>],
+        key: &'static str,
+    ) -> Result<Option<Text>, WireError> {
+        match scan::field(fields, key) {
+            None => Ok(None),
+            Some(f) if self.bytes().get(f.value.start) == Some(&b'"') => {
+                Ok(Some(self.string_text(&f.value)))
+            }
+            Some(f) => Err(self.shape(&path.key(key), "a string", &f.value)),
+        }
+    }
+
+    /// The text of string field `key`, which must be present.
+    pub(crate) fn req_text(
+        &self,
+        path: &Path<'_>,
+        fields: &[Field<'a>],
+        key: &'static str,
+    ) -> Result<Text, WireError> {
+        self.opt_text(path, fields, key)?
+            .ok_or_else(|| self.shape_msg(&path.key(key), "a string", "no such field"))
+    }
+
     /// The raw text of a span (JSON as written).
     pub(crate) fn text(&self, span: &Range<usize>) -> &'a str {
         self.src.get(span.clone()).unwrap_or_default()
+    }
+
+    /// The text of the string literal at `span`, unescaped when first read.
+    pub(crate) fn string_text(&self, span: &Range<usize>) -> Text {
+        Text::deferred(self.body.slice(span.clone()), |literal| {
+            let literal = String::from_utf8_lossy(literal);
+            scan::unescape(&literal, &(0..literal.len())).into_owned()
+        })
+    }
+
+    /// The JSON at `span` as written (tool arguments, unknown blocks), as text when first
+    /// read.
+    pub(crate) fn json_text(&self, span: &Range<usize>) -> Text {
+        Text::deferred(self.body.slice(span.clone()), |json| {
+            String::from_utf8_lossy(json).into_owned()
+        })
+    }
+
+    /// The text of a tool result's content at `span` (see [`text_of_content`]), when first
+    /// read.
+    pub(crate) fn content_text(&self, span: &Range<usize>) -> Text {
+        Text::deferred(self.body.slice(span.clone()), |content| {
+            let content = String::from_utf8_lossy(content);
+            text_of_content(&content, &(0..content.len()))
+        })
     }
 
     /// Makes room for `n` more wire messages (and about twice as many units).

@@ -4,9 +4,9 @@
 
 use std::ops::Range;
 
-use foldwire_core::{MessageKind, Role, ToolLink, UnitSlot};
+use foldwire_core::{MessageKind, Role, Text, ToolLink, UnitSlot};
 
-use super::{Cx, Path, UnitSpec, WireError, scan, text_of_content};
+use super::{Cx, Path, UnitSpec, WireError, scan};
 
 /// Decodes the `messages` array at `span`.
 pub(crate) fn decode_messages(
@@ -46,7 +46,7 @@ pub(crate) fn decode_messages(
             };
             let name = cx.opt_str(&mpath, &fields, "name")?.map(|n| n.into_owned());
             let text = content
-                .map(|c| text_of_content(cx.src, &c.value))
+                .map(|c| cx.content_text(&c.value))
                 .unwrap_or_default();
             cx.unit(
                 entry,
@@ -63,9 +63,9 @@ pub(crate) fn decode_messages(
         }
         let before = cx.messages.len();
         if let Some(reasoning) = scan::field(&fields, "reasoning_content")
-            && let Some(text) = scan::string_value(cx.src, &reasoning.value)
+            && cx.bytes().get(reasoning.value.start) == Some(&b'"')
         {
-            let text = text.into_owned();
+            let text = cx.string_text(&reasoning.value);
             cx.unit(
                 entry,
                 UnitSpec {
@@ -82,7 +82,7 @@ pub(crate) fn decode_messages(
             let cpath = mpath.key("content");
             match cx.bytes().get(content.value.start) {
                 Some(b'"') => {
-                    let text = scan::unescape(cx.src, &content.value).into_owned();
+                    let text = cx.string_text(&content.value);
                     cx.unit(
                         entry,
                         UnitSpec {
@@ -130,7 +130,7 @@ pub(crate) fn decode_messages(
                     slot: UnitSlot::Whole,
                     role,
                     kind: MessageKind::Other,
-                    text: String::new(),
+                    text: Text::default(),
                     tool: None,
                     span: item.clone(),
                 },
@@ -154,20 +154,15 @@ fn decode_part(
     let fields = cx.fields(path, span)?;
     let ty = cx.req_str(path, &fields, "type")?;
     let (kind, text) = match ty.as_ref() {
-        "text" => (
-            MessageKind::Text,
-            cx.req_str(path, &fields, "text")?.into_owned(),
-        ),
+        "text" => (MessageKind::Text, cx.req_text(path, &fields, "text")?),
         "refusal" => (
             MessageKind::Text,
-            cx.opt_str(path, &fields, "refusal")?
-                .map(|s| s.into_owned())
-                .unwrap_or_default(),
+            cx.opt_text(path, &fields, "refusal")?.unwrap_or_default(),
         ),
         "image_url" | "input_audio" | "file" | "input_image" | "input_file" => {
-            (MessageKind::Media, String::new())
+            (MessageKind::Media, Text::default())
         }
-        _ => (MessageKind::Other, cx.text(span).to_owned()),
+        _ => (MessageKind::Other, cx.json_text(span)),
     };
     Ok(UnitSpec {
         slot: UnitSlot::Content(index_u32(index)),
@@ -199,11 +194,9 @@ fn decode_tool_call(
                 .opt_str(&fpath, &ffields, "name")?
                 .map(|s| s.into_owned());
             let args = match scan::field(&ffields, "arguments") {
-                Some(a) => match scan::string_value(cx.src, &a.value) {
-                    Some(s) => s.into_owned(),
-                    None => cx.text(&a.value).to_owned(),
-                },
-                None => String::new(),
+                Some(a) if cx.bytes().get(a.value.start) == Some(&b'"') => cx.string_text(&a.value),
+                Some(a) => cx.json_text(&a.value),
+                None => Text::default(),
             };
             (name, args)
         }
@@ -215,12 +208,10 @@ fn decode_tool_call(
                 (
                     cx.opt_str(&cpath, &cfields, "name")?
                         .map(|s| s.into_owned()),
-                    cx.opt_str(&cpath, &cfields, "input")?
-                        .map(|s| s.into_owned())
-                        .unwrap_or_default(),
+                    cx.opt_text(&cpath, &cfields, "input")?.unwrap_or_default(),
                 )
             }
-            None => (None, String::new()),
+            None => (None, Text::default()),
         },
     };
     Ok(UnitSpec {

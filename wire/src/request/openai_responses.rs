@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use foldwire_core::{MessageKind, Pin, Role, ToolLink, UnitSlot};
+use foldwire_core::{MessageKind, Pin, Role, Text, ToolLink, UnitSlot};
 
 use super::{Cx, Path, UnitSpec, WireError, scan, text_of_content};
 
@@ -17,7 +17,7 @@ pub(crate) fn decode_input(
 ) -> Result<(), WireError> {
     if cx.bytes().get(span.start) == Some(&b'"') {
         let entry = cx.begin_entry(Role::User, span);
-        let text = scan::unescape(cx.src, span).into_owned();
+        let text = cx.string_text(span);
         cx.unit(
             entry,
             UnitSpec {
@@ -75,7 +75,7 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
         };
         match cx.bytes().get(content.value.start) {
             Some(b'"') => {
-                let text = scan::unescape(cx.src, &content.value).into_owned();
+                let text = cx.string_text(&content.value);
                 cx.unit(
                     entry,
                     UnitSpec {
@@ -96,7 +96,7 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
                         entry,
                         role,
                         MessageKind::Other,
-                        String::new(),
+                        Text::default(),
                         None,
                         span,
                     );
@@ -113,8 +113,8 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
     let ty = ty.unwrap_or_default();
     let str_of = |key: &str| {
         scan::field(&fields, key)
-            .and_then(|f| scan::string_value(cx.src, &f.value))
-            .map(|s| s.into_owned())
+            .filter(|f| cx.bytes().get(f.value.start) == Some(&b'"'))
+            .map(|f| cx.string_text(&f.value))
     };
     let (role, kind, text, tool) = match ty.as_ref() {
         "function_call" | "custom_tool_call" => {
@@ -133,7 +133,7 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
         "function_call_output" | "custom_tool_call_output" => {
             let call_id = cx.req_str(path, &fields, "call_id")?.into_owned();
             let text = scan::field(&fields, "output")
-                .map(|f| text_of_content(cx.src, &f.value))
+                .map(|f| cx.content_text(&f.value))
                 .unwrap_or_default();
             (
                 Role::Tool,
@@ -158,7 +158,7 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
                     text.push_str(&more);
                 }
             }
-            (Role::Assistant, MessageKind::Reasoning, text, None)
+            (Role::Assistant, MessageKind::Reasoning, text.into(), None)
         }
         "compaction" | "compaction_summary" => {
             let entry = cx.begin_entry(Role::Assistant, span);
@@ -167,7 +167,7 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
                 entry,
                 Role::Assistant,
                 MessageKind::Opaque,
-                String::new(),
+                Text::default(),
                 None,
                 span,
             );
@@ -182,7 +182,7 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
         _ => (
             Role::Assistant,
             MessageKind::Other,
-            cx.text(span).to_owned(),
+            cx.json_text(span),
             None,
         ),
     };
@@ -196,7 +196,7 @@ fn whole(
     entry: usize,
     role: Role,
     kind: MessageKind,
-    text: String,
+    text: Text,
     tool: Option<ToolLink>,
     span: &Range<usize>,
 ) {
@@ -223,18 +223,15 @@ fn decode_part(
     let fields = cx.fields(path, span)?;
     let ty = cx.req_str(path, &fields, "type")?;
     let (kind, text) = match ty.as_ref() {
-        "input_text" | "output_text" | "text" => (
-            MessageKind::Text,
-            cx.req_str(path, &fields, "text")?.into_owned(),
-        ),
+        "input_text" | "output_text" | "text" => {
+            (MessageKind::Text, cx.req_text(path, &fields, "text")?)
+        }
         "refusal" => (
             MessageKind::Text,
-            cx.opt_str(path, &fields, "refusal")?
-                .map(|s| s.into_owned())
-                .unwrap_or_default(),
+            cx.opt_text(path, &fields, "refusal")?.unwrap_or_default(),
         ),
-        "input_image" | "input_file" | "input_audio" => (MessageKind::Media, String::new()),
-        _ => (MessageKind::Other, cx.text(span).to_owned()),
+        "input_image" | "input_file" | "input_audio" => (MessageKind::Media, Text::default()),
+        _ => (MessageKind::Other, cx.json_text(span)),
     };
     Ok(UnitSpec {
         slot: UnitSlot::Content(u32::try_from(index).unwrap_or(u32::MAX)),

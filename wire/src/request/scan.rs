@@ -7,6 +7,8 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
+use super::tape::{INDEX_DEPTH, Tape};
+
 /// A syntax error: the byte offset and what the scanner expected there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Syntax {
@@ -135,101 +137,70 @@ pub(crate) fn value_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
     value_end_mode(src, start, Mode::Validate)
 }
 
-/// Where each non-empty container of a validated body ends, recorded by the
-/// validating pass so later passes over nested spans find value ends by lookup instead of
-/// scanning the same bytes again at every nesting level.
-#[derive(Debug, Default)]
-pub(crate) struct Tape {
-    /// `(start, end)` pairs, sorted by start.
-    spans: Vec<(usize, usize)>,
-}
-
-impl Tape {
-    fn end_of(&self, start: usize) -> Option<usize> {
-        let i = self.spans.binary_search_by_key(&start, |&(s, _)| s).ok()?;
-        self.spans.get(i).map(|&(_, e)| e).filter(|&e| e > start)
-    }
-}
-
-/// Validates the value at `start` like [`value_end`] and returns its end and its tape.
-pub(crate) fn value_end_taped(src: &[u8], start: usize) -> Result<(usize, Tape), Syntax> {
-    let mut tape = Tape::default();
-    let end = scan_value(src, start, string_end, Some(&mut tape.spans))?;
+/// Validates the value at `start` like [`value_end`] and returns its end and its structural
+/// index down to [`INDEX_DEPTH`].
+pub(crate) fn value_end_indexed(src: &[u8], start: usize) -> Result<(usize, Tape), Syntax> {
+    let mut tape = Tape::for_body(src.len());
+    let end = scan_value(src, start, string_end, Some(&mut tape))?;
     Ok((end, tape))
 }
 
 /// How strictly strings are scanned.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Mode<'t> {
+pub(crate) enum Mode {
     /// Check every escape: for bytes nobody has checked yet.
     Validate,
     /// Only find the closing quote: for spans inside a body already validated.
     Trusted,
-    /// Inside a body validated with this tape: look value ends up.
-    Taped(&'t Tape),
 }
 
-fn value_end_mode(src: &[u8], start: usize, mode: Mode<'_>) -> Result<usize, Syntax> {
+fn value_end_mode(src: &[u8], start: usize, mode: Mode) -> Result<usize, Syntax> {
     match mode {
         Mode::Validate => scan_value(src, start, string_end, None),
         Mode::Trusted => scan_value(src, start, string_end_trusted, None),
-        // Strings are found with one memchr (cheaper than a lookup); containers by lookup.
-        Mode::Taped(tape) => match src.get(start) {
-            Some(b'{' | b'[') => match tape.end_of(start) {
-                Some(end) => Ok(end),
-                None => scan_value(src, start, string_end_trusted, None),
-            },
-            _ => scan_value(src, start, string_end_trusted, None),
-        },
     }
 }
 
 type StringEnd = fn(&[u8], usize) -> Result<usize, Syntax>;
 
-/// The iterative scanner behind every mode; records container spans into `tape` when given
-/// one.
+/// The iterative scanner behind every mode; indexes values into `tape` when given one.
 fn scan_value(
     src: &[u8],
     start: usize,
     string_end: StringEnd,
-    mut tape: Option<&mut Vec<(usize, usize)>>,
+    mut tape: Option<&mut Tape>,
 ) -> Result<usize, Syntax> {
-    // Open containers, innermost last, with their tape slot.
-    let mut stack: Vec<(u8, usize)> = Vec::new();
-    let record = |tape: &mut Option<&mut Vec<(usize, usize)>>, open: usize| -> usize {
-        match tape {
-            Some(t) => {
-                t.push((open, 0));
-                t.len() - 1
-            }
-            None => usize::MAX,
-        }
-    };
+    // Open containers, innermost last, with their index slot (when indexed).
+    let mut stack: Vec<(u8, Option<usize>)> = Vec::new();
     let mut pos = start;
     'value: loop {
-        // Parse one value at `pos`.
+        // Parse one value at `pos`, at depth `stack.len()`.
+        let indexed = tape.as_deref_mut().filter(|_| stack.len() <= INDEX_DEPTH);
+        let at = pos;
         match src.get(pos) {
             Some(b'"') => pos = string_end(src, pos)?,
             Some(&open @ (b'{' | b'[')) => {
                 let close = if open == b'{' { b'}' } else { b']' };
-                let at = pos;
                 pos = skip_ws(src, pos + 1);
-                if src.get(pos) == Some(&close) {
-                    pos += 1;
-                } else {
-                    let slot = record(&mut tape, at);
+                if src.get(pos) != Some(&close) {
+                    let slot = indexed.map(|t| t.open(at));
                     stack.push((open, slot));
                     if open == b'{' {
-                        pos = key_and_colon(src, pos, string_end)?;
+                        pos =
+                            key_and_colon(src, pos, string_end, tape.as_deref_mut(), stack.len())?;
                     }
                     continue 'value;
                 }
+                pos += 1;
             }
             Some(b't') => pos = literal_end(src, pos, b"true")?,
             Some(b'f') => pos = literal_end(src, pos, b"false")?,
             Some(b'n') => pos = literal_end(src, pos, b"null")?,
             Some(b'-' | b'0'..=b'9') => pos = number_end(src, pos)?,
             _ => return syntax(pos, "a JSON value"),
+        }
+        if let Some(t) = tape.as_deref_mut().filter(|_| stack.len() <= INDEX_DEPTH) {
+            t.leaf(at..pos);
         }
         // After a value: close containers or move to the next element.
         loop {
@@ -239,7 +210,13 @@ fn scan_value(
             pos = skip_ws(src, pos);
             match (open, src.get(pos)) {
                 (b'{', Some(b',')) => {
-                    pos = key_and_colon(src, skip_ws(src, pos + 1), string_end)?;
+                    pos = key_and_colon(
+                        src,
+                        skip_ws(src, pos + 1),
+                        string_end,
+                        tape.as_deref_mut(),
+                        stack.len(),
+                    )?;
                     continue 'value;
                 }
                 (b'[', Some(b',')) => {
@@ -249,8 +226,8 @@ fn scan_value(
                 (b'{', Some(b'}')) | (b'[', Some(b']')) => {
                     stack.pop();
                     pos += 1;
-                    if let Some(entry) = tape.as_deref_mut().and_then(|t| t.get_mut(slot)) {
-                        entry.1 = pos;
+                    if let (Some(t), Some(slot)) = (tape.as_deref_mut(), slot) {
+                        t.close(slot, pos);
                     }
                 }
                 (b'{', _) => return syntax(pos, "',' or '}'"),
@@ -260,12 +237,23 @@ fn scan_value(
     }
 }
 
-/// Parses `"key" :` at `pos` and returns the start of the value after it.
-fn key_and_colon(src: &[u8], pos: usize, string_end: StringEnd) -> Result<usize, Syntax> {
+/// Parses `"key" :` at `pos` and returns the start of the value after it; indexes the key
+/// when its depth is within [`INDEX_DEPTH`].
+fn key_and_colon(
+    src: &[u8],
+    pos: usize,
+    string_end: StringEnd,
+    tape: Option<&mut Tape>,
+    depth: usize,
+) -> Result<usize, Syntax> {
     if src.get(pos) != Some(&b'"') {
         return syntax(pos, "an object key");
     }
-    let after_key = skip_ws(src, string_end(src, pos)?);
+    let key_end = string_end(src, pos)?;
+    if let Some(t) = tape.filter(|_| depth <= INDEX_DEPTH) {
+        t.leaf(pos..key_end);
+    }
+    let after_key = skip_ws(src, key_end);
     if src.get(after_key) != Some(&b':') {
         return syntax(after_key, "':' after an object key");
     }
@@ -308,11 +296,11 @@ pub(crate) fn object_fields<'a>(
 pub(crate) fn object_fields_mode<'a>(
     src: &'a str,
     span: &Range<usize>,
-    mode: Mode<'_>,
+    mode: Mode,
 ) -> Result<Vec<Field<'a>>, Syntax> {
     let string_end: StringEnd = match mode {
         Mode::Validate => string_end,
-        Mode::Trusted | Mode::Taped(_) => string_end_trusted,
+        Mode::Trusted => string_end_trusted,
     };
     let bytes = src.as_bytes();
     if bytes.get(span.start) != Some(&b'{') {
@@ -326,7 +314,7 @@ pub(crate) fn object_fields_mode<'a>(
     loop {
         let key_start = pos;
         let key_end = string_end(bytes, pos)?;
-        let key = unescape(src, &(key_start..key_end));
+        let key = unescape_key(src, &(key_start..key_end));
         let colon = skip_ws(bytes, key_end);
         if bytes.get(colon) != Some(&b':') {
             return syntax(colon, "':' after an object key");
@@ -356,7 +344,7 @@ pub(crate) fn array_items(src: &[u8], span: &Range<usize>) -> Result<Vec<Range<u
 pub(crate) fn array_items_mode(
     src: &[u8],
     span: &Range<usize>,
-    mode: Mode<'_>,
+    mode: Mode,
 ) -> Result<Vec<Range<usize>>, Syntax> {
     if src.get(span.start) != Some(&b'[') {
         return syntax(span.start, "an array");
@@ -375,6 +363,19 @@ pub(crate) fn array_items_mode(
             Some(b']') => return Ok(items),
             _ => return syntax(pos, "',' or ']'"),
         }
+    }
+}
+
+/// [`unescape`] for object keys: short, and almost never escaped, so a plain byte loop finds
+/// that out cheaper than a vectorized search's setup.
+pub(crate) fn unescape_key<'a>(src: &'a str, span: &Range<usize>) -> Cow<'a, str> {
+    let inner = src
+        .get(span.start + 1..span.end.saturating_sub(1))
+        .unwrap_or_default();
+    if inner.bytes().any(|b| b == b'\\') {
+        unescape(src, span)
+    } else {
+        Cow::Borrowed(inner)
     }
 }
 
@@ -568,21 +569,38 @@ mod tests {
     }
 
     #[test]
-    fn taped_lookups_match_scanning() {
+    fn index_agrees_with_scanning() {
         let long = "x".repeat(100);
-        let src = format!(r#"{{"a":[1,{{"b":"{long}"}},[]],"c":"{long}","d":{{}}}}"#);
-        let (end, tape) = value_end_taped(src.as_bytes(), 0).unwrap();
+        let src = format!(
+            r#"{{"a":[1,{{"b":"{long}"}},[]],"c":"{long}","d":{{}},"e":[[[[[[[[1]]]]]]]]}}"#
+        );
+        let (end, tape) = value_end_indexed(src.as_bytes(), 0).unwrap();
         assert_eq!(end, src.len());
-        let top = object_fields_mode(&src, &(0..end), Mode::Taped(&tape)).unwrap();
+        let top = tape.object_fields(&src, &(0..end)).unwrap().unwrap();
         let plain = object_fields(&src, &(0..end)).unwrap();
-        assert_eq!(top.len(), 3);
+        assert_eq!(top.len(), 4);
         for (a, b) in top.iter().zip(&plain) {
-            assert_eq!(a.value, b.value);
+            assert_eq!(
+                (&a.key, a.key_start, &a.value),
+                (&b.key, b.key_start, &b.value)
+            );
         }
-        let items = array_items_mode(src.as_bytes(), &top[0].value, Mode::Taped(&tape)).unwrap();
+        let items = tape.array_items(&top[0].value).unwrap();
         assert_eq!(items, array_items(src.as_bytes(), &top[0].value).unwrap());
-        assert!(tape.end_of(top[0].value.start).is_some());
-        assert!(tape.end_of(top[1].value.start).is_none());
+        // Strings, empty containers and containers at the depth limit have no indexed children.
+        assert!(tape.array_items(&top[1].value).is_none());
+        assert!(tape.object_fields(&src, &top[2].value).is_none());
+        let mut span = top[3].value.clone();
+        for depth in 1..INDEX_DEPTH {
+            let inner = tape.array_items(&span).unwrap();
+            assert_eq!(
+                inner,
+                array_items(src.as_bytes(), &span).unwrap(),
+                "depth {depth}"
+            );
+            span = inner[0].clone();
+        }
+        assert!(tape.array_items(&span).is_none());
     }
 
     proptest::proptest! {
@@ -596,6 +614,72 @@ mod tests {
             proptest::prop_assert_eq!(string_end_trusted(lit.as_bytes(), 0), Ok(lit.len()));
             let escaped_all = lit.replace('z', "\\u007a");
             proptest::prop_assert_eq!(unescape(&escaped_all, &(0..escaped_all.len())), s.as_str());
+        }
+    }
+
+    /// Walks every container of `span` by scanning and checks the index agrees wherever it
+    /// answers; returns how many containers the index answered for.
+    fn check_index(src: &str, tape: &Tape, span: &Range<usize>) -> usize {
+        let mut answered = 0;
+        let children: Vec<Range<usize>> = match src.as_bytes().get(span.start) {
+            Some(b'{') => {
+                let scanned = object_fields(src, span).unwrap();
+                if let Some(indexed) = tape.object_fields(src, span) {
+                    let indexed = indexed.unwrap();
+                    assert_eq!(indexed.len(), scanned.len());
+                    for (a, b) in indexed.iter().zip(&scanned) {
+                        assert_eq!(
+                            (&a.key, a.key_start, &a.value),
+                            (&b.key, b.key_start, &b.value)
+                        );
+                    }
+                    answered += 1;
+                }
+                scanned.into_iter().map(|f| f.value).collect()
+            }
+            Some(b'[') => {
+                let scanned = array_items(src.as_bytes(), span).unwrap();
+                if let Some(indexed) = tape.array_items(span) {
+                    assert_eq!(indexed, scanned);
+                    answered += 1;
+                }
+                scanned
+            }
+            _ => return 0,
+        };
+        answered
+            + children
+                .iter()
+                .map(|c| check_index(src, tape, c))
+                .sum::<usize>()
+    }
+
+    fn nested_json() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<i32>().prop_map(serde_json::Value::from),
+            "[a-z\\\\\"\n]{0,6}".prop_map(serde_json::Value::String),
+        ];
+        leaf.prop_recursive(10, 64, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::Array),
+                proptest::collection::btree_map("[a-z\"]{1,3}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn index_agrees_with_scanning_at_every_depth(v in nested_json(), pretty in proptest::prelude::any::<bool>()) {
+            let src = if pretty { serde_json::to_string_pretty(&v) } else { serde_json::to_string(&v) }.unwrap();
+            let (end, tape) = value_end_indexed(src.as_bytes(), 0).unwrap();
+            proptest::prop_assert_eq!(end, src.len());
+            let answered = check_index(&src, &tape, &(0..end));
+            let empty_root = matches!(&v, serde_json::Value::Array(a) if a.is_empty())
+                || matches!(&v, serde_json::Value::Object(o) if o.is_empty());
+            proptest::prop_assert!(answered > 0 || empty_root || !(v.is_array() || v.is_object()));
         }
     }
 

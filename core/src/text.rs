@@ -1,0 +1,182 @@
+//! A unit's plain text, decoded from the request bytes only when something reads it.
+//!
+//! Most units of a turn are never previewed, searched or summarized: they are counted from
+//! their raw bytes and re-emitted verbatim. Decoding every tool output into a `String` on
+//! every request was a fifth of the codec's time, so a codec hands over the bytes and how to
+//! decode them, and the text is produced once, on first read.
+
+use std::borrow::Borrow;
+use std::fmt;
+use std::ops::Deref;
+use std::sync::OnceLock;
+
+use bytes::Bytes;
+
+/// Turns a unit's source bytes into its text.
+pub type DecodeText = fn(&[u8]) -> String;
+
+/// A unit's plain text: either held, or decoded from source bytes on first read.
+///
+/// It reads like a `&str` (through `Deref`), compares by content, and clones keep whatever
+/// was already decoded.
+#[derive(Clone, Default)]
+pub struct Text(Repr);
+
+#[derive(Clone)]
+enum Repr {
+    Held(String),
+    Deferred {
+        source: Bytes,
+        decode: DecodeText,
+        decoded: OnceLock<String>,
+    },
+}
+
+impl Default for Repr {
+    fn default() -> Self {
+        Repr::Held(String::new())
+    }
+}
+
+impl Text {
+    /// Text decoded from `source` by `decode` the first time it is read.
+    pub fn deferred(source: Bytes, decode: DecodeText) -> Self {
+        Text(Repr::Deferred {
+            source,
+            decode,
+            decoded: OnceLock::new(),
+        })
+    }
+
+    /// The text, decoding it now if nobody has read it yet.
+    pub fn as_str(&self) -> &str {
+        match &self.0 {
+            Repr::Held(s) => s,
+            Repr::Deferred {
+                source,
+                decode,
+                decoded,
+            } => decoded.get_or_init(|| decode(source)),
+        }
+    }
+
+    /// True once the text exists as a string (held, or decoded by an earlier read).
+    pub fn is_decoded(&self) -> bool {
+        match &self.0 {
+            Repr::Held(_) => true,
+            Repr::Deferred { decoded, .. } => decoded.get().is_some(),
+        }
+    }
+
+    /// The text as an owned string.
+    pub fn into_string(self) -> String {
+        match self.0 {
+            Repr::Held(s) => s,
+            Repr::Deferred {
+                source,
+                decode,
+                decoded,
+            } => decoded.into_inner().unwrap_or_else(|| decode(&source)),
+        }
+    }
+}
+
+impl Deref for Text {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for Text {
+    fn from(s: String) -> Self {
+        Text(Repr::Held(s))
+    }
+}
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Self {
+        Text(Repr::Held(s.to_owned()))
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq for Text {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for Text {}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for Text {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn upper(b: &[u8]) -> String {
+        String::from_utf8_lossy(b).to_uppercase()
+    }
+
+    #[test]
+    fn deferred_text_decodes_once_on_first_read() {
+        let t = Text::deferred(Bytes::from_static(b"abc"), upper);
+        assert!(!t.is_decoded());
+        let copy = t.clone();
+        assert_eq!(t, "ABC");
+        assert!(t.is_decoded());
+        // A clone made before the read decodes on its own; one made after keeps the result.
+        assert!(!copy.is_decoded());
+        assert!(t.clone().is_decoded());
+        assert_eq!(copy.len(), 3);
+        assert_eq!(copy.into_string(), "ABC");
+        assert_eq!(
+            Text::from("x"),
+            Text::deferred(Bytes::from_static(b"X"), |b| {
+                String::from_utf8_lossy(b).to_lowercase()
+            })
+        );
+        assert_eq!(format!("{t} {t:?}"), "ABC \"ABC\"");
+    }
+}
