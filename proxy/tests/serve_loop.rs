@@ -473,3 +473,115 @@ async fn with_the_tools_injected_streams_without_proxy_calls_stay_byte_identical
         assert!(relayed >= 20, "only {relayed} stream fixtures relayed");
     }
 }
+
+/// A 1×1 PNG.
+const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==";
+
+/// Puts an inline PNG into the user message of history turn `turn`.
+fn with_image(wire: Wire, body: &mut Value, turn: usize) {
+    let data_url = format!("data:image/png;base64,{PNG_B64}");
+    let (list, at) = match wire {
+        Wire::Anthropic => ("messages", 2 * turn),
+        Wire::OpenAiChat => ("messages", 2 * turn + 1),
+        Wire::OpenAiResponses => ("input", 2 * turn),
+        Wire::Gemini => ("contents", 2 * turn),
+    };
+    let message = &mut body[list][at];
+    match wire {
+        Wire::Gemini => message["parts"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({"inlineData": {"mimeType": "image/png", "data": PNG_B64}})),
+        _ => {
+            let text = message["content"].as_str().unwrap().to_owned();
+            message["content"] = match wire {
+                Wire::Anthropic => {
+                    serde_json::json!([{"type": "text", "text": text}, {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG_B64}}])
+                }
+                Wire::OpenAiChat => {
+                    serde_json::json!([{"type": "text", "text": text}, {"type": "image_url", "image_url": {"url": data_url}}])
+                }
+                _ => {
+                    serde_json::json!([{"type": "input_text", "text": text}, {"type": "input_image", "image_url": data_url}])
+                }
+            };
+        }
+    }
+}
+
+/// Where each wire carries a restored image back to the model, in the last item of the
+/// follow-up request.
+fn restored_image(wire: Wire, body: &Value) -> Option<String> {
+    let data_url = |v: &Value| {
+        v.as_str()
+            .and_then(|u| u.strip_prefix("data:image/png;base64,"))
+            .map(str::to_owned)
+    };
+    match wire {
+        Wire::Anthropic => {
+            let result = &body["messages"].as_array()?.last()?["content"][0];
+            assert_eq!(result["type"], "tool_result");
+            result["content"][1]["source"]["data"]
+                .as_str()
+                .map(str::to_owned)
+        }
+        Wire::OpenAiChat => {
+            let last = body["messages"].as_array()?.last()?;
+            assert_eq!(last["role"], "user");
+            data_url(&last["content"][1]["image_url"]["url"])
+        }
+        Wire::OpenAiResponses => {
+            let last = body["input"].as_array()?.last()?;
+            assert_eq!(last["type"], "function_call_output");
+            data_url(&last["output"][1]["image_url"])
+        }
+        Wire::Gemini => {
+            let parts = &body["contents"].as_array()?.last()?["parts"];
+            assert_eq!(parts[0]["functionResponse"]["name"], "restore");
+            parts[1]["inlineData"]["data"].as_str().map(str::to_owned)
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_restores_a_folded_image_by_its_ref_on_every_wire() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    for wire in WIRES {
+        let session = format!("image-{}", wire.as_str());
+        let mut body = history_body(wire, 16, 2400, true);
+        with_image(wire, &mut body, 8);
+        // Round one: the model folds every listed range, the image's included.
+        let (status, _) = post(proxy, wire, true, &session, "compress-all", &body).await;
+        assert_eq!(status, 200, "{wire}");
+        // Round two: the image is off the wire, a placeholder names its ref; the model asks
+        // for it and gets the exact bytes back in the wire's own shape.
+        mock.received.lock().unwrap().clear();
+        let (status, got) = post(proxy, wire, true, &session, "restore-image", &body).await;
+        assert_eq!(status, 200, "{wire}");
+        assert!(
+            text_of(&events(wire, true, &got)).contains("Looked it up."),
+            "{wire}"
+        );
+        let bodies = mock.bodies();
+        assert_eq!(bodies.len(), 2, "{wire}: restore call, then the answer");
+        let first = String::from_utf8_lossy(&bodies[0]).to_string();
+        assert!(
+            first.contains("[image m"),
+            "{wire}: no placeholder for the folded image"
+        );
+        assert!(
+            !first.contains(PNG_B64),
+            "{wire}: the folded image is still on the wire"
+        );
+        let second: Value = serde_json::from_slice(&bodies[1]).unwrap();
+        assert_eq!(
+            restored_image(wire, &second).as_deref(),
+            Some(PNG_B64),
+            "{wire}"
+        );
+        // The follow-up request is still a valid request of its wire.
+        foldwire_wire::request::decode(wire, bodies[1].clone()).unwrap();
+    }
+}

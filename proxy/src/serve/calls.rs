@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use foldwire_core::{AnyRef, BlockId, Conversation, Engine, SessionId, Wire};
+use base64::Engine as _;
+use foldwire_archive::{RestoreError, RestoredMedia, restore_media_part};
+use foldwire_core::{AnyRef, BlockId, Conversation, Engine, Ref, SessionId, Wire};
 use foldwire_stages::kernel::{
     CompressConfig, CompressRequest, apply_compression, restore, restore_with_archive, search,
 };
@@ -31,23 +33,58 @@ struct RangeArg {
     topic: Option<String>,
 }
 
-/// Runs one proxy call and returns the text the model gets back as the tool result.
+/// What a proxy call gives back to the model: its text, and the media it restored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallResult {
+    /// The tool result's text.
+    pub text: String,
+    /// Archived payloads restored by ref, attached to the result in the wire's shape.
+    pub media: Vec<RestoredMedia>,
+}
+
+impl From<String> for CallResult {
+    fn from(text: String) -> Self {
+        CallResult {
+            text,
+            media: Vec::new(),
+        }
+    }
+}
+
+/// Runs one proxy call and returns what the model gets back as the tool result.
 /// Failures are results too (the model reads them and can correct itself).
 pub async fn run(
     engine: &Engine,
     session: &SessionId,
     view: Option<&Arc<Conversation>>,
     call: &HiddenCall,
-) -> String {
+) -> CallResult {
     let args: Value = match serde_json::from_str(&call.arguments) {
         Ok(v) => v,
-        Err(e) => return format!("error: the arguments of {} are not JSON: {e}", call.name),
+        Err(e) => {
+            return format!("error: the arguments of {} are not JSON: {e}", call.name).into();
+        }
     };
     match call.name.as_str() {
-        COMPRESS => compress(engine, session, view, args).await,
-        RESTORE => restore_block(engine, session, &args).await,
-        SEARCH => search_blocks(engine, session, &args).await,
-        other => format!("error: {other} is not a foldwire tool"),
+        COMPRESS => compress(engine, session, view, args).await.into(),
+        RESTORE => {
+            let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+            // Placeholders of units with several payloads name one: `m00014 part 1`.
+            let (name, part) = match id.split_once(" part ") {
+                Some((name, part)) => (name, part.trim().parse::<usize>().ok()),
+                None => (id, None),
+            };
+            match name.trim().parse::<AnyRef>() {
+                Ok(AnyRef::Block(block)) => restore_block(engine, session, block).await.into(),
+                Ok(AnyRef::Message(r)) => restore_media_ref(engine, session, r, part).await,
+                Err(_) => format!(
+                    "error: {id:?} is neither a block id (b1, b2, ...) nor a media ref (m00012, or m00012 part 1)"
+                )
+                .into(),
+            }
+        }
+        SEARCH => search_blocks(engine, session, &args).await.into(),
+        other => format!("error: {other} is not a foldwire tool").into(),
     }
 }
 
@@ -138,12 +175,7 @@ async fn compress(
     }
 }
 
-async fn restore_block(engine: &Engine, session: &SessionId, args: &Value) -> String {
-    let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
-    let block: BlockId = match id.parse() {
-        Ok(b) => b,
-        Err(_) => return format!("error: {id:?} is not a block id (b1, b2, ...)"),
-    };
+async fn restore_block(engine: &Engine, session: &SessionId, block: BlockId) -> String {
     let state = match engine.snapshot(session).await {
         Ok(s) => s,
         Err(e) => return format!("error: the session could not be read: {e}"),
@@ -162,6 +194,50 @@ async fn restore_block(engine: &Engine, session: &SessionId, args: &Value) -> St
             .collect::<Vec<_>>()
             .join("\n"),
         Err(e) => format!("error: {e}"),
+    }
+}
+
+/// Archived payload `part` of the unit named by `r`, or all of them (an image or document
+/// that a fold took off the wire and left a placeholder line for).
+async fn restore_media_ref(
+    engine: &Engine,
+    session: &SessionId,
+    r: Ref,
+    part: Option<usize>,
+) -> CallResult {
+    let Some(archive) = engine.context().archive.clone() else {
+        return format!("error: this proxy has no archive, so {r} cannot be restored").into();
+    };
+    let state = match engine.snapshot(session).await {
+        Ok(s) => s,
+        Err(e) => return format!("error: the session could not be read: {e}").into(),
+    };
+    let mut media = Vec::new();
+    let mut next = part.unwrap_or(0);
+    loop {
+        match restore_media_part(archive.as_ref(), &state, session, r, next).await {
+            Ok(m) => media.push((next, m)),
+            Err(RestoreError::NoSuchPart { .. }) if !media.is_empty() => break,
+            Err(e) => return format!("error: {e}").into(),
+        }
+        if part.is_some() {
+            break;
+        }
+        next += 1;
+    }
+    let lines: Vec<String> = media
+        .iter()
+        .map(|(part, m)| {
+            format!(
+                "[{r} part {part}] {}, {} bytes, restored exactly as sent (attached)",
+                m.media_type,
+                m.bytes.len()
+            )
+        })
+        .collect();
+    CallResult {
+        text: lines.join("\n"),
+        media: media.into_iter().map(|(_, m)| m).collect(),
     }
 }
 
@@ -198,13 +274,16 @@ async fn search_blocks(engine: &Engine, session: &SessionId, args: &Value) -> St
 }
 
 /// Appends the model's turn (its text and proxy calls) and the call results to a request,
-/// in `wire`'s shape, so the next round continues where the model left off.
+/// in `wire`'s shape, so the next round continues where the model left off. Restored media
+/// goes inside the tool result where the wire allows it (Anthropic, Responses), beside it in
+/// the same turn on Gemini, and in a user message after the tool messages on Chat, whose
+/// tool messages carry text only.
 pub fn append_round(
     wire: Wire,
     body: &mut Value,
     text: &str,
     calls: &[HiddenCall],
-    results: &[String],
+    results: &[CallResult],
 ) {
     let Some(obj) = body.as_object_mut() else {
         return;
@@ -223,7 +302,9 @@ pub fn append_round(
             let outputs: Vec<Value> = calls
                 .iter()
                 .zip(results)
-                .map(|(c, r)| json!({"type": "tool_result", "tool_use_id": c.id, "content": r}))
+                .map(|(c, r)| {
+                    json!({"type": "tool_result", "tool_use_id": c.id, "content": anthropic_result(r)})
+                })
                 .collect();
             if let Some(messages) = obj.get_mut("messages").and_then(Value::as_array_mut) {
                 messages.push(json!({"role": "assistant", "content": content}));
@@ -247,7 +328,17 @@ pub fn append_round(
                     json!({"role": "assistant", "content": content, "tool_calls": tool_calls}),
                 );
                 for (c, r) in calls.iter().zip(results) {
-                    messages.push(json!({"role": "tool", "tool_call_id": c.id, "content": r}));
+                    messages.push(json!({"role": "tool", "tool_call_id": c.id, "content": r.text}));
+                }
+                let media: Vec<Value> = results
+                    .iter()
+                    .flat_map(|r| r.media.iter().enumerate())
+                    .map(|(part, m)| chat_media_part(m, part))
+                    .collect();
+                if !media.is_empty() {
+                    let mut parts = vec![json!({"type": "text", "text": CHAT_MEDIA_NOTE})];
+                    parts.extend(media);
+                    messages.push(json!({"role": "user", "content": parts}));
                 }
             }
         }
@@ -260,9 +351,7 @@ pub fn append_round(
                     input.push(json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}));
                 }
                 for (c, r) in calls.iter().zip(results) {
-                    input.push(
-                        json!({"type": "function_call_output", "call_id": c.id, "output": r}),
-                    );
+                    input.push(json!({"type": "function_call_output", "call_id": c.id, "output": responses_output(r)}));
                 }
             }
         }
@@ -275,17 +364,107 @@ pub fn append_round(
                 let args: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
                 parts.push(json!({"functionCall": {"name": c.name, "args": args}}));
             }
-            let outputs: Vec<Value> = calls
-                .iter()
-                .zip(results)
-                .map(|(c, r)| json!({"functionResponse": {"name": c.name, "response": {"result": r}}}))
-                .collect();
+            let mut outputs = Vec::new();
+            for (c, r) in calls.iter().zip(results) {
+                outputs.push(
+                    json!({"functionResponse": {"name": c.name, "response": {"result": r.text}}}),
+                );
+                for m in &r.media {
+                    outputs.push(
+                        json!({"inlineData": {"mimeType": m.media_type, "data": base64_of(m)}}),
+                    );
+                }
+            }
             if let Some(contents) = obj.get_mut("contents").and_then(Value::as_array_mut) {
                 contents.push(json!({"role": "model", "parts": parts}));
                 contents.push(json!({"role": "user", "parts": outputs}));
             }
         }
     }
+}
+
+/// Leads the user message that carries restored media on Chat.
+const CHAT_MEDIA_NOTE: &str = "[foldwire] The media restored by the restore call above:";
+
+fn base64_of(m: &RestoredMedia) -> String {
+    base64::engine::general_purpose::STANDARD.encode(&m.bytes)
+}
+
+fn data_url(m: &RestoredMedia) -> String {
+    format!("data:{};base64,{}", m.media_type, base64_of(m))
+}
+
+/// A file name for a restored payload: its ref, part and an extension from its type.
+fn file_name(m: &RestoredMedia, part: usize) -> String {
+    let ext = m
+        .media_type
+        .split_once('/')
+        .map(|(_, sub)| sub.split(['+', ';']).next().unwrap_or(sub))
+        .unwrap_or("bin");
+    format!("{}-{part}.{ext}", m.r#ref)
+}
+
+/// An Anthropic tool result's content: the text alone, or the text and the media as image /
+/// document blocks (other types are named in the text: Anthropic has no block for them).
+fn anthropic_result(r: &CallResult) -> Value {
+    if r.media.is_empty() {
+        return Value::from(r.text.as_str());
+    }
+    let mut text = r.text.clone();
+    let mut blocks = Vec::new();
+    for m in &r.media {
+        let source = json!({"type": "base64", "media_type": m.media_type, "data": base64_of(m)});
+        if m.media_type.starts_with("image/") {
+            blocks.push(json!({"type": "image", "source": source}));
+        } else if m.media_type == "application/pdf" {
+            blocks.push(json!({"type": "document", "source": source}));
+        } else if m.media_type.starts_with("text/") {
+            let data = String::from_utf8_lossy(&m.bytes);
+            blocks.push(json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": data}}));
+        } else {
+            text.push_str(&format!(
+                "\n{}: {} cannot travel in an Anthropic tool result; the user can restore it with `foldwire restore --image-ref {}`",
+                m.r#ref, m.media_type, m.r#ref
+            ));
+        }
+    }
+    let mut content = vec![json!({"type": "text", "text": text})];
+    content.extend(blocks);
+    Value::Array(content)
+}
+
+/// A Chat content part for a restored payload.
+fn chat_media_part(m: &RestoredMedia, part: usize) -> Value {
+    match m.media_type.as_str() {
+        t if t.starts_with("image/") => {
+            json!({"type": "image_url", "image_url": {"url": data_url(m)}})
+        }
+        "audio/wav" | "audio/x-wav" => {
+            json!({"type": "input_audio", "input_audio": {"data": base64_of(m), "format": "wav"}})
+        }
+        "audio/mpeg" | "audio/mp3" => {
+            json!({"type": "input_audio", "input_audio": {"data": base64_of(m), "format": "mp3"}})
+        }
+        _ => {
+            json!({"type": "file", "file": {"filename": file_name(m, part), "file_data": data_url(m)}})
+        }
+    }
+}
+
+/// A Responses function output: the text alone, or input parts with the media.
+fn responses_output(r: &CallResult) -> Value {
+    if r.media.is_empty() {
+        return Value::from(r.text.as_str());
+    }
+    let mut parts = vec![json!({"type": "input_text", "text": r.text})];
+    for (part, m) in r.media.iter().enumerate() {
+        parts.push(if m.media_type.starts_with("image/") {
+            json!({"type": "input_image", "image_url": data_url(m)})
+        } else {
+            json!({"type": "input_file", "filename": file_name(m, part), "file_data": data_url(m)})
+        });
+    }
+    Value::Array(parts)
 }
 
 fn is_proxy_tool(name: Option<&str>) -> bool {
@@ -407,6 +586,80 @@ mod tests {
     }
 
     #[test]
+    fn restored_media_travels_in_each_wires_shape() {
+        let call = HiddenCall {
+            index: 0,
+            id: "c1".into(),
+            name: "restore".into(),
+            arguments: "{\"id\":\"m00003\"}".into(),
+            complete: true,
+        };
+        let media = |media_type: &str, bytes: &'static [u8]| RestoredMedia {
+            r#ref: "m00003".parse().unwrap(),
+            media_type: media_type.into(),
+            bytes: bytes::Bytes::from_static(bytes),
+            key: String::new(),
+            pointer: String::new(),
+        };
+        let result = CallResult {
+            text: "two parts".into(),
+            media: vec![
+                media("image/png", b"png"),
+                media("application/pdf", b"%PDF"),
+            ],
+        };
+        let results = [result];
+        let calls = std::slice::from_ref(&call);
+
+        let mut a = json!({"messages": [{"role": "user", "content": "q"}]});
+        append_round(Wire::Anthropic, &mut a, "", calls, &results);
+        let content = &a["messages"][2]["content"][0]["content"];
+        assert_eq!(content[0]["text"], "two parts");
+        assert_eq!(content[1]["source"]["data"], "cG5n");
+        assert_eq!(content[2]["type"], "document");
+        assert_eq!(content[2]["source"]["media_type"], "application/pdf");
+
+        let mut c = json!({"messages": [{"role": "user", "content": "q"}]});
+        append_round(Wire::OpenAiChat, &mut c, "", calls, &results);
+        assert_eq!(c["messages"][2]["content"], "two parts");
+        let parts = &c["messages"][3]["content"];
+        assert_eq!(c["messages"][3]["role"], "user");
+        assert_eq!(parts[1]["image_url"]["url"], "data:image/png;base64,cG5n");
+        assert_eq!(parts[2]["file"]["filename"], "m00003-1.pdf");
+        assert_eq!(
+            parts[2]["file"]["file_data"],
+            "data:application/pdf;base64,JVBERg=="
+        );
+
+        let mut r = json!({"input": "q"});
+        append_round(Wire::OpenAiResponses, &mut r, "", calls, &results);
+        let output = &r["input"][2]["output"];
+        assert_eq!(output[0]["type"], "input_text");
+        assert_eq!(output[1]["image_url"], "data:image/png;base64,cG5n");
+        assert_eq!(output[2]["type"], "input_file");
+
+        let mut g = json!({"contents": [{"role": "user", "parts": [{"text": "q"}]}]});
+        append_round(Wire::Gemini, &mut g, "", calls, &results);
+        let parts = &g["contents"][2]["parts"];
+        assert_eq!(
+            parts[0]["functionResponse"]["response"]["result"],
+            "two parts"
+        );
+        assert_eq!(parts[2]["inlineData"]["mimeType"], "application/pdf");
+
+        // Every follow-up is still a request its wire's decoder accepts.
+        for (wire, body) in [
+            (Wire::Anthropic, a),
+            (Wire::OpenAiChat, c),
+            (Wire::OpenAiResponses, r),
+            (Wire::Gemini, g),
+        ] {
+            let bytes = bytes::Bytes::from(serde_json::to_vec(&body).unwrap());
+            foldwire_wire::request::decode(wire, bytes).unwrap();
+        }
+    }
+
+    #[test]
     fn a_round_is_appended_in_each_wires_shape() {
         let call = HiddenCall {
             index: 0,
@@ -421,7 +674,7 @@ mod tests {
             &mut a,
             "thinking",
             std::slice::from_ref(&call),
-            &["done".into()],
+            &[CallResult::from("done".to_owned())],
         );
         assert_eq!(a["messages"][1]["content"][1]["type"], "tool_use");
         assert_eq!(a["messages"][2]["content"][0]["tool_use_id"], "c1");
@@ -431,7 +684,7 @@ mod tests {
             &mut r,
             "",
             std::slice::from_ref(&call),
-            &["done".into()],
+            &[CallResult::from("done".to_owned())],
         );
         assert_eq!(r["input"][1]["type"], "function_call");
         assert_eq!(r["input"][2]["output"], "done");
@@ -441,7 +694,7 @@ mod tests {
             &mut g,
             "",
             std::slice::from_ref(&call),
-            &["done".into()],
+            &[CallResult::from("done".to_owned())],
         );
         assert_eq!(
             g["contents"][2]["parts"][0]["functionResponse"]["name"],

@@ -336,8 +336,8 @@ async fn next_round(
     if round + 2 >= ex.app.config.max_rounds
         && let Some(last) = results.last_mut()
     {
-        last.push_str("\n\n");
-        last.push_str(LAST_ROUND_NOTE);
+        last.text.push_str("\n\n");
+        last.text.push_str(LAST_ROUND_NOTE);
     }
     let looped = ex.looped.as_mut()?;
     calls::append_round(wire, &mut looped.body, text, hidden, &results);
@@ -363,7 +363,7 @@ async fn apply_only(ex: &Exchange, seen: &RoundSeen, hidden: &[HiddenCall]) {
     for call in hidden.iter().filter(|c| c.complete) {
         let view = ex.looped.as_ref().and_then(|l| l.view.as_ref());
         let result = calls::run(&ex.app.engine, session, view, call).await;
-        tracing::debug!(session = %session, tool = %call.name, result = %result, "Proxy call applied beside client calls.");
+        tracing::debug!(session = %session, tool = %call.name, result = %result.text, "Proxy call applied beside client calls.");
         ex.app.metrics.proxy_call();
     }
 }

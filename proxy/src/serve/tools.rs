@@ -23,7 +23,7 @@ pub const SYSTEM_NOTE: &str = "Context management (foldwire): every earlier mess
 ref (m00001, m00002, ... in order); a note after the conversation lists the ranges that can \
 be compressed, with a preview of where each starts. When old material is no longer needed verbatim, call `compress` with \
 ranges of refs and a faithful summary; the originals stay recoverable with `restore` (a block \
-id like b3) and searchable with `search_context`. These calls are handled for you and are not \
+id like b3, or the ref an archived image's placeholder names) and searchable with `search_context`. These calls are handled for you and are not \
 part of the user's task; after them, continue the task.";
 
 /// Names, descriptions and JSON schemas of the three tools.
@@ -55,10 +55,11 @@ fn definitions() -> [(&'static str, &'static str, Value); 3] {
         ),
         (
             RESTORE,
-            "Return the exact original messages folded into a block.",
+            "Return the exact original messages folded into a block, or an archived image or \
+             document by the ref its placeholder line names.",
             json!({
                 "type": "object",
-                "properties": {"id": {"type": "string", "description": "a block id such as b3"}},
+                "properties": {"id": {"type": "string", "description": "a block id such as b3, or a media ref such as m00012"}},
                 "required": ["id"]
             }),
         ),

@@ -3,6 +3,9 @@
 //! - `compress`: first a `compress` call on the first listed range (with some text before
 //!   it), then, once the request carries its result, the text `All done.`;
 //! - `restore` / `search`: a `restore` call for `b1` / a `search_context` call, then text;
+//! - `compress-all`: one `compress` call over every listed range, then text;
+//! - `restore-image`: a `restore` call for the ref the first archived-media placeholder
+//!   names, then text;
 //! - `always`: a `compress` call every time (the round cap must end it);
 //! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
 //! - `overflow`: the wire's context-overflow error (limit 12000);
@@ -98,9 +101,45 @@ fn compress_call(n: usize, body: &str) -> Piece {
     }
 }
 
+/// Every `mNNNNN..mNNNNN` span in a text.
+fn all_ranges(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(r) = first_range(rest) {
+        let at = rest.find(&format!("{}..{}", r.0, r.1)).unwrap() + 14;
+        out.push(r);
+        rest = &rest[at..];
+    }
+    out
+}
+
+/// The ref named by the first `[image mNNNNN archived` placeholder line.
+fn archived_ref(text: &str) -> Option<String> {
+    let at = text.find("[image m")? + "[image ".len();
+    Some(text[at..at + 6].to_owned())
+}
+
 fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
     let done = has_proxy_result(wire, body);
     match name {
+        "compress-all" if !body.contains("folded into b") => {
+            let ranges: Vec<Value> = all_ranges(body)
+                .into_iter()
+                .map(|(start, end)| json!({"start": start, "end": end, "summary": "Old notes.", "topic": "notes"}))
+                .collect();
+            vec![Piece::Call {
+                id: format!("fwcall_{n}"),
+                name: "compress".into(),
+                args: json!({ "ranges": ranges }),
+            }]
+        }
+        "compress-all" => vec![Piece::Text("All done.".into())],
+        "restore-image" if !body.contains("restored exactly as sent") => vec![Piece::Call {
+            id: format!("fwcall_{n}"),
+            name: "restore".into(),
+            args: json!({"id": archived_ref(body).unwrap_or_else(|| "m99999".into())}),
+        }],
+        "restore-image" => vec![Piece::Text("Looked it up.".into())],
         "compress" if !done => vec![
             Piece::Text("Let me tidy up.".into()),
             compress_call(n, body),
