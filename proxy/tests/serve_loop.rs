@@ -585,3 +585,56 @@ async fn the_model_restores_a_folded_image_by_its_ref_on_every_wire() {
         foldwire_wire::request::decode(wire, bodies[1].clone()).unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gemini_json_array_stream_runs_the_loop_and_stays_a_json_array() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Keep-alives every second, so the array also carries some between rounds.
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.keepalive_secs = 1).await;
+    let body = history_body(Wire::Gemini, 16, 2400, true);
+    let resp = reqwest::Client::new()
+        .post(format!(
+            "http://{proxy}/v1beta/models/g:streamGenerateContent"
+        ))
+        .header("x-foldwire-session", "gemini-array")
+        .header("x-mock-script", "compress")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert!(
+        resp.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let got = resp.bytes().await.unwrap();
+    // One JSON array of chunks, as Gemini frames it without alt=sse.
+    let chunks: Vec<Value> = serde_json::from_slice(&got)
+        .unwrap_or_else(|e| panic!("not a JSON array: {e}: {}", String::from_utf8_lossy(&got)));
+    assert!(!chunks.is_empty());
+    let evs = events(Wire::Gemini, true, &got);
+    let text = text_of(&evs);
+    assert!(
+        text.contains("Let me tidy up.") && text.contains("All done."),
+        "{text:?}"
+    );
+    assert!(tool_names(&evs).is_empty(), "{:?}", tool_names(&evs));
+    // Upstream was asked for SSE, twice: the compress round and the answer.
+    let received = mock.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 2);
+    assert!(
+        received
+            .iter()
+            .all(|r| r.path.ends_with(":streamGenerateContent?alt=sse"))
+    );
+    let state = admin(proxy, "gemini-array").await;
+    assert_eq!(
+        state["state"]["blocks"].as_array().unwrap().len(),
+        1,
+        "{state}"
+    );
+}

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use foldwire_core::{Conversation, SessionId, Wire};
@@ -24,6 +24,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::AppState;
+use super::array_stream::ArrayFramer;
 use super::calls;
 use super::forward::{self, error};
 use super::route::Route;
@@ -66,6 +67,9 @@ pub struct LoopState {
     pub body: Value,
     /// The conversation with refs as the model saw it (compress checks refs against it).
     pub view: Option<Arc<Conversation>>,
+    /// The client asked for Gemini's JSON-array stream; upstream was asked for SSE and the
+    /// client's stream is re-framed (see [`super::array_stream`]).
+    pub array_stream: bool,
 }
 
 /// Sends `body` upstream and answers the client.
@@ -95,12 +99,21 @@ pub async fn respond(mut ex: Exchange, body: Bytes) -> Response {
     }
     match (sse, ex.looped.is_some()) {
         (true, true) => {
+            let mut headers = headers;
+            let framer = ex.looped.as_ref().is_some_and(|l| l.array_stream).then(|| {
+                headers.insert(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json; charset=UTF-8"),
+                );
+                ArrayFramer::default()
+            });
             let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(64);
             tokio::spawn(stream_rounds(ex, wire, upstream, tx));
-            let body = futures::stream::unfold(rx, |mut rx| async move {
-                rx.recv().await.map(|item| (item, rx))
-            });
-            build(status, headers, Body::from_stream(body))
+            build(
+                status,
+                headers,
+                Body::from_stream(client_stream(rx, framer)),
+            )
         }
         (false, true) if !content_type.contains("stream") => {
             json_rounds(ex, wire, upstream, status, headers).await
@@ -113,6 +126,23 @@ pub async fn respond(mut ex: Exchange, body: Bytes) -> Response {
             tap(ex, wire, framed, upstream, status, headers)
         }
     }
+}
+
+/// The client's side of a streamed loop: the stitched SSE as it comes, or re-framed as a
+/// JSON array when the client asked for one.
+fn client_stream(
+    rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+    framer: Option<ArrayFramer>,
+) -> impl futures::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures::stream::unfold(Some((rx, framer)), |state| async move {
+        let (mut rx, mut framer) = state?;
+        match (rx.recv().await, framer.as_mut()) {
+            (Some(Ok(chunk)), Some(f)) => Some((Ok(f.push(&chunk)), Some((rx, framer)))),
+            (Some(item), _) => Some((item, Some((rx, framer)))),
+            (None, Some(f)) => Some((Ok(f.finish()), None)),
+            (None, None) => None,
+        }
+    })
 }
 
 /// Sends one upstream request.

@@ -60,6 +60,15 @@ pub async fn handle(
             }
         }
     };
+    let mut route = route;
+    let mut looped = processed.looped;
+    if let Some(looped) = looped.as_mut()
+        && route.is_gemini_array_stream()
+    {
+        // The loop reads SSE; the client still gets the JSON array it asked for.
+        route = route.with_alt_sse();
+        looped.array_stream = true;
+    }
     let exchange = Exchange {
         app: app.clone(),
         route,
@@ -67,7 +76,7 @@ pub async fn handle(
         headers,
         session: processed.session,
         estimated: processed.estimated,
-        looped: processed.looped,
+        looped,
     };
     compress_loop::respond(exchange, processed.body).await
 }
@@ -157,7 +166,7 @@ async fn process(
                 estimated,
                 looped: None,
             };
-            if !failed && loop_applies(app, route, wire) {
+            if !failed && loop_applies(app) {
                 inject_tools(app, &session, wire, body, window, &mut processed).await;
             }
             Ok(processed)
@@ -185,16 +194,11 @@ async fn process(
     }
 }
 
-/// The compress loop runs when it is enabled, the pipeline mints refs (so ranges can be
-/// named), and the answer is a stream the proxy can stitch (Gemini's JSON-array stream,
-/// without `alt=sse`, is relayed as is).
-fn loop_applies(app: &AppState, route: &Route, wire: Wire) -> bool {
-    let gemini_array = wire == Wire::Gemini
-        && route.path_and_query.contains(":streamGenerateContent")
-        && !route.path_and_query.contains("alt=sse");
+/// The compress loop runs when it is enabled and the pipeline mints refs (so ranges can be
+/// named).
+fn loop_applies(app: &AppState) -> bool {
     app.config.compress_tools
         && app.config.max_rounds > 0
-        && !gemini_array
         && app.engine.pipeline().names().contains(&"refs.mint")
 }
 
@@ -239,6 +243,7 @@ async fn inject_tools(
     processed.looped = Some(LoopState {
         body: value,
         view: conversation.map(Arc::new),
+        array_stream: false,
     });
 }
 

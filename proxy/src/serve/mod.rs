@@ -2,6 +2,7 @@
 //! processed request run through the session's pipeline first.
 
 pub mod admin;
+pub mod array_stream;
 pub mod calls;
 pub mod compress_loop;
 pub mod config;

@@ -65,6 +65,35 @@ pub fn resolve(path_and_query: &str, upstreams: &Upstreams) -> Result<Route, Rou
     })
 }
 
+impl Route {
+    /// True for a Gemini stream answered as a JSON array (no `alt=sse` in the query).
+    pub fn is_gemini_array_stream(&self) -> bool {
+        self.wire == Some(Wire::Gemini)
+            && self.path_and_query.contains(":streamGenerateContent")
+            && !self.has_alt_sse()
+    }
+
+    fn has_alt_sse(&self) -> bool {
+        self.path_and_query
+            .split_once('?')
+            .is_some_and(|(_, query)| query.split('&').any(|p| p == "alt=sse"))
+    }
+
+    /// The same route asking upstream for SSE framing.
+    pub fn with_alt_sse(&self) -> Route {
+        let mut route = self.clone();
+        if !self.has_alt_sse() {
+            let sep = if self.path_and_query.contains('?') {
+                '&'
+            } else {
+                '?'
+            };
+            route.path_and_query = format!("{}{sep}alt=sse", self.path_and_query);
+        }
+        route
+    }
+}
+
 /// `models/{model}:generateContent` or `:streamGenerateContent` anywhere under a version.
 fn gemini_model(path: &str) -> Option<String> {
     let idx = path.find("/models/")?;
@@ -120,6 +149,26 @@ mod tests {
         assert_eq!(r.upstream, "https://api.example.com");
         assert_eq!(resolve("/v1/messages/count_tokens", &u).unwrap().wire, None);
         assert!(matches!(resolve("/nope", &u), Err(RouteError::Unknown(_))));
+        let array = resolve("/v1beta/models/g:streamGenerateContent?key=k", &u).unwrap();
+        assert!(array.is_gemini_array_stream());
+        let sse = array.with_alt_sse();
+        assert_eq!(
+            sse.path_and_query,
+            "/v1beta/models/g:streamGenerateContent?key=k&alt=sse"
+        );
+        assert!(!sse.is_gemini_array_stream());
+        assert_eq!(sse.with_alt_sse(), sse);
+        let bare = resolve("/v1beta/models/g:streamGenerateContent", &u).unwrap();
+        assert!(
+            bare.with_alt_sse()
+                .path_and_query
+                .ends_with(":streamGenerateContent?alt=sse")
+        );
+        assert!(
+            !resolve("/v1beta/models/g:generateContent", &u)
+                .unwrap()
+                .is_gemini_array_stream()
+        );
         assert!(matches!(
             resolve("/u/ftp://x/v1/messages", &u),
             Err(RouteError::BadUpstream(_))
