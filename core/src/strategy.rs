@@ -43,6 +43,9 @@ pub struct FoldDemand {
     pub request_tokens: u64,
     /// The budget.
     pub budget: Budget,
+    /// Most tokens one rendered summary costs (0: unknown). A fold saves its range's tokens
+    /// minus its summary, so policies must not assume a summary grows with its range.
+    pub summary_tokens: u64,
 }
 
 /// Decides which compressible ranges to fold, and when.

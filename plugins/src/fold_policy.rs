@@ -57,8 +57,10 @@ impl PolicyConfig {
     }
 }
 
-/// Picks ranges in `order` until `need` tokens are saved.
-fn pick(ranges: &[RangeInfo], order: Vec<usize>, need: u64) -> Vec<usize> {
+/// Picks ranges in `order` until `need` tokens are saved. A fold saves its range's tokens
+/// minus its summary, which costs at most a tenth of the range and at most
+/// `summary_tokens` when that is known.
+fn pick(ranges: &[RangeInfo], order: Vec<usize>, need: u64, summary_tokens: u64) -> Vec<usize> {
     let mut saved = 0u64;
     let mut out = Vec::new();
     for i in order {
@@ -66,7 +68,11 @@ fn pick(ranges: &[RangeInfo], order: Vec<usize>, need: u64) -> Vec<usize> {
             break;
         }
         if let Some(r) = ranges.get(i) {
-            saved += r.tokens - r.tokens / 10;
+            let summary = match summary_tokens {
+                0 => r.tokens / 10,
+                cap => (r.tokens / 10).min(cap),
+            };
+            saved += r.tokens - summary;
             out.push(i);
         }
     }
@@ -88,7 +94,7 @@ impl FoldPolicy for OldestFirst {
         };
         let mut order: Vec<usize> = (0..ranges.len()).collect();
         order.sort_by_key(|&i| ranges.get(i).map(|r| r.start));
-        pick(ranges, order, need)
+        pick(ranges, order, need, demand.summary_tokens)
     }
 }
 
@@ -110,7 +116,7 @@ impl FoldPolicy for LargestFirst {
                 .get(i)
                 .map(|r| (std::cmp::Reverse(r.tokens), r.start))
         });
-        pick(ranges, order, need)
+        pick(ranges, order, need, demand.summary_tokens)
     }
 }
 

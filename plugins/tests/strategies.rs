@@ -57,6 +57,7 @@ fn demand(request_tokens: u64) -> FoldDemand {
             reserve: 0,
             calibration: 1.0,
         },
+        summary_tokens: 0,
     }
 }
 
@@ -243,4 +244,18 @@ async fn an_over_budget_request_folds_by_itself_and_restores_exactly() {
             "{wire}"
         );
     }
+}
+
+#[test]
+fn a_known_summary_size_folds_no_more_than_needed() {
+    let r = registry();
+    let oldest = r.fold_policy("fold.oldest_first", &Params::Null).unwrap();
+    let ranges: Vec<_> = (0..5).map(|i| range(10 * i + 1, 1000)).collect();
+    // 8,940 tokens against a 6,000 target: 2,940 to save.
+    let mut d = demand(8_940);
+    // Unknown summary size: a summary may cost a tenth of its range, 900 saved per fold.
+    assert_eq!(oldest.choose(&ranges, &d).len(), 4);
+    // Summaries of at most 20 tokens: 980 saved per fold, three are enough.
+    d.summary_tokens = 20;
+    assert_eq!(oldest.choose(&ranges, &d), vec![0, 1, 2]);
 }

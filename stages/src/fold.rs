@@ -38,6 +38,9 @@ use crate::ranges_build::PROTECTION_NOTE;
 /// Stage name.
 pub const NAME: &str = "fold";
 
+/// Tokens of a rendered summary's header line (`[foldwire b12 · topic]`), generously.
+const SUMMARY_HEADER_TOKENS: u64 = 32;
+
 /// Settings of the fold stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -163,6 +166,10 @@ impl Fold {
         let demand = FoldDemand {
             request_tokens: frame + visible,
             budget: turn.budget,
+            // The summary text at its cap (dense text: three characters a token) plus the
+            // block's header line.
+            summary_tokens: (self.config.max_summary_chars as u64).div_ceil(3)
+                + SUMMARY_HEADER_TOKENS,
         };
         let mut chosen = policy.choose(&turn.ranges, &demand);
         chosen.sort_unstable();

@@ -4,7 +4,7 @@
 //!
 //! Params (all optional): `protection` (`recent_messages` 5, `recent_tokens` 5000,
 //! `last_user` true, `protected_tools` ["compress"]), `min_tokens` 200,
-//! `split_at_user_after` 3.
+//! `split_at_user_after` 3, `max_tokens` (default a tenth of the available budget).
 //!
 //! The protection it used is recorded on the turn under [`PROTECTION_NOTE`] so the `fold`
 //! stage validates its automatic folds with the same settings (one source of truth).
@@ -74,14 +74,24 @@ impl Stage for RangesBuild {
 /// with nothing foldable between the head and the recent messages.
 const RECENT_SHARE_OF_BUDGET: f64 = 0.3;
 
+/// The share of the available budget one range holds at most, unless `max_tokens` is set:
+/// fold policies free about a fifth of the budget at a time (threshold 0.8, target 0.6), so
+/// a range of a tenth lets a fold take what it needs within a range or two, and the rest
+/// of the history stays verbatim.
+const RANGE_SHARE_OF_BUDGET: f64 = 0.1;
+
 impl RangesBuild {
     /// The configuration for this turn: the protected recent tokens never exceed the recent
-    /// share of the budget.
+    /// share of the budget, and ranges are capped at their share of it.
     fn config_for(&self, budget: foldwire_core::Budget) -> RangesConfig {
         let mut config = self.config.clone();
-        let cap = (budget.available() as f64 * RECENT_SHARE_OF_BUDGET) as u64;
+        let available = budget.available() as f64;
+        let cap = (available * RECENT_SHARE_OF_BUDGET) as u64;
         if config.protection.recent_tokens > cap {
             config.protection.recent_tokens = cap.max(1);
+        }
+        if config.max_tokens.is_none() {
+            config.max_tokens = Some(((available * RANGE_SHARE_OF_BUDGET) as u64).max(1));
         }
         config
     }

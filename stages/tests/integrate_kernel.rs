@@ -313,6 +313,7 @@ fn the_head_window_never_folds() {
         protection: open_protection(),
         min_tokens: 0,
         split_at_user_after: 0,
+        max_tokens: None,
     };
     // Without a head, the first unit starts a range.
     let ranges = compressible_ranges(&view, &state, &config, &CharEstimator);
@@ -388,6 +389,7 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
             protection: open_protection(),
             min_tokens: 0,
             split_at_user_after: 0,
+            max_tokens: None,
         },
     };
     let mut turn = turn_for(view, state);

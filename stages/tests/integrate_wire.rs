@@ -384,6 +384,7 @@ async fn fold_then_restore_is_byte_identical_on_every_request_fixture() {
                     protection: open_config().protection,
                     min_tokens: 0,
                     split_at_user_after: 0,
+                    max_tokens: None,
                 },
                 &CharEstimator,
             );

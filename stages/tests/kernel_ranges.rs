@@ -18,6 +18,7 @@ fn open() -> RangesConfig {
         },
         min_tokens: 1,
         split_at_user_after: 0,
+        max_tokens: None,
     }
 }
 
@@ -175,6 +176,41 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
     stage.run(&mut turn, &cx()).await.unwrap();
     assert_eq!(spans(&turn.ranges), vec![(1, 4)]);
     assert_eq!(turn.report.counter("ranges.compressible"), 1);
+    // The range cap comes from the budget unless set: a tenth of the available tokens.
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("go");
+    for i in 0..20 {
+        let id = format!("c{i}");
+        conv.turn(None, None, &[(&id, "bash", "{}")])
+            .results(&[(&id, &sized("out", 400))]);
+    }
+    let params = serde_json::json!({"protection": {"recent_messages": 0, "recent_tokens": 0, "last_user": false}, "min_tokens": 1});
+    let stage = registry.stage("ranges.build", &params).unwrap();
+    let run = |window: u64| {
+        let mut state = SessionState::default();
+        let c = minted(&conv, &mut state);
+        let mut turn = turn_for(c, state);
+        turn.budget = turn.budget.with_window(window);
+        let available = turn.budget.available();
+        let stage = &stage;
+        async move {
+            stage.run(&mut turn, &cx()).await.unwrap();
+            (turn.ranges, available)
+        }
+    };
+    let (wide, _) = run(1_000_000).await;
+    assert_eq!(wide.len(), 1);
+    let (narrow, available) = run(8_000).await;
+    assert!(narrow.len() > 3, "{:?}", spans(&narrow));
+    // No range passes the cap by more than one call and its result.
+    let biggest_pair = wide[0].tokens / 20 + 1;
+    assert!(
+        narrow
+            .iter()
+            .all(|r| r.tokens <= available / 10 + biggest_pair),
+        "{:?}",
+        narrow.iter().map(|r| r.tokens).collect::<Vec<_>>()
+    );
     let bad = registry.stage("ranges.build", &serde_json::json!({"recent": 1}));
     let Err(err) = bad else {
         panic!("unknown param accepted")
@@ -184,6 +220,63 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
         assert!(
             registry.stage(name, &serde_json::Value::Null).is_ok(),
             "{name}"
+        );
+    }
+}
+
+#[test]
+fn a_tool_loop_without_user_text_is_cut_into_ranges_of_at_most_the_token_cap() {
+    // An agent's loop: one user text, then call / result pairs, two of them parallel calls
+    // whose results come back together.
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("do the task");
+    for i in 0..12 {
+        let (a, b) = (format!("a{i}"), format!("b{i}"));
+        if i % 5 == 2 {
+            conv.turn(None, None, &[(&a, "bash", "{}"), (&b, "bash", "{}")])
+                .results(&[(&a, &sized("out", 400)), (&b, &sized("out", 400))]);
+        } else {
+            conv.turn(None, None, &[(&a, "bash", "{}")])
+                .results(&[(&a, &sized("out", 400))]);
+        }
+    }
+    let whole = ranges_of(&conv, &open());
+    assert_eq!(whole.len(), 1, "no user text: one range without a cap");
+    let mut cfg = open();
+    cfg.max_tokens = Some(250);
+    let cut = ranges_of(&conv, &cfg);
+    assert!(cut.len() >= 4, "{:?}", spans(&cut));
+    // Contiguous, covering exactly what the uncapped range covered.
+    assert_eq!(cut.first().unwrap().start, whole[0].start);
+    assert_eq!(cut.last().unwrap().end, whole[0].end);
+    for pair in cut.windows(2) {
+        assert_eq!(pair[0].end.0 + 1, pair[1].start.0, "{:?}", spans(&cut));
+    }
+    assert_eq!(cut.iter().map(|r| r.tokens).sum::<u64>(), whole[0].tokens);
+    // Each range stops at the first clean boundary past the cap: never a call without its
+    // result (every range holds as many calls as results).
+    let state_conv = {
+        let mut state = SessionState::default();
+        minted(&conv, &mut state)
+    };
+    for r in &cut {
+        let units: Vec<_> = state_conv
+            .messages
+            .iter()
+            .filter(|u| u.r#ref.is_some_and(|x| r.start.0 <= x.0 && x.0 <= r.end.0))
+            .collect();
+        let calls = units
+            .iter()
+            .filter(|u| u.kind == foldwire_core::MessageKind::ToolCall)
+            .count();
+        let results = units
+            .iter()
+            .filter(|u| u.kind == foldwire_core::MessageKind::ToolResult)
+            .count();
+        assert_eq!(
+            calls, results,
+            "range {}..{} splits a call from its result",
+            r.start, r.end
         );
     }
 }

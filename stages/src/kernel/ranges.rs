@@ -20,6 +20,11 @@ pub struct RangesConfig {
     /// A range is cut before a user text message once it holds this many units, so ranges
     /// follow the conversation's exchanges (0 never cuts).
     pub split_at_user_after: usize,
+    /// A range is cut, where no tool call and its results would be separated, once it holds
+    /// this many tokens, so a fold can take as much as it needs and no more: an agent's tool
+    /// loop has no user text to cut at, and would otherwise be one range that folds whole
+    /// (`None`: no cap; `ranges.build` derives one from the budget).
+    pub max_tokens: Option<u64>,
 }
 
 impl Default for RangesConfig {
@@ -28,6 +33,7 @@ impl Default for RangesConfig {
             protection: Protection::default(),
             min_tokens: 200,
             split_at_user_after: 3,
+            max_tokens: None,
         }
     }
 }
@@ -64,6 +70,20 @@ pub fn compressible_ranges(
         })
         .collect();
     let groups = links.groups();
+    let tokens: Vec<u64> = units.iter().map(|u| unit_tokens(u, estimator)).collect();
+    // A cut before `i` is clean when every group that starts before `i` ends before it.
+    let mut clean_cut = Vec::with_capacity(units.len());
+    let mut reach = 0;
+    for i in 0..units.len() {
+        clean_cut.push(i >= reach);
+        reach = reach.max(links.span(i).1 + 1);
+    }
+    let cuts = Cuts {
+        split_at_user_after: config.split_at_user_after,
+        max_tokens: config.max_tokens,
+        tokens: &tokens,
+        clean: &clean_cut,
+    };
     loop {
         let mut changed = false;
         for members in groups.values() {
@@ -78,7 +98,7 @@ pub fn compressible_ranges(
                 changed = true;
             }
         }
-        let segments = segment(units, &candidate, config.split_at_user_after);
+        let segments = segment(units, &candidate, &cuts);
         let mut segment_of = vec![usize::MAX; units.len()];
         for (s, seg) in segments.iter().enumerate() {
             for i in seg.clone() {
@@ -109,29 +129,44 @@ pub fn compressible_ranges(
     }
 }
 
-/// Maximal runs of consecutive candidates, cut before a user text once a run is long enough.
-fn segment(
-    units: &[Message],
-    candidate: &[bool],
+/// Where runs of candidates are cut besides their ends.
+struct Cuts<'a> {
     split_at_user_after: usize,
-) -> Vec<std::ops::Range<usize>> {
+    max_tokens: Option<u64>,
+    /// Tokens per unit.
+    tokens: &'a [u64],
+    /// Whether a cut before each unit keeps every link group whole.
+    clean: &'a [bool],
+}
+
+/// Maximal runs of consecutive candidates, cut before a user text once a run is long enough,
+/// and at a clean boundary once it reaches the token cap.
+fn segment(units: &[Message], candidate: &[bool], cuts: &Cuts<'_>) -> Vec<std::ops::Range<usize>> {
     let mut out = Vec::new();
     let mut start: Option<usize> = None;
+    let mut run_tokens = 0u64;
     for (i, u) in units.iter().enumerate() {
         let is_candidate = candidate.get(i) == Some(&true);
         if let Some(s) = start {
             let cut_user = is_candidate
-                && split_at_user_after > 0
+                && cuts.split_at_user_after > 0
                 && u.role == Role::User
                 && u.kind == MessageKind::Text
-                && i - s >= split_at_user_after;
-            if !is_candidate || cut_user {
+                && i - s >= cuts.split_at_user_after;
+            let cut_size = is_candidate
+                && cuts.max_tokens.is_some_and(|max| run_tokens >= max)
+                && cuts.clean.get(i) == Some(&true);
+            if !is_candidate || cut_user || cut_size {
                 out.push(s..i);
                 start = None;
             }
         }
         if is_candidate && start.is_none() {
             start = Some(i);
+            run_tokens = 0;
+        }
+        if is_candidate {
+            run_tokens += cuts.tokens.get(i).copied().unwrap_or(0);
         }
     }
     if let Some(s) = start {
