@@ -11,7 +11,9 @@
 //!
 //! The payload helpers ([`InlinePayload`]) are public: `archive.spill` decodes with them.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
+
+use memchr::memmem::Finder;
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -120,9 +122,16 @@ pub fn classify_unit(wire: Wire, message: &mut Message) -> Result<(), String> {
 
 /// A cheap scan that rules out units that cannot hold media, so most text units are never
 /// parsed: every media shape has a key or value containing `data`, `Data`, `url` or `file`.
+/// Vectorized substring searches, one per marker: a byte-window loop over large tool
+/// outputs cost as much as decoding the whole request.
 fn may_carry_media(raw: &[u8]) -> bool {
-    raw.windows(4)
-        .any(|w| matches!(w, b"data" | b"Data" | b"file" | b"File") || w.starts_with(b"url"))
+    static MARKERS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
+        ["data", "Data", "file", "File", "url"]
+            .iter()
+            .map(|m| Finder::new(m.as_bytes()))
+            .collect()
+    });
+    MARKERS.iter().any(|m| m.find(raw).is_some())
 }
 
 /// Every media payload inside one unit's JSON, in document order.

@@ -6,8 +6,11 @@
 //! or without `cache_control`, other keys kept in order); markers the client put in `system`
 //! or `tools` are only touched when one must be dropped, through a top-level override.
 
+use std::sync::LazyLock;
+
 use bytes::Bytes;
 use foldwire_core::{Conversation, FieldOverride, MessageKind, UnitSlot};
+use memchr::memmem::Finder;
 use serde_json::{Map, Value};
 
 /// The most `cache_control` markers Anthropic accepts in one request.
@@ -84,9 +87,28 @@ fn ttl_of(cache_control: &Value) -> Ttl {
     }
 }
 
+/// Whether `cache_control` occurs in the bytes (a vectorized search: it runs over every
+/// unit of every request).
 fn has_marker_bytes(raw: &[u8]) -> bool {
-    raw.windows(b"cache_control".len())
-        .any(|w| w == b"cache_control")
+    static MARKER: LazyLock<Finder<'static>> = LazyLock::new(|| Finder::new(b"cache_control"));
+    MARKER.find(raw).is_some()
+}
+
+/// The request without its messages (the array replaced by `[]`): `tools` and `system`
+/// live there, and parsing only it keeps a long history out of this stage's cost.
+fn frame_bytes(conv: &Conversation) -> Vec<u8> {
+    let span = &conv.messages_span;
+    if span.is_empty() {
+        // Not decoded from a body (built in code): the source is all there is.
+        return conv.source.to_vec();
+    }
+    let before = conv.source.get(..span.start).unwrap_or_default();
+    let after = conv.source.get(span.end..).unwrap_or_default();
+    let mut frame = Vec::with_capacity(before.len() + after.len() + 2);
+    frame.extend_from_slice(before);
+    frame.extend_from_slice(b"[]");
+    frame.extend_from_slice(after);
+    frame
 }
 
 /// The top-level `tools` and `system` values of the request as sent (overrides first).
@@ -113,9 +135,10 @@ fn frame_fields(
         }
     };
     let (mut tools, mut system) = (None, None);
-    if !conv.source.is_empty() && has_marker_bytes(&conv.source) {
+    let frame_json = frame_bytes(conv);
+    if !conv.source.is_empty() && has_marker_bytes(&frame_json) {
         let frame: Frame<'_> =
-            serde_json::from_slice(&conv.source).map_err(|e| unreadable("request body", e))?;
+            serde_json::from_slice(&frame_json).map_err(|e| unreadable("request body", e))?;
         if let Some(t) = frame.tools {
             tools = Some(serde_json::from_str(t.get()).map_err(|e| unreadable("tools", e))?);
         }
