@@ -6,10 +6,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
+use foldwire_benches::ratio;
 use foldwire_core::Wire;
 use foldwire_wire::request::{decode, encode};
 
@@ -51,36 +51,6 @@ fn codec_with_edit(wire: Wire, body: &Bytes) -> usize {
     encode(&conv).unwrap().len()
 }
 
-fn value_round_trip(body: &Bytes) -> usize {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap();
-    serde_json::to_vec(&v).unwrap().len()
-}
-
-/// Wall times of three contenders run interleaved (so machine load hits them alike): the
-/// minimum and the median of each over `runs` rounds, after one warm-up round.
-fn interleaved<const N: usize>(
-    runs: usize,
-    mut fs: [&mut dyn FnMut() -> usize; N],
-) -> [(Duration, Duration); N] {
-    for f in fs.iter_mut() {
-        black_box(f());
-    }
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); N];
-    for _ in 0..runs {
-        for (f, t) in fs.iter_mut().zip(times.iter_mut()) {
-            let start = Instant::now();
-            black_box(f());
-            t.push(start.elapsed());
-        }
-    }
-    let mut out = [(Duration::ZERO, Duration::ZERO); N];
-    for (o, t) in out.iter_mut().zip(times.iter_mut()) {
-        t.sort();
-        *o = (t[0], t[runs / 2]);
-    }
-    out
-}
-
 fn codec(c: &mut Criterion) {
     let bodies = bodies();
     for (wire, body) in &bodies {
@@ -99,21 +69,20 @@ fn codec(c: &mut Criterion) {
             b.iter(|| codec_with_edit(*wire, black_box(body)))
         });
         group.bench_function("serde_json::Value round trip", |b| {
-            b.iter(|| value_round_trip(black_box(body)))
+            b.iter(|| foldwire_benches::value_round_trip(black_box(body)))
         });
         group.finish();
     }
     println!("\ncodec vs serde_json::Value round trip (31 interleaved rounds; min / median):");
     for (wire, body) in &bodies {
-        let [value, codec, edit] = interleaved(
+        let [value, codec, edit] = foldwire_benches::interleaved(
             31,
             [
-                &mut || value_round_trip(body),
+                &mut || foldwire_benches::value_round_trip(body),
                 &mut || codec_round_trip(*wire, body),
                 &mut || codec_with_edit(*wire, body),
             ],
         );
-        let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
         println!(
             "  {wire:<16} {:>7} B  value {:>7.2?}/{:>7.2?}  decode+encode {:>7.2?}/{:>7.2?} = {:.2}x/{:.2}x  one edit {:>7.2?}/{:>7.2?} = {:.2}x/{:.2}x",
             body.len(),

@@ -145,11 +145,6 @@ fn kernel_pass(
     conv
 }
 
-fn value_round_trip(body: &[u8]) -> Vec<u8> {
-    let v: Value = serde_json::from_slice(body).unwrap();
-    serde_json::to_vec(&v).unwrap()
-}
-
 fn bench(c: &mut Criterion) {
     let body = foldwire_benches::anthropic_turns(1000, 2000);
     let (conv, state) = folded_session(&body);
@@ -189,7 +184,7 @@ fn bench(c: &mut Criterion) {
         repair(&mut cv);
         cv
     });
-    let naive = timed(&body, |b| value_round_trip(&b));
+    let naive = timed(&body, |b| foldwire_benches::value_round_trip(&b));
     println!(
         "kernel (ranges.build + fold + pairing.repair, {} units, 20 blocks): {:.3} ms \
          (ranges.build {:.3}, fold {:.3}, pairing.repair {:.3}); serde_json::Value round trip: \
@@ -212,7 +207,7 @@ fn bench(c: &mut Criterion) {
         )
     });
     g.bench_function("serde_json_value_round_trip", |b| {
-        b.iter(|| value_round_trip(black_box(&body)))
+        b.iter(|| foldwire_benches::value_round_trip(black_box(&body)))
     });
     g.finish();
 }

@@ -7,10 +7,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
+use foldwire_benches::ratio;
 use foldwire_core::{Engine, SessionId, StageCx, TurnRequest, Wire};
 use foldwire_proxy::setup;
 use tokio::runtime::Runtime;
@@ -59,32 +59,6 @@ fn turn(rt: &Runtime, engine: &Engine, session: &SessionId, wire: Wire, body: &B
     outcome.output.len()
 }
 
-fn value_round_trip(body: &Bytes) -> usize {
-    let v: serde_json::Value = serde_json::from_slice(body).unwrap();
-    serde_json::to_vec(&v).unwrap().len()
-}
-
-/// Minimum and median wall time of each contender over `runs` interleaved rounds.
-fn interleaved<const N: usize>(
-    runs: usize,
-    mut fs: [&mut dyn FnMut() -> usize; N],
-) -> [(Duration, Duration); N] {
-    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); N];
-    for _ in 0..runs {
-        for (f, t) in fs.iter_mut().zip(times.iter_mut()) {
-            let start = Instant::now();
-            black_box(f());
-            t.push(start.elapsed());
-        }
-    }
-    let mut out = [(Duration::ZERO, Duration::ZERO); N];
-    for (o, t) in out.iter_mut().zip(times.iter_mut()) {
-        t.sort();
-        *o = (t[0], t[runs / 2]);
-    }
-    out
-}
-
 fn pipeline(c: &mut Criterion) {
     let rt = Runtime::new().unwrap();
     let default = engine("default");
@@ -110,21 +84,20 @@ fn pipeline(c: &mut Criterion) {
             b.iter(|| turn(&rt, &passthrough, &session, wire, black_box(&body)))
         });
         group.bench_function("serde_json::Value round trip", |b| {
-            b.iter(|| value_round_trip(black_box(&body)))
+            b.iter(|| foldwire_benches::value_round_trip(black_box(&body)))
         });
         group.finish();
 
-        let [value, full, pass] = interleaved(
+        let [value, full, pass] = foldwire_benches::interleaved(
             15,
             [
-                &mut || value_round_trip(&body),
+                &mut || foldwire_benches::value_round_trip(&body),
                 &mut || turn(&rt, &default, &session, wire, &body),
                 &mut || turn(&rt, &passthrough, &session, wire, &body),
             ],
         );
         rows.push((wire, body.len(), first, value, full, pass));
     }
-    let ratio = |a: Duration, b: Duration| a.as_secs_f64() / b.as_secs_f64();
     println!(
         "\none engine turn vs serde_json::Value round trip (15 interleaved rounds; min / median):"
     );

@@ -6,6 +6,8 @@
 //! [`ANTHROPIC_1000_SHA256`]).
 
 use std::fmt::Write as _;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
 
 /// SHA-256 of `anthropic-1000-turns.json`.
 pub const ANTHROPIC_1000_SHA256: &str =
@@ -126,6 +128,50 @@ pub fn gemini_turns(turns: usize, output: usize) -> Vec<u8> {
     }
     s.push_str(r#",{"role":"user","parts":[{"text":"Continue."}]}],"generationConfig":{"maxOutputTokens":8192}}"#);
     s.into_bytes()
+}
+
+/// The naive floor every bench compares against: a `serde_json::Value` parse and
+/// serialize of the same bytes; returns the output's size.
+///
+/// # Panics
+/// When the body is not JSON (bench bodies always are).
+#[allow(clippy::unwrap_used)]
+pub fn value_round_trip(body: &[u8]) -> usize {
+    let v: serde_json::Value = serde_json::from_slice(body).unwrap();
+    serde_json::to_vec(&v).unwrap().len()
+}
+
+/// Wall times of `N` contenders run interleaved (so machine load hits them alike): the
+/// minimum and the median of each over `runs` rounds, after one warm-up round.
+pub fn interleaved<const N: usize>(
+    runs: usize,
+    mut fs: [&mut dyn FnMut() -> usize; N],
+) -> [(Duration, Duration); N] {
+    for f in fs.iter_mut() {
+        black_box(f());
+    }
+    let mut times: Vec<Vec<Duration>> = vec![Vec::with_capacity(runs); N];
+    for _ in 0..runs {
+        for (f, t) in fs.iter_mut().zip(times.iter_mut()) {
+            let start = Instant::now();
+            black_box(f());
+            t.push(start.elapsed());
+        }
+    }
+    let mut out = [(Duration::ZERO, Duration::ZERO); N];
+    for (o, t) in out.iter_mut().zip(times.iter_mut()) {
+        t.sort();
+        *o = (
+            t.first().copied().unwrap_or_default(),
+            t.get(runs / 2).copied().unwrap_or_default(),
+        );
+    }
+    out
+}
+
+/// `a / b` as a plain ratio.
+pub fn ratio(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64()
 }
 
 /// Lowercase hex SHA-256 of some bytes.
