@@ -535,3 +535,47 @@ async fn idle_sessions_leave_memory_but_not_the_admin_list_and_come_back_on_thei
         .unwrap();
     assert_eq!(admin["state"]["turns"], 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reports_are_kept_for_the_most_recent_sessions_only() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| {
+        c.pipeline = "passthrough".into();
+        c.report_sessions = 2;
+    })
+    .await;
+    let client = reqwest::Client::new();
+    for session in ["first", "second", "third"] {
+        let resp = client
+            .post(format!("http://{proxy}/v1/messages"))
+            .header("x-foldwire-session", session)
+            .body(r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let view = |session: &'static str| {
+        let url = format!("http://{proxy}/admin/sessions/{session}");
+        async move {
+            reqwest::get(url)
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    // The oldest session's reports made room; its state is still there.
+    let first = view("first").await;
+    assert_eq!(first["reports"].as_array().unwrap().len(), 0, "{first}");
+    assert_eq!(first["state"]["turns"], 1);
+    for session in ["second", "third"] {
+        assert_eq!(
+            view(session).await["reports"].as_array().unwrap().len(),
+            1,
+            "{session}"
+        );
+    }
+}

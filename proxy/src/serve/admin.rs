@@ -56,7 +56,7 @@ pub async fn sessions(State(app): State<Arc<AppState>>) -> Response {
     // Sessions with a live actor, and those served since start whose actor was retired
     // while idle (a snapshot loads them again).
     let mut ids = app.engine.sessions();
-    ids.extend(app.reports.iter().map(|r| r.key().clone()));
+    ids.extend(app.reports.sessions());
     ids.sort();
     ids.dedup();
     let mut rows = Vec::new();
@@ -82,11 +82,7 @@ pub async fn session(State(app): State<Arc<AppState>>, Path(id): Path<String>) -
     };
     match app.engine.snapshot(&id).await {
         Ok(state) => {
-            let reports: Vec<_> = app
-                .reports
-                .get(&id)
-                .map(|r| r.iter().cloned().collect())
-                .unwrap_or_default();
+            let reports = app.reports.of(&id);
             Json(json!({ "session": id, "state": state, "reports": reports })).into_response()
         }
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),

@@ -50,6 +50,9 @@ pub struct ServeConfig {
     pub identity_key: Option<String>,
     /// Reports kept per session for the admin API.
     pub reports_per_session: usize,
+    /// Sessions whose reports are kept (the least recently reported go first); their
+    /// state stays in the state location either way.
+    pub report_sessions: usize,
     /// Inject the `compress`, `restore` and `search_context` tools into processed requests
     /// and run the model's calls to them inside the proxy (`summarizer.model_tool`).
     pub compress_tools: bool,
@@ -79,6 +82,7 @@ impl Default for ServeConfig {
             workers: 0,
             identity_key: None,
             reports_per_session: 50,
+            report_sessions: 1000,
             compress_tools: true,
             max_rounds: 3,
             window: foldwire_core::Budget::default().window,

@@ -281,17 +281,3 @@ pub fn error(status: StatusCode, kind: &str, message: &str) -> Response {
     let body = json!({ "type": "error", "error": { "type": kind, "message": message } });
     (status, axum::Json(body)).into_response()
 }
-
-/// Keeps the last reports of a session for the admin API.
-pub fn remember(
-    reports: &dashmap::DashMap<SessionId, std::collections::VecDeque<TurnReport>>,
-    keep: usize,
-    session: &SessionId,
-    report: TurnReport,
-) {
-    let mut list = reports.entry(session.clone()).or_default();
-    list.push_back(report);
-    while list.len() > keep {
-        list.pop_front();
-    }
-}

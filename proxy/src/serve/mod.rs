@@ -9,12 +9,12 @@ pub mod config;
 pub mod forward;
 pub mod identity;
 pub mod metrics;
+pub mod reports;
 pub mod route;
 pub mod stitch;
 pub mod tools;
 pub mod usage;
 
-use std::collections::VecDeque;
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,7 +50,7 @@ pub struct AppState {
     /// Metrics.
     pub metrics: metrics::Metrics,
     /// Recent reports per session.
-    pub reports: DashMap<SessionId, VecDeque<TurnReport>>,
+    pub reports: reports::RecentReports,
     /// Windows learned from overflow errors (`None`: looked up, nothing learned).
     pub windows: DashMap<SessionId, Option<u64>>,
     /// The pipeline that rebuilds the model's view of a request (refs and ranges) for the
@@ -60,12 +60,7 @@ pub struct AppState {
 
 impl AppState {
     fn remember(&self, session: &SessionId, report: TurnReport) {
-        forward::remember(
-            &self.reports,
-            self.config.reports_per_session,
-            session,
-            report,
-        );
+        self.reports.remember(session, report);
     }
 }
 
@@ -91,6 +86,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     );
     let engine = builder.start()?;
     let view_pipeline = setup::view_pipeline(&registry)?;
+    let reports = reports::RecentReports::new(config.reports_per_session, config.report_sessions);
     let client = reqwest::Client::builder()
         .build()
         .context("building the upstream HTTP client")?;
@@ -101,7 +97,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         client,
         identity_key,
         metrics: metrics::Metrics::default(),
-        reports: DashMap::new(),
+        reports,
         windows: DashMap::new(),
         view_pipeline,
     }))
