@@ -113,6 +113,29 @@ async fn start_proxy_with(
     serve::start(config).await.unwrap().addr
 }
 
+/// Sends a one-line Anthropic request for `session`; the status.
+async fn say_hi(proxy: SocketAddr, session: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("http://{proxy}/v1/messages"))
+        .header("x-foldwire-session", session)
+        .body(r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// The admin view of a session.
+async fn session_view(proxy: SocketAddr, session: &str) -> serde_json::Value {
+    reqwest::get(format!("http://{proxy}/admin/sessions/{session}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
 fn wire_of(dir: &str) -> (&'static str, &'static str) {
     match dir {
         "anthropic" => (
@@ -487,14 +510,7 @@ async fn idle_sessions_leave_memory_but_not_the_admin_list_and_come_back_on_thei
         c.idle_session_secs = 1;
     })
     .await;
-    let client = reqwest::Client::new();
-    let send = || {
-        client
-            .post(format!("http://{proxy}/v1/messages"))
-            .header("x-foldwire-session", "sleepy")
-            .body(r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#)
-            .send()
-    };
+    let send = || say_hi(proxy, "sleepy");
     let live = || async {
         let text = reqwest::get(format!("http://{proxy}/metrics"))
             .await
@@ -508,7 +524,7 @@ async fn idle_sessions_leave_memory_but_not_the_admin_list_and_come_back_on_thei
             .parse::<u64>()
             .unwrap()
     };
-    assert_eq!(send().await.unwrap().status(), 200);
+    assert_eq!(send().await, 200);
     assert_eq!(live().await, 1);
     let deadline = std::time::Instant::now() + Duration::from_secs(15);
     while live().await > 0 {
@@ -526,14 +542,8 @@ async fn idle_sessions_leave_memory_but_not_the_admin_list_and_come_back_on_thei
         .unwrap();
     assert_eq!(listed["sessions"][0]["session"], "sleepy");
     assert_eq!(listed["sessions"][0]["turns"], 1);
-    assert_eq!(send().await.unwrap().status(), 200);
-    let admin: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions/sleepy"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(admin["state"]["turns"], 2);
+    assert_eq!(send().await, 200);
+    assert_eq!(session_view(proxy, "sleepy").await["state"]["turns"], 2);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -545,35 +555,19 @@ async fn reports_are_kept_for_the_most_recent_sessions_only() {
         c.report_sessions = 2;
     })
     .await;
-    let client = reqwest::Client::new();
     for session in ["first", "second", "third"] {
-        let resp = client
-            .post(format!("http://{proxy}/v1/messages"))
-            .header("x-foldwire-session", session)
-            .body(r#"{"model":"m","max_tokens":5,"messages":[{"role":"user","content":"hi"}]}"#)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
+        assert_eq!(say_hi(proxy, session).await, 200);
     }
-    let view = |session: &'static str| {
-        let url = format!("http://{proxy}/admin/sessions/{session}");
-        async move {
-            reqwest::get(url)
-                .await
-                .unwrap()
-                .json::<serde_json::Value>()
-                .await
-                .unwrap()
-        }
-    };
     // The oldest session's reports made room; its state is still there.
-    let first = view("first").await;
+    let first = session_view(proxy, "first").await;
     assert_eq!(first["reports"].as_array().unwrap().len(), 0, "{first}");
     assert_eq!(first["state"]["turns"], 1);
     for session in ["second", "third"] {
         assert_eq!(
-            view(session).await["reports"].as_array().unwrap().len(),
+            session_view(proxy, session).await["reports"]
+                .as_array()
+                .unwrap()
+                .len(),
             1,
             "{session}"
         );
