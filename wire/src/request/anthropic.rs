@@ -40,25 +40,12 @@ pub(crate) fn decode_messages(
         };
         let cpath = mpath.key("content");
         match cx.bytes().get(content.value.start) {
-            Some(b'"') => {
-                let text = cx.string_text(&content.value);
-                cx.unit(
-                    entry,
-                    UnitSpec {
-                        slot: UnitSlot::StringContent,
-                        role,
-                        kind: MessageKind::Text,
-                        text,
-                        tool: None,
-                        span: content.value.clone(),
-                    },
-                );
-            }
+            Some(b'"') => cx.string_content(entry, role, &content.value),
             Some(b'[') => {
                 let blocks = cx.items(&cpath, &content.value)?;
                 if blocks.is_empty() {
                     // Nothing to cut: the whole message is one unit so it is never lost.
-                    whole(cx, entry, role, item);
+                    cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
                 }
                 for (j, block) in blocks.iter().enumerate() {
                     let spec = decode_block(cx, &cpath.index(j), block, role, j)?;
@@ -69,20 +56,6 @@ pub(crate) fn decode_messages(
         }
     }
     Ok(())
-}
-
-fn whole(cx: &mut Cx<'_>, entry: usize, role: Role, span: &Range<usize>) {
-    cx.unit(
-        entry,
-        UnitSpec {
-            slot: UnitSlot::Whole,
-            role,
-            kind: MessageKind::Other,
-            text: Text::default(),
-            tool: None,
-            span: span.clone(),
-        },
-    );
 }
 
 fn decode_block(

@@ -48,17 +48,7 @@ pub(crate) fn decode_contents(
             None => Vec::new(),
         };
         if parts.is_empty() {
-            cx.unit(
-                entry,
-                UnitSpec {
-                    slot: UnitSlot::Whole,
-                    role,
-                    kind: MessageKind::Other,
-                    text: Text::default(),
-                    tool: None,
-                    span: item.clone(),
-                },
-            );
+            cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
         }
         let mut calls_by_name: HashMap<String, usize> = HashMap::new();
         for (j, part) in parts.iter().enumerate() {

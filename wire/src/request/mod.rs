@@ -388,6 +388,46 @@ impl<'a> Cx<'a> {
         self.entries.len() - 1
     }
 
+    /// Adds a wire message's string content (its whole text) as one text unit.
+    pub(crate) fn string_content(&mut self, entry: usize, role: Role, span: &Range<usize>) {
+        let text = self.string_text(span);
+        self.unit(
+            entry,
+            UnitSpec {
+                slot: UnitSlot::StringContent,
+                role,
+                kind: MessageKind::Text,
+                text,
+                tool: None,
+                span: span.clone(),
+            },
+        );
+    }
+
+    /// Adds a whole wire message (or item) as one unit: where the wire has no finer grain,
+    /// or the message has nothing to cut and must still never be lost.
+    pub(crate) fn whole(
+        &mut self,
+        entry: usize,
+        role: Role,
+        kind: MessageKind,
+        text: Text,
+        tool: Option<ToolLink>,
+        span: &Range<usize>,
+    ) {
+        self.unit(
+            entry,
+            UnitSpec {
+                slot: UnitSlot::Whole,
+                role,
+                kind,
+                text,
+                tool,
+                span: span.clone(),
+            },
+        );
+    }
+
     /// Adds a unit to entry `entry`.
     pub(crate) fn unit(&mut self, entry: usize, spec: UnitSpec) {
         if let Some(e) = self.entries.get_mut(entry) {

@@ -48,17 +48,8 @@ pub(crate) fn decode_messages(
             let text = content
                 .map(|c| cx.content_text(&c.value))
                 .unwrap_or_default();
-            cx.unit(
-                entry,
-                UnitSpec {
-                    slot: UnitSlot::Whole,
-                    role,
-                    kind: MessageKind::ToolResult,
-                    text,
-                    tool: Some(ToolLink { call_id, name }),
-                    span: item.clone(),
-                },
-            );
+            let tool = Some(ToolLink { call_id, name });
+            cx.whole(entry, role, MessageKind::ToolResult, text, tool, item);
             continue;
         }
         let before = cx.messages.len();
@@ -81,20 +72,7 @@ pub(crate) fn decode_messages(
         if let Some(content) = content {
             let cpath = mpath.key("content");
             match cx.bytes().get(content.value.start) {
-                Some(b'"') => {
-                    let text = cx.string_text(&content.value);
-                    cx.unit(
-                        entry,
-                        UnitSpec {
-                            slot: UnitSlot::StringContent,
-                            role,
-                            kind: MessageKind::Text,
-                            text,
-                            tool: None,
-                            span: content.value.clone(),
-                        },
-                    );
-                }
+                Some(b'"') => cx.string_content(entry, role, &content.value),
                 Some(b'[') => {
                     let parts = cx.items(&cpath, &content.value)?;
                     for (j, part) in parts.iter().enumerate() {
@@ -124,17 +102,7 @@ pub(crate) fn decode_messages(
         }
         if cx.messages.len() == before {
             // Nothing to cut (e.g. an empty assistant turn): keep the message as one unit.
-            cx.unit(
-                entry,
-                UnitSpec {
-                    slot: UnitSlot::Whole,
-                    role,
-                    kind: MessageKind::Other,
-                    text: Text::default(),
-                    tool: None,
-                    span: item.clone(),
-                },
-            );
+            cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
         }
     }
     Ok(())

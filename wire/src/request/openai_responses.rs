@@ -17,18 +17,7 @@ pub(crate) fn decode_input(
 ) -> Result<(), WireError> {
     if cx.bytes().get(span.start) == Some(&b'"') {
         let entry = cx.begin_entry(Role::User, span);
-        let text = cx.string_text(span);
-        cx.unit(
-            entry,
-            UnitSpec {
-                slot: UnitSlot::StringContent,
-                role: Role::User,
-                kind: MessageKind::Text,
-                text,
-                tool: None,
-                span: span.clone(),
-            },
-        );
+        cx.string_content(entry, Role::User, span);
         return Ok(());
     }
     if cx.bytes().get(span.start) != Some(&b'[') {
@@ -74,32 +63,11 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
             return Err(cx.shape_msg(&cpath, "a string or an array of parts", "no such field"));
         };
         match cx.bytes().get(content.value.start) {
-            Some(b'"') => {
-                let text = cx.string_text(&content.value);
-                cx.unit(
-                    entry,
-                    UnitSpec {
-                        slot: UnitSlot::StringContent,
-                        role,
-                        kind: MessageKind::Text,
-                        text,
-                        tool: None,
-                        span: content.value.clone(),
-                    },
-                );
-            }
+            Some(b'"') => cx.string_content(entry, role, &content.value),
             Some(b'[') => {
                 let parts = cx.items(&cpath, &content.value)?;
                 if parts.is_empty() {
-                    whole(
-                        cx,
-                        entry,
-                        role,
-                        MessageKind::Other,
-                        Text::default(),
-                        None,
-                        span,
-                    );
+                    cx.whole(entry, role, MessageKind::Other, Text::default(), None, span);
                 }
                 for (j, part) in parts.iter().enumerate() {
                     let spec = decode_part(cx, &cpath.index(j), part, role, j)?;
@@ -162,8 +130,7 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
         }
         "compaction" | "compaction_summary" => {
             let entry = cx.begin_entry(Role::Assistant, span);
-            whole(
-                cx,
+            cx.whole(
                 entry,
                 Role::Assistant,
                 MessageKind::Opaque,
@@ -187,30 +154,8 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
         ),
     };
     let entry = cx.begin_entry(role, span);
-    whole(cx, entry, role, kind, text, tool, span);
+    cx.whole(entry, role, kind, text, tool, span);
     Ok(())
-}
-
-fn whole(
-    cx: &mut Cx<'_>,
-    entry: usize,
-    role: Role,
-    kind: MessageKind,
-    text: Text,
-    tool: Option<ToolLink>,
-    span: &Range<usize>,
-) {
-    cx.unit(
-        entry,
-        UnitSpec {
-            slot: UnitSlot::Whole,
-            role,
-            kind,
-            text,
-            tool,
-            span: span.clone(),
-        },
-    );
 }
 
 fn decode_part(
