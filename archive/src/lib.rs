@@ -82,12 +82,16 @@ impl Backends {
             path: dir.clone(),
             source,
         })?;
-        let fs =
-            LocalFileSystem::new_with_prefix(&dir).map_err(|source| ArchiveError::Backend {
+        // fsync: an archived original must be on disk before the state that points at it is
+        // saved (the state file is fsynced too), or a power loss leaves refs to nothing. On S3
+        // the PUT's answer is that point.
+        let fs = LocalFileSystem::new_with_prefix(&dir)
+            .map_err(|source| ArchiveError::Backend {
                 backend: "file",
                 url: dir.display().to_string(),
                 source,
-            })?;
+            })?
+            .with_fsync(true);
         let store: Arc<dyn ObjectStore> = Arc::new(fs);
         Ok(Backends {
             media: Arc::new(ObjectMediaArchive::new(Arc::clone(&store), "file")),
