@@ -13,6 +13,8 @@
 //! - anything else: the text `ok`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+pub mod agent;
+
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
