@@ -14,6 +14,7 @@
 //! - [`conformance`] is the suite every backend runs; [`faults`] holds stores that fail on
 //!   purpose, for tests of the spill path.
 
+pub mod breaker;
 pub mod conformance;
 pub mod error;
 pub mod faults;
@@ -36,6 +37,7 @@ use foldwire_core::{MediaArchive, StateStore};
 /// object_store, re-exported so hosts and tests can build custom backends and wrappers.
 pub use object_store;
 
+pub use breaker::{Breaker, BreakerConfig, BreakerStats};
 pub use error::{ArchiveError, RestoreError};
 pub use index::MediaRecord;
 pub use media::ObjectMediaArchive;
@@ -66,6 +68,25 @@ impl Backends {
             store,
             backend,
         }
+    }
+
+    /// The same location with its state store and media archive behind one circuit breaker
+    /// (see [`breaker`]); the breaker is returned too, for metrics.
+    pub fn with_breaker(self, config: BreakerConfig) -> (Self, Arc<Breaker>) {
+        let breaker = Arc::new(Breaker::new(self.backend, config));
+        let guarded = Backends {
+            media: Arc::new(breaker::GuardedMediaArchive::new(
+                self.media,
+                Arc::clone(&breaker),
+            )),
+            state: Arc::new(breaker::GuardedStateStore::new(
+                self.state,
+                Arc::clone(&breaker),
+            )),
+            store: self.store,
+            backend: self.backend,
+        };
+        (guarded, breaker)
     }
 
     /// A fresh in-memory archive and state store.

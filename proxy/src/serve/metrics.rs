@@ -1,9 +1,11 @@
 //! Prometheus metrics, kept as plain atomics and rendered in the text exposition format.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
+use foldwire_archive::Breaker;
 use foldwire_core::{TurnReport, Wire};
 
 /// Counters for `/metrics`.
@@ -18,9 +20,16 @@ pub struct Metrics {
     loop_rounds: AtomicU64,
     stage_micros: DashMap<String, (u64, u64)>,
     counters: DashMap<String, u64>,
+    store_breaker: Option<Arc<Breaker>>,
 }
 
 impl Metrics {
+    /// Reports the state store's circuit breaker too.
+    pub fn with_store_breaker(mut self, breaker: Option<Arc<Breaker>>) -> Self {
+        self.store_breaker = breaker;
+        self
+    }
+
     /// Counts a processed request of a wire.
     pub fn request(&self, wire: Wire) {
         self.requests
@@ -96,6 +105,18 @@ impl Metrics {
                 out,
                 "# TYPE {name} counter\n{name} {}",
                 v.load(Ordering::Relaxed)
+            );
+        }
+        if let Some(b) = &self.store_breaker {
+            let stats = b.stats();
+            let _ = writeln!(
+                out,
+                "# TYPE foldwire_store_circuit_open gauge\nfoldwire_store_circuit_open {}\n\
+                 # TYPE foldwire_store_circuit_trips_total counter\nfoldwire_store_circuit_trips_total {}\n\
+                 # TYPE foldwire_store_calls_skipped_total counter\nfoldwire_store_calls_skipped_total {}",
+                u8::from(stats.open),
+                stats.trips,
+                stats.skipped
             );
         }
         out.push_str("# TYPE foldwire_stage_seconds summary\n");

@@ -72,6 +72,16 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let registry = setup::registry()?;
     let pipeline = setup::pipeline(&config.pipeline, &registry)?;
     let backends = setup::backends(config.state.as_deref())?;
+    let (backends, store_breaker) = if config.store_breaker_failures > 0 {
+        let (guarded, breaker) = backends.with_breaker(foldwire_archive::BreakerConfig {
+            failures: config.store_breaker_failures,
+            cooldown: Duration::from_secs(config.store_breaker_cooldown_secs),
+            call_timeout: Duration::from_millis(config.store_timeout_ms.max(1)),
+        });
+        (guarded, Some(breaker))
+    } else {
+        (backends, None)
+    };
     let identity_key = match &config.identity_key {
         Some(k) => k.as_bytes().to_vec(),
         None => stored_identity_key(backends.store.as_ref()).await?,
@@ -96,7 +106,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         config,
         client,
         identity_key,
-        metrics: metrics::Metrics::default(),
+        metrics: metrics::Metrics::default().with_store_breaker(store_breaker),
         reports,
         windows: DashMap::new(),
         view_pipeline,
