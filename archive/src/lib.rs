@@ -22,6 +22,7 @@ pub mod index;
 pub mod keys;
 pub mod media;
 pub mod restore;
+pub mod retention;
 pub mod state;
 pub mod url;
 
@@ -42,6 +43,7 @@ pub use error::{ArchiveError, RestoreError};
 pub use index::MediaRecord;
 pub use media::ObjectMediaArchive;
 pub use restore::{MediaListing, RestoredMedia, list_media, restore_media, restore_media_part};
+pub use retention::{GcReport, RetentionPolicy};
 pub use state::{LocalStateStore, ObjectStateStore};
 pub use url::{ArchiveLocation, default_location};
 

@@ -129,6 +129,9 @@ pub enum Command {
     /// `{"foldwire_reset": "TEXT"}` lines) through the pipeline; prints per-turn tokens,
     /// folds and rewrite.
     Replay(ReplayArgs),
+    /// Apply retention to a state location: remove sessions idle too long and archived
+    /// objects nothing points to; prints what it freed.
+    Gc(commands::gc::GcArgs),
     /// Pipeline specs.
     Pipeline {
         /// The action.
@@ -331,6 +334,7 @@ pub fn main() -> ExitCode {
             transition,
         } => commands::session_cmds::reset(&session, state.state.as_deref(), &transition),
         Command::Replay(args) => commands::replay::run(args),
+        Command::Gc(args) => commands::gc::run(args),
         Command::Pipeline {
             action: PipelineCommand::Check { spec, json },
         } => commands::pipeline::check(&spec, json),

@@ -77,6 +77,14 @@ pub struct ServeConfig {
     /// Longest one state or archive call may take, in milliseconds (a frozen store costs
     /// this, not the client's whole retry schedule).
     pub store_timeout_ms: u64,
+    /// Sessions idle (no turn) longer than this many days are removed whole, state and
+    /// archive; 0 keeps them forever.
+    pub retention_session_days: u64,
+    /// Archived objects that nothing points to any more (no state, block or ref) are removed
+    /// once older than this many days; 0 keeps them. Referenced objects are never removed.
+    pub retention_media_days: u64,
+    /// Seconds between retention runs (the first runs at start; at least 60).
+    pub retention_interval_secs: u64,
 }
 
 impl Default for ServeConfig {
@@ -100,6 +108,9 @@ impl Default for ServeConfig {
             store_breaker_failures: 3,
             store_breaker_cooldown_secs: 15,
             store_timeout_ms: 5000,
+            retention_session_days: 30,
+            retention_media_days: 7,
+            retention_interval_secs: 6 * 3600,
         }
     }
 }

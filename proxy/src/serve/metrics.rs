@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
-use foldwire_archive::Breaker;
+use foldwire_archive::{Breaker, GcReport};
 use foldwire_core::{TurnReport, Wire};
 
 /// Counters for `/metrics`.
@@ -21,6 +21,9 @@ pub struct Metrics {
     stage_micros: DashMap<String, (u64, u64)>,
     counters: DashMap<String, u64>,
     store_breaker: Option<Arc<Breaker>>,
+    retention_objects: AtomicU64,
+    retention_bytes: AtomicU64,
+    retention_sessions: AtomicU64,
 }
 
 impl Metrics {
@@ -46,6 +49,16 @@ impl Metrics {
     /// Counts a request forwarded unchanged because the pipeline failed.
     pub fn fail_open(&self) {
         self.fail_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds what a retention run removed.
+    pub fn retention(&self, report: &GcReport) {
+        self.retention_objects
+            .fetch_add(report.objects_removed, Ordering::Relaxed);
+        self.retention_bytes
+            .fetch_add(report.bytes_freed, Ordering::Relaxed);
+        self.retention_sessions
+            .fetch_add(report.sessions_removed.len() as u64, Ordering::Relaxed);
     }
 
     /// Counts a refused request.
@@ -100,6 +113,18 @@ impl Metrics {
             ("foldwire_upstream_errors_total", &self.upstream_errors),
             ("foldwire_proxy_tool_calls_total", &self.proxy_calls),
             ("foldwire_loop_rounds_total", &self.loop_rounds),
+            (
+                "foldwire_retention_objects_removed_total",
+                &self.retention_objects,
+            ),
+            (
+                "foldwire_retention_bytes_freed_total",
+                &self.retention_bytes,
+            ),
+            (
+                "foldwire_retention_sessions_removed_total",
+                &self.retention_sessions,
+            ),
         ] {
             let _ = writeln!(
                 out,

@@ -10,6 +10,7 @@ pub mod forward;
 pub mod identity;
 pub mod metrics;
 pub mod reports;
+pub mod retention;
 pub mod route;
 pub mod stitch;
 pub mod tools;
@@ -86,6 +87,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         Some(k) => k.as_bytes().to_vec(),
         None => stored_identity_key(backends.store.as_ref()).await?,
     };
+    let gc_store = (Arc::clone(&backends.store), backends.backend);
     let cx = StageCx::new(registry.clone()).with_archive(backends.media);
     let mut builder = Engine::builder(pipeline, backends.state, registry.clone()).context(cx);
     if config.workers > 0 {
@@ -100,7 +102,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let client = reqwest::Client::builder()
         .build()
         .context("building the upstream HTTP client")?;
-    Ok(Arc::new(AppState {
+    let app = Arc::new(AppState {
         engine,
         registry,
         config,
@@ -110,7 +112,9 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         reports,
         windows: DashMap::new(),
         view_pipeline,
-    }))
+    });
+    retention::spawn(&app, gc_store.0, gc_store.1);
+    Ok(app)
 }
 
 /// Where the identity key lives beside the sessions, so anonymous session ids survive restarts
