@@ -76,7 +76,13 @@ async fn agent_loop(wire: Wire, turns: usize) {
             .any(|b| b.author.as_deref() == Some("model")),
         "{wire}: the model's compress calls made blocks"
     );
-    let restored = assert_blocks_restore(&state, dir.path(), &session, sent.last().unwrap()).await;
+    let restored = assert_blocks_restore(
+        &state,
+        dir.path().to_str().unwrap(),
+        &session,
+        sent.last().unwrap(),
+    )
+    .await;
     assert!(restored > 20, "{wire}: only {restored} units restored");
 }
 

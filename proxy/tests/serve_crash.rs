@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use foldwire_core::{SessionId, Wire};
-use serde_json::Value;
-use support::agent::{answer_and_results, assert_blocks_restore, opener, request};
+use support::agent::{assert_blocks_restore, run_client, send_until_answered};
 use support::*;
 
 /// Client turns per session.
@@ -85,60 +84,6 @@ async fn wait_ready(client: &reqwest::Client, port: u16) {
     panic!("foldwire serve did not come up on port {port}");
 }
 
-/// What one client saw: its acknowledged turns and its last request body.
-struct ClientRun {
-    session: String,
-    acked: usize,
-    last_sent: String,
-}
-
-/// Sends one turn until it is answered (connection errors while the server is down are
-/// retried with the same body, exactly as the client's history stands).
-async fn send_until_answered(
-    client: &reqwest::Client,
-    port: u16,
-    wire: Wire,
-    session: &str,
-    body: &str,
-) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
-        assert!(Instant::now() < deadline, "{session}: no answer for 120 s");
-        let sent = client
-            .post(format!("http://127.0.0.1:{port}{}", path_of(wire, false)))
-            .header("x-foldwire-session", session)
-            .header("x-mock-script", "agent")
-            .body(body.to_owned())
-            .send()
-            .await;
-        if let Ok(resp) = sent {
-            let status = resp.status();
-            if let Ok(answer) = resp.json::<Value>().await {
-                assert_eq!(status, 200, "{session}: {answer}");
-                return answer;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(30)).await;
-    }
-}
-
-async fn run_client(client: reqwest::Client, port: u16, wire: Wire, session: String) -> ClientRun {
-    let mut history = vec![opener(wire)];
-    let mut last_sent = String::new();
-    let mut acked = 0;
-    for turn in 0..TURNS {
-        last_sent = request(wire, &history).to_string();
-        let answer = send_until_answered(&client, port, wire, &session, &last_sent).await;
-        answer_and_results(wire, &mut history, &answer, turn);
-        acked += 1;
-    }
-    ClientRun {
-        session,
-        acked,
-        last_sent,
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_servers_lose_no_acknowledged_turn_or_fold() {
     let seed = std::env::var("FOLDWIRE_CRASH_SEED")
@@ -184,7 +129,13 @@ async fn killed_servers_lose_no_acknowledged_turn_or_fold() {
             let session = format!("crash-{}-{i}", wire.as_str());
             clients.push((
                 wire,
-                tokio::spawn(run_client(client.clone(), port, wire, session)),
+                tokio::spawn(run_client(
+                    client.clone(),
+                    format!("http://127.0.0.1:{port}"),
+                    wire,
+                    session,
+                    TURNS,
+                )),
             ));
         }
     }
@@ -231,7 +182,14 @@ async fn killed_servers_lose_no_acknowledged_turn_or_fold() {
     wait_ready(&client, port).await;
     for (wire, run) in &mut runs {
         let body = run.last_sent.clone();
-        send_until_answered(&client, port, *wire, &run.session, &body).await;
+        send_until_answered(
+            &client,
+            &format!("http://127.0.0.1:{port}"),
+            *wire,
+            &run.session,
+            &body,
+        )
+        .await;
         run.acked += 1;
     }
     server.kill().unwrap();
@@ -274,7 +232,13 @@ async fn killed_servers_lose_no_acknowledged_turn_or_fold() {
             .iter()
             .filter(|b| b.author.as_deref() == Some("model"))
             .count();
-        restored += assert_blocks_restore(&state, &state_dir, &run.session, &run.last_sent).await;
+        restored += assert_blocks_restore(
+            &state,
+            state_dir.to_str().unwrap(),
+            &run.session,
+            &run.last_sent,
+        )
+        .await;
     }
     assert!(model_blocks > 0, "the model's compress calls made no block");
     assert!(restored > 0, "nothing was folded, so nothing was checked");

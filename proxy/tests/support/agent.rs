@@ -2,6 +2,8 @@
 //! A client of an agent loop, per wire: the request it sends with its whole history, its
 //! opening message, and what it appends after each answer (the answer and its tool results).
 
+use std::time::{Duration, Instant};
+
 use foldwire_core::{SessionId, SessionState, Wire};
 use foldwire_stages::kernel::restore_with_archive;
 use serde_json::{Value, json};
@@ -93,18 +95,17 @@ pub fn answer_and_results(
     names
 }
 
-/// Restores every block of `state` from the session's archive under `state_dir`, the way a
-/// user would, and checks each original unit is exactly what the client sent (its history
-/// only grows, so its last body holds every unit). Returns how many units were restored.
+/// Restores every block of `state` from the session's archive at `location` (a directory or
+/// URL), the way a user would, and checks each original unit is exactly what the client sent
+/// (its history only grows, so its last body holds every unit). Returns how many units were
+/// restored.
 pub async fn assert_blocks_restore(
     state: &SessionState,
-    state_dir: &std::path::Path,
+    location: &str,
     session: &str,
     last_sent: &str,
 ) -> usize {
-    let archive = foldwire_archive::open(state_dir.to_str().unwrap())
-        .unwrap()
-        .media;
+    let archive = foldwire_archive::open(location).unwrap().media;
     let session_id = SessionId::new(session).unwrap();
     let mut restored = 0;
     for block in &state.blocks {
@@ -123,4 +124,64 @@ pub async fn assert_blocks_restore(
         }
     }
     restored
+}
+
+/// What one client saw: its acknowledged turns and its last request body.
+pub struct ClientRun {
+    pub session: String,
+    pub acked: usize,
+    pub last_sent: String,
+}
+
+/// Sends one turn until it is answered (connection errors while the server is down are
+/// retried with the same body, exactly as the client's history stands).
+pub async fn send_until_answered(
+    client: &reqwest::Client,
+    base: &str,
+    wire: Wire,
+    session: &str,
+    body: &str,
+) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(Instant::now() < deadline, "{session}: no answer for 120 s");
+        let sent = client
+            .post(format!("{base}{}", crate::support::path_of(wire, false)))
+            .header("x-foldwire-session", session)
+            .header("x-mock-script", "agent")
+            .body(body.to_owned())
+            .send()
+            .await;
+        if let Ok(resp) = sent {
+            let status = resp.status();
+            if let Ok(answer) = resp.json::<Value>().await {
+                assert_eq!(status, 200, "{session}: {answer}");
+                return answer;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(30)).await;
+    }
+}
+
+pub async fn run_client(
+    client: reqwest::Client,
+    base: String,
+    wire: Wire,
+    session: String,
+    turns: usize,
+) -> ClientRun {
+    let mut history = vec![opener(wire)];
+    let mut last_sent = String::new();
+    let mut acked = 0;
+    for turn in 0..turns {
+        last_sent = request(wire, &history).to_string();
+        let answer = send_until_answered(&client, &base, wire, &session, &last_sent).await;
+        answer_and_results(wire, &mut history, &answer, turn);
+        acked += 1;
+    }
+    ClientRun {
+        session,
+        acked,
+        last_sent,
+    }
 }
