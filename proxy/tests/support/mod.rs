@@ -10,6 +10,8 @@
 //! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
 //! - `overflow`: the wire's context-overflow error (limit 12000);
 //! - `agent`: a `bash` call every turn, with a `compress` call first every 7th client turn;
+//! - `cli`: a real agent CLI's session (see [`cli_script`]): its own shell tool five times,
+//!   a `compress` call once a range is listed, then [`CLI_FINAL`];
 //! - anything else: the text `ok`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -37,6 +39,8 @@ pub struct Received {
 #[derive(Clone, Default)]
 pub struct Mock {
     pub received: Arc<Mutex<Vec<Received>>>,
+    /// The script for requests without `x-mock-script` (clients that cannot set headers).
+    pub default_script: String,
 }
 
 impl Mock {
@@ -165,6 +169,7 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
                 args: json!({"cmd": "ls"}),
             },
         ],
+        "cli" => cli_script(wire, n, body),
         "agent" => {
             let turn = match wire {
                 Wire::Gemini => body
@@ -194,6 +199,85 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
         }
         _ => vec![Piece::Text("ok".into())],
     }
+}
+
+/// The last text of a `cli` session.
+pub const CLI_FINAL: &str = "Finished: five shell steps and one compress.";
+/// Shell names of the agent CLIs: Claude Code, Codex CLI (three generations), Gemini CLI.
+const CLI_SHELLS: [&str; 5] = [
+    "Bash",
+    "shell",
+    "shell_command",
+    "exec_command",
+    "run_shell_command",
+];
+
+/// The CLI's shell tool in a request (any wire): its name and parameter schema.
+pub fn cli_shell(request: &Value) -> Option<(String, Value)> {
+    let tools = request["tools"].as_array()?;
+    let decls = tools.iter().flat_map(|t| {
+        let nested = t["functionDeclarations"].as_array().cloned();
+        nested.unwrap_or_else(|| vec![t["function"].clone(), t.clone()])
+    });
+    decls
+        .filter_map(|d| {
+            let name = d["name"].as_str()?;
+            let schema = ["input_schema", "parameters", "parametersJsonSchema"]
+                .iter()
+                .map(|k| d[*k].clone())
+                .find(Value::is_object)
+                .unwrap_or_default();
+            Some((name.to_owned(), schema))
+        })
+        .find(|(name, _)| CLI_SHELLS.contains(&name.as_str()))
+}
+
+/// Shell steps of a `cli` session.
+pub const CLI_STEPS: usize = 5;
+
+/// `cli`: step k runs `echo fw-step-k-$((6*7))` and prints some 8 kB of numbers with the
+/// CLI's own shell tool; the step is known from the `fw-step-k-42` outputs in the history,
+/// so only a CLI that ran the command moves on. From step 3 on, the first request that
+/// lists a compressible range (or the last step's, listed or not) gets a `compress` call on
+/// it first, once (the proxy answers it; its summary stays in the history); after the last
+/// step, the text [`CLI_FINAL`]. Requests without a shell tool (the CLIs' side requests:
+/// titles, routing) get `ok`.
+fn cli_script(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
+    let request: Value = serde_json::from_str(body).unwrap_or_default();
+    let Some((tool, schema)) = cli_shell(&request) else {
+        return vec![Piece::Text("ok".into())];
+    };
+    let step = (1..=CLI_STEPS)
+        .rev()
+        .find(|k| body.contains(&format!("fw-step-{k}-42")))
+        .unwrap_or(0);
+    let compressed = has_proxy_result(wire, body) || body.contains("Early chatter about the setup");
+    if step >= 3 && !compressed && (first_range(body).is_some() || step == CLI_STEPS) {
+        return vec![Piece::Text("Tidying up.".into()), compress_call(n, body)];
+    }
+    if step == CLI_STEPS {
+        return vec![Piece::Text(CLI_FINAL.into())];
+    }
+    let command = format!("echo fw-step-{}-$((6*7)); seq -s ' ' 1000 2600", step + 1);
+    let props = &schema["properties"];
+    let mut args = if props.get("cmd").is_some() {
+        json!({ "cmd": command })
+    } else if props["command"]["type"] == "array" {
+        json!({ "command": ["bash", "-lc", command] })
+    } else {
+        json!({ "command": command })
+    };
+    if props.get("description").is_some() {
+        args["description"] = json!("Print the step marker");
+    }
+    vec![
+        Piece::Text(format!("Step {}.", step + 1)),
+        Piece::Call {
+            id: format!("call_cli_{n}"),
+            name: tool,
+            args,
+        },
+    ]
 }
 
 fn sse(name: Option<&str>, data: &Value) -> String {
@@ -442,7 +526,7 @@ async fn handler(
     let name = headers
         .get("x-mock-script")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
+        .unwrap_or(&mock.default_script)
         .to_owned();
     if name == "overflow" {
         let (status, body) = overflow(wire);
@@ -468,7 +552,8 @@ async fn handler(
     let stream = parsed["stream"] == json!(true) || path.contains("alt=sse");
     let pieces = script(&name, wire, n, &text);
     let out = match wire {
-        Wire::Anthropic => anthropic(&pieces, stream),
+        // A message id per answer: Claude Code merges assistant messages that share one.
+        Wire::Anthropic => anthropic(&pieces, stream).replace("\"msg_1\"", &format!("\"msg_{n}\"")),
         Wire::OpenAiChat => chat(&pieces, stream),
         Wire::OpenAiResponses => responses(&pieces, stream),
         Wire::Gemini => gemini(&pieces, stream),
@@ -506,7 +591,15 @@ fn uneven(bytes: Vec<u8>) -> Vec<Result<Bytes, std::io::Error>> {
 }
 
 pub async fn start_mock() -> (SocketAddr, Mock) {
-    let mock = Mock::default();
+    start_mock_scripted("").await
+}
+
+/// A mock that runs `script` for requests that name none.
+pub async fn start_mock_scripted(script: &str) -> (SocketAddr, Mock) {
+    let mock = Mock {
+        default_script: script.to_owned(),
+        ..Mock::default()
+    };
     let app = axum::Router::new()
         .fallback(axum::routing::any(handler))
         .with_state(mock.clone());
