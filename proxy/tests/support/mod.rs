@@ -235,17 +235,27 @@ pub fn cli_shell(request: &Value) -> Option<(String, Value)> {
 /// Shell steps of a `cli` session.
 pub const CLI_STEPS: usize = 5;
 
-/// `cli`: step k runs `echo fw-step-k-$((6*7))` and prints some 8 kB of numbers with the
-/// CLI's own shell tool; the step is known from the `fw-step-k-42` outputs in the history,
-/// so only a CLI that ran the command moves on. From step 3 on, the first request that
+/// `cli`: step k prints `fw-step-k-42` and some 8 kB of numbers with the CLI's own shell
+/// tool (by `printf`, so the marker is in the history only if the CLI ran the command); the
+/// step is known from the markers in the history. From step 3 on, the first request that
 /// lists a compressible range (or the last step's, listed or not) gets a `compress` call on
 /// it first, once (the proxy answers it; its summary stays in the history); after the last
-/// step, the text [`CLI_FINAL`]. Requests without a shell tool (the CLIs' side requests:
-/// titles, routing) get `ok`.
+/// step, the text [`CLI_FINAL`]. Calls come without text, so a CLI that prints every text
+/// prints only the final one. Side requests (no shell tool: titles, Gemini CLI's routing)
+/// get JSON that fits their response schema, else `ok`.
 fn cli_script(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
     let request: Value = serde_json::from_str(body).unwrap_or_default();
     let Some((tool, schema)) = cli_shell(&request) else {
-        return vec![Piece::Text("ok".into())];
+        let schema = [
+            "/generationConfig/responseJsonSchema",
+            "/generationConfig/responseSchema",
+        ]
+        .iter()
+        .find_map(|p| request.pointer(p));
+        return vec![Piece::Text(match schema {
+            Some(schema) => fitting(schema).to_string(),
+            None => "ok".into(),
+        })];
     };
     let step = (1..=CLI_STEPS)
         .rev()
@@ -253,12 +263,15 @@ fn cli_script(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
         .unwrap_or(0);
     let compressed = has_proxy_result(wire, body) || body.contains("Early chatter about the setup");
     if step >= 3 && !compressed && (first_range(body).is_some() || step == CLI_STEPS) {
-        return vec![Piece::Text("Tidying up.".into()), compress_call(n, body)];
+        return vec![compress_call(n, body)];
     }
     if step == CLI_STEPS {
         return vec![Piece::Text(CLI_FINAL.into())];
     }
-    let command = format!("echo fw-step-{}-$((6*7)); seq -s ' ' 1000 2600", step + 1);
+    let command = format!(
+        "printf 'fw-step-%s-%s\\n' {} 42; seq -s ' ' 1000 2600",
+        step + 1
+    );
     let props = &schema["properties"];
     let mut args = if props.get("cmd").is_some() {
         json!({ "cmd": command })
@@ -270,14 +283,37 @@ fn cli_script(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
     if props.get("description").is_some() {
         args["description"] = json!("Print the step marker");
     }
-    vec![
-        Piece::Text(format!("Step {}.", step + 1)),
-        Piece::Call {
-            id: format!("call_cli_{n}"),
-            name: tool,
-            args,
-        },
-    ]
+    vec![Piece::Call {
+        id: format!("call_cli_{n}"),
+        name: tool,
+        args,
+    }]
+}
+
+/// A value that fits a JSON schema: required properties filled, the first enum value,
+/// 1 for numbers.
+fn fitting(schema: &Value) -> Value {
+    if let Some(first) = schema["enum"].get(0) {
+        return first.clone();
+    }
+    match schema["type"]
+        .as_str()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("object") => {
+            let required = schema["required"].as_array().cloned().unwrap_or_default();
+            let fields = required
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|k| (k.to_owned(), fitting(&schema["properties"][k])));
+            Value::Object(fields.collect())
+        }
+        Some("array") => json!([]),
+        Some("integer" | "number") => json!(1),
+        Some("boolean") => json!(false),
+        _ => json!("ok"),
+    }
 }
 
 fn sse(name: Option<&str>, data: &Value) -> String {
