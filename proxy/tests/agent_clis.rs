@@ -282,48 +282,91 @@ async fn session(name: &str, wire: Wire, make: impl FnOnce(&Path, &Path, &str) -
             std::fs::write(dump.join(format!("{i:02}.json")), &r.body).unwrap();
         }
     }
+    let bodies: Vec<Value> = received
+        .iter()
+        .map(|r| serde_json::from_slice(&r.body).unwrap_or_default())
+        .collect();
     let trace: Vec<String> = received
         .iter()
-        .map(|r| {
-            let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
-            let shell = cli_shell(&body).map(|(n, _)| n).unwrap_or_default();
-            format!("{} ({} bytes, shell tool {shell:?})", r.path, r.body.len())
+        .zip(&bodies)
+        .map(|(r, body)| {
+            let text = body.to_string();
+            let step = (1..=CLI_STEPS)
+                .rev()
+                .find(|k| text.contains(&format!("fw-step-{k}-42")))
+                .unwrap_or(0);
+            let shell = cli_shell(body).map(|(n, _)| n).unwrap_or_default();
+            format!(
+                "{} ({} bytes, shell tool {shell:?}, steps done {step}, fold result {})",
+                r.path,
+                r.body.len(),
+                text.contains("folded into b")
+            )
         })
         .collect();
-    let context = format!(
-        "{name}: exit {:?}\nstdout:\n{}\nstderr:\n{}\nupstream requests:\n{}",
+    let problems = check(wire, &run, &bodies, &received);
+    assert!(
+        problems.is_empty(),
+        "{name}:\n- {}\n\nexit {:?}\nstdout:\n{}\nstderr:\n{}\nupstream requests:\n{}",
+        problems.join("\n- "),
         run.status,
         run.stdout,
         run.stderr,
         trace.join("\n")
     );
-    assert!(run.status.success(), "{context}");
-    assert_eq!(run.stdout.trim(), CLI_FINAL, "{context}");
-
-    // The session's rounds: the requests that offer the CLI's shell tool.
-    let rounds: Vec<Value> = received
-        .iter()
-        .map(|r| serde_json::from_slice(&r.body).unwrap_or_default())
-        .filter(|b: &Value| cli_shell(b).is_some())
-        .collect();
-    // Every step, the round re-asked after the compress call, the final answer.
-    assert!(
-        rounds.len() >= CLI_STEPS + 2,
-        "{} rounds\n{context}",
-        rounds.len()
+    println!(
+        "{name}: {} rounds passed ({} upstream requests): exit 0, exact final text, a fold, the system prompt kept on every round",
+        bodies.iter().filter(|b| cli_shell(b).is_some()).count(),
+        received.len()
     );
+}
+
+/// Everything wrong with a finished session.
+fn check(wire: Wire, run: &Run, bodies: &[Value], received: &[Received]) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !run.status.success() {
+        problems.push(format!("exited with {:?}", run.status));
+    }
+    if run.stdout.trim() != CLI_FINAL {
+        problems.push(format!(
+            "printed {:?}, not {CLI_FINAL:?}",
+            run.stdout.trim()
+        ));
+    }
+    // The session's rounds: the requests that offer the CLI's shell tool.
+    let rounds: Vec<&Value> = bodies.iter().filter(|b| cli_shell(b).is_some()).collect();
+    // Every step, the round re-asked after the compress call, the final answer: a round
+    // more means the CLI sent a turn again (it could not read an answer of the proxy's).
+    if rounds.len() != CLI_STEPS + 2 {
+        problems.push(format!(
+            "{} rounds, not {} (one per step, the one re-asked after the compress call, the final answer)",
+            rounds.len(),
+            CLI_STEPS + 2
+        ));
+    }
     let folded = rounds
         .iter()
         .position(|b| b.to_string().contains("folded into b"))
-        .unwrap_or_else(|| panic!("no round carries a successful fold\n{context}"));
-
-    let system = client_system(wire, &rounds[0]);
-    assert!(
-        !system.is_empty(),
-        "{name} sent no system prompt\n{context}"
-    );
-    // The CLI may add to it (Claude Code adds `system` messages as the session goes on);
-    // nothing it sent first may go.
+        .map_or_else(|| "none".to_owned(), |i| i.to_string());
+    if folded == "none" {
+        problems.push("no round carries a successful fold".into());
+    }
+    let summary = "Early chatter about the setup";
+    if !rounds
+        .last()
+        .is_some_and(|b| b.to_string().contains(summary))
+    {
+        problems.push("the last round does not carry the fold's summary".into());
+    }
+    // The CLI may add to its system prompt (Claude Code adds `system` messages as the
+    // session goes on); nothing it sent first may go.
+    let system = rounds
+        .first()
+        .map(|b| client_system(wire, b))
+        .unwrap_or_default();
+    if system.is_empty() {
+        problems.push("no system prompt in the first round".into());
+    }
     for (i, body) in rounds.iter().enumerate() {
         let now = client_system(wire, body);
         let lost: Vec<String> = system
@@ -331,42 +374,32 @@ async fn session(name: &str, wire: Wire, make: impl FnOnce(&Path, &Path, &str) -
             .filter(|t| !now.contains(t))
             .map(|t| t.chars().take(80).collect())
             .collect();
-        assert!(
-            lost.is_empty(),
-            "{name}: round {i} of {} (the fold's result came in round {folded}) lost part of the CLI's system prompt: {lost:?}\n{context}",
-            rounds.len()
-        );
+        if !lost.is_empty() {
+            problems.push(format!(
+                "round {i} (the fold's result came in round {folded}) lost part of the CLI's system prompt: {lost:?}"
+            ));
+        }
     }
-    let summary = "Early chatter about the setup";
-    assert!(
-        rounds.last().unwrap().to_string().contains(summary),
-        "{name}: the last round does not carry the fold's summary\n{context}"
-    );
-
     // Side requests that constrain their output (Gemini CLI's routing asks for JSON) get
     // none of the proxy's tools: a provider refuses function calling with JSON mode.
-    for r in &received {
-        let body: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+    for (body, r) in bodies.iter().zip(received) {
         let constrained = ["responseMimeType", "responseJsonSchema", "responseSchema"]
             .iter()
             .any(|k| !body["generationConfig"][k].is_null());
-        let text = body["tools"].to_string();
+        let tools_text = body["tools"].to_string();
         let injected: Vec<&str> = tools::NAMES
             .iter()
             .copied()
-            .filter(|n| text.contains(&format!("\"name\":\"{n}\"")))
+            .filter(|n| tools_text.contains(&format!("\"name\":\"{n}\"")))
             .collect();
-        assert!(
-            !constrained || injected.is_empty(),
-            "{name}: the proxy added {injected:?} to a side request that asks for JSON ({})",
-            r.path
-        );
+        if constrained && !injected.is_empty() {
+            problems.push(format!(
+                "the proxy added {injected:?} to a side request that asks for JSON ({})",
+                r.path
+            ));
+        }
     }
-    println!(
-        "{name}: {} rounds passed (fold in round {folded}), {} upstream requests, exact final text, system prompt kept on every round",
-        rounds.len(),
-        received.len()
-    );
+    problems
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
