@@ -3,15 +3,23 @@
 //! Code (`claude -p`, Anthropic), Codex CLI (`codex exec` with a custom provider, OpenAI
 //! Responses) and Gemini CLI (`gemini -p`, Gemini). Each runs a multi-step session: the
 //! mock's `cli` script calls the CLI's own shell tool five times (only a CLI that ran the
-//! command can move on), calls the proxy's `compress` after the second step, then answers
-//! with a fixed text. Each CLI must exit 0 printing exactly that text, the fold must have
-//! happened, and every forwarded request of the session must carry the CLI's own system
-//! prompt (system / instructions and developer items / systemInstruction) unchanged,
-//! before and after the fold.
+//! command can move on), calls the proxy's `compress` once a range is offered, then
+//! answers with a fixed text. Each CLI must exit 0 printing exactly that text after exactly
+//! one round per step plus the re-asked and the final one (a CLI that could not read an
+//! answer sends its turn again), the fold must have happened, every forwarded request of
+//! the session must still carry all of the CLI's own system prompt (system and `system`
+//! messages / developer items / systemInstruction) before and after the fold, and side
+//! requests that ask for JSON must reach the provider without the proxy's tools.
 //!
 //! The CLIs are installed by `scripts/test` (pinned in `proxy/tests/agents/package.json`)
 //! and found through `FOLDWIRE_AGENT_CLIS` (their `node_modules/.bin`). Without it the
-//! tests say they did not run, and fail under CI.
+//! tests say they did not run, and fail under CI. Every CLI runs with a temporary HOME and
+//! work dir, a clean environment and its telemetry, update and plugin look-ups off, so it
+//! reaches nothing but the proxy on loopback.
+//!
+//! To look closer: `FOLDWIRE_AGENT_CLIS_DUMP=DIR` keeps every body the mock received, and
+//! `FOLDWIRE_AGENT_CLIS_DIRECT=1` points the CLIs at the mock itself (what a CLI sends,
+//! before the proxy; the checks then fail, as nothing compresses).
 
 mod support;
 
