@@ -2,7 +2,7 @@
 //! The agent CLIs from npm, in print mode, through the proxy to the scripted mock: Claude
 //! Code (`claude -p`, Anthropic), Codex CLI (`codex exec` with a custom provider, OpenAI
 //! Responses) and Gemini CLI (`gemini -p`, Gemini). Each runs a multi-step session: the
-//! mock's `cli` script calls the CLI's own shell tool five times (only a CLI that ran the
+//! mock's `cli` script calls the CLI's own shell tool six times (only a CLI that ran the
 //! command can move on), calls the proxy's `compress` once a range is offered, then
 //! answers with a fixed text. Each CLI must exit 0 printing exactly that text after exactly
 //! one round per step plus the re-asked and the final one (a CLI that could not read an
@@ -38,7 +38,7 @@ const CLI_TIMEOUT: Duration = Duration::from_secs(120);
 /// a few steps, big enough for each CLI's system prompt and tools.
 const WINDOW: u64 = 64_000;
 /// The task each CLI is given.
-const PROMPT: &str = "Run the five numbered steps with your shell tool, then report.";
+const PROMPT: &str = "Run the six numbered steps with your shell tool, then report.";
 
 /// The directory of the installed CLIs' executables, or `None` (said why) when the tests
 /// should not run here.

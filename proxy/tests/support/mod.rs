@@ -10,7 +10,7 @@
 //! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
 //! - `overflow`: the wire's context-overflow error (limit 12000);
 //! - `agent`: a `bash` call every turn, with a `compress` call first every 7th client turn;
-//! - `cli`: a real agent CLI's session (see [`cli_script`]): its own shell tool five times,
+//! - `cli`: a real agent CLI's session (see [`cli_script`]): its own shell tool six times,
 //!   a `compress` call once a range is listed, then [`CLI_FINAL`];
 //! - anything else: the text `ok`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -202,7 +202,7 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
 }
 
 /// The last text of a `cli` session.
-pub const CLI_FINAL: &str = "Finished: five shell steps and one compress.";
+pub const CLI_FINAL: &str = "Finished: six shell steps and one compress.";
 /// Shell names of the agent CLIs: Claude Code, Codex CLI (three generations), Gemini CLI.
 const CLI_SHELLS: [&str; 5] = [
     "Bash",
@@ -233,7 +233,7 @@ pub fn cli_shell(request: &Value) -> Option<(String, Value)> {
 }
 
 /// Shell steps of a `cli` session.
-pub const CLI_STEPS: usize = 5;
+pub const CLI_STEPS: usize = 6;
 
 /// `cli`: step k prints `fw-step-k-42` and some 8 kB of numbers with the CLI's own shell
 /// tool (by `printf`, so the marker is in the history only if the CLI ran the command); the
