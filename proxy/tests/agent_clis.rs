@@ -66,7 +66,9 @@ struct Invocation {
     env: Vec<(&'static str, String)>,
 }
 
-/// Claude Code in print mode; its Bash tool allowed, nothing else phones home.
+/// Claude Code in print mode; its Bash tool allowed by `--allowedTools` (it refuses
+/// `--dangerously-skip-permissions` as root, as CI runs); no telemetry, updates, error
+/// reports or marketplace.
 fn claude(proxy: &str) -> Invocation {
     Invocation {
         program: "claude",
@@ -93,7 +95,10 @@ fn claude(proxy: &str) -> Invocation {
     }
 }
 
-/// Codex CLI's `exec` against a custom Responses provider (set in `config.toml`).
+/// Codex CLI's `exec` against a custom Responses provider (set in `config.toml`), the
+/// sandbox off (it cannot set one up in every container). Without the `[features]` lines
+/// it looks up github.com, api.github.com and chatgpt.com at start (plugin marketplace,
+/// remote models).
 fn codex(home: &Path, work: &Path, proxy: &str) -> Invocation {
     let dir = home.join(".codex");
     std::fs::create_dir_all(&dir).unwrap();
