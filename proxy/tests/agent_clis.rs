@@ -95,10 +95,10 @@ fn claude(proxy: &str) -> Invocation {
     }
 }
 
-/// Codex CLI's `exec` against a custom Responses provider (set in `config.toml`), the
-/// sandbox off (it cannot set one up in every container). Without the `[features]` lines
-/// it looks up github.com, api.github.com and chatgpt.com at start (plugin marketplace,
-/// remote models).
+/// Codex CLI's `exec` against a custom Responses provider (set in `config.toml`), its
+/// sandbox and approvals off (it runs in a temporary HOME and work dir). Without the
+/// `[features]` lines it looks up github.com, api.github.com and chatgpt.com at start
+/// (plugin marketplace, remote models).
 fn codex(home: &Path, work: &Path, proxy: &str) -> Invocation {
     let dir = home.join(".codex");
     std::fs::create_dir_all(&dir).unwrap();
