@@ -99,7 +99,10 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let engine = builder.start()?;
     let view_pipeline = setup::view_pipeline(&registry)?;
     let reports = reports::RecentReports::new(config.reports_per_session, config.report_sessions);
+    // A proxy relays redirects instead of following them: following would send the
+    // client's credentials (x-api-key, x-goog-api-key, bearer tokens) to another host.
     let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("building the upstream HTTP client")?;
     let app = Arc::new(AppState {
