@@ -8,6 +8,7 @@ pub mod compress_loop;
 pub mod config;
 pub mod forward;
 pub mod identity;
+pub mod listen;
 pub mod metrics;
 pub mod reports;
 pub mod retention;
@@ -25,7 +26,6 @@ use anyhow::{Context as _, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{any, get};
-use axum::serve::ListenerExt as _;
 use dashmap::DashMap;
 use foldwire_archive::object_store::path::Path as ObjectPath;
 use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutOptions};
@@ -206,14 +206,10 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         .await
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
-    // Stream events are small writes; with Nagle's algorithm each one after the first waits
-    // for the client's delayed ACK (~40 ms), which showed up as added time to first byte.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "Could not set TCP_NODELAY on a client connection.");
-        }
-    });
-    let service = router(app).into_make_service_with_connect_info::<SocketAddr>();
-    let task = tokio::spawn(async move { axum::serve(listener, service).await });
+    let limits = listen::Limits {
+        max_connections: app.config.max_connections,
+        header_timeout: Duration::from_secs(app.config.header_timeout_secs.max(1)),
+    };
+    let task = tokio::spawn(listen::serve(listener, router(app), limits));
     Ok(Running { addr, task })
 }
