@@ -150,3 +150,23 @@ async fn slow_headers_are_cut_off_and_the_connection_cap_holds() {
         .unwrap();
     assert!(closed_by_server(&mut idle, Duration::from_secs(10)).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_content_encoding_is_refused_with_the_accepted_ones_named() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}/v1/messages"))
+        .header("content-encoding", "lzma")
+        .body("not really lzma")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 415);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("\"lzma\""), "{message}");
+    assert!(message.contains("gzip"), "{message}");
+    assert!(mock.bodies().is_empty());
+}

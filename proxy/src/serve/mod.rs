@@ -183,7 +183,37 @@ pub fn router(app: Arc<AppState>) -> Router {
         .fallback(any(forward::handle))
         .layer(DefaultBodyLimit::max(app.config.max_body_bytes))
         .layer(RequestDecompressionLayer::new())
+        .layer(axum::middleware::from_fn(explain_unsupported_encoding))
         .with_state(app)
+}
+
+/// Request `content-encoding`s the decompression layer understands.
+const ACCEPTED_ENCODINGS: &str = "gzip, br, zstd (or none)";
+
+/// The decompression layer answers an unknown `content-encoding` with a bare 415; the client
+/// is told what was refused and what would be accepted.
+async fn explain_unsupported_encoding(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let encoding = request
+        .headers()
+        .get(axum::http::header::CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let response = next.run(request).await;
+    if response.status() != axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let Some(encoding) = encoding else {
+        return response;
+    };
+    forward::error(
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_content_encoding",
+        &format!(
+            "content-encoding {encoding:?} is not supported; send the body as {ACCEPTED_ENCODINGS}"
+        ),
+    )
 }
 
 /// A running server.
