@@ -1,6 +1,6 @@
 //! Offline access to one session for the CLI commands: its state, the last request it sent
-//! (kept in the archive by `foldwire run`), and that request's view with refs minted — what
-//! the model saw, which fold and inspect check refs against.
+//! (kept in the archive by `foldwire run` and `foldwire serve` alike), and that request's view
+//! with refs minted — what the model saw, which fold and inspect check refs against.
 
 use std::sync::Arc;
 
@@ -8,7 +8,8 @@ use anyhow::{Context as _, Result, anyhow, bail};
 use bytes::Bytes;
 use foldwire_archive::Backends;
 use foldwire_core::{
-    Conversation, Registry, SessionId, SessionState, StageCx, StateVersion, Turn, Wire,
+    Conversation, Engine, MediaArchive, Registry, SessionId, SessionState, StageCx, StateVersion,
+    Turn, Wire,
 };
 use serde::{Deserialize, Serialize};
 
@@ -74,20 +75,32 @@ impl OfflineSession {
     /// # Errors
     /// No request recorded yet, or its body is gone from the archive.
     pub async fn view(&self) -> Result<Conversation> {
-        let last: LastRequest = self
+        self.recorded_view().await?.ok_or_else(|| {
+            anyhow!(
+                "session {} has no recorded request (it was made by host code that records none): \
+                 send one through `foldwire serve` or `foldwire run` first",
+                self.id
+            )
+        })
+    }
+
+    /// The view of the last recorded request, or `None` when the session has none (a session
+    /// made by host code through the library records none).
+    ///
+    /// # Errors
+    /// An unreadable record, or a recorded body gone from the archive.
+    pub async fn recorded_view(&self) -> Result<Option<Conversation>> {
+        let Some(last) = self
             .state
             .extra
             .get(LAST_REQUEST)
             .cloned()
-            .map(serde_json::from_value)
+            .map(serde_json::from_value::<LastRequest>)
             .transpose()
             .context("reading the last-request record")?
-            .ok_or_else(|| {
-                anyhow!(
-                    "session {} has no recorded request: run one with `foldwire run` first",
-                    self.id
-                )
-            })?;
+        else {
+            return Ok(None);
+        };
         let body = self
             .backends
             .media
@@ -101,6 +114,7 @@ impl OfflineSession {
             .await
             .map_err(|f| anyhow!("{}: {}", f.stage, f.error))?;
         turn.conversation
+            .map(Some)
             .ok_or_else(|| anyhow!("the view pipeline produced no conversation"))
     }
 
@@ -127,13 +141,12 @@ impl OfflineSession {
 /// # Errors
 /// The archive refused the write.
 pub async fn archive_request(
-    backends: &Backends,
+    media: &dyn MediaArchive,
     session: &SessionId,
     wire: Wire,
     body: Bytes,
 ) -> Result<LastRequest> {
-    let stored = backends
-        .media
+    let stored = media
         .put_content(session, "application/json", body)
         .await
         .context("archiving the request body")?;
@@ -147,5 +160,49 @@ pub async fn archive_request(
 pub fn record_last_request(state: &mut SessionState, last: &LastRequest) {
     if let Ok(v) = serde_json::to_value(last) {
         state.extra.insert(LAST_REQUEST.to_owned(), v);
+    }
+}
+
+/// Records a request `foldwire serve` processed as the session's last, as `foldwire run`
+/// does, so `inspect` and `fold` see what the model saw whichever way the session was made.
+/// Does nothing when the engine has no archive.
+///
+/// # Errors
+/// The archive or the state store refused the write.
+pub async fn record_served_request(
+    engine: &Engine,
+    session: &SessionId,
+    wire: Wire,
+    body: Bytes,
+) -> Result<()> {
+    let Some(media) = engine.context().archive.clone() else {
+        return Ok(());
+    };
+    let last = archive_request(media.as_ref(), session, wire, body).await?;
+    engine
+        .update(
+            session,
+            Box::new(move |state| {
+                record_last_request(state, &last);
+                serde_json::Value::Null
+            }),
+        )
+        .await
+        .context("recording the session's last request")?;
+    Ok(())
+}
+
+/// An empty view of a session's wire, for sessions with no recorded request: refs and
+/// blocks come from the state alone.
+pub fn empty_view(wire: Wire) -> Conversation {
+    Conversation {
+        wire,
+        source: Bytes::new(),
+        messages_span: 0..0,
+        entries: Vec::new(),
+        messages: Vec::new(),
+        overrides: Vec::new(),
+        model: None,
+        stream: false,
     }
 }

@@ -39,8 +39,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let outcome = runtime.block_on(async {
         // The body is archived first so `fold`, `inspect` and `restore` can see what the
         // model saw on this turn.
-        let last =
-            session::archive_request(&backends, &session, args.wire, request.body.clone()).await?;
+        let last = session::archive_request(
+            backends.media.as_ref(),
+            &session,
+            args.wire,
+            request.body.clone(),
+        )
+        .await?;
         let outcome = engine.run_turn(&session, request).await?;
         engine
             .update(

@@ -135,6 +135,12 @@ async fn process(
             let failed = outcome.report.fail_open.is_some();
             if failed {
                 app.metrics.fail_open();
+            } else if let Err(e) =
+                crate::session::record_served_request(&app.engine, &session, wire, body.clone())
+                    .await
+            {
+                // The session commands then see the previous request; the turn goes on.
+                tracing::warn!(session = %session, error = %format!("{e:#}"), "The request could not be recorded for the session commands.");
             }
             let estimated = match outcome.report.counter("request_tokens") {
                 0 => (outcome.output.len() as u64).div_ceil(4),
