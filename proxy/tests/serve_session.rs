@@ -165,3 +165,189 @@ async fn session_commands_work_on_a_session_made_by_serve() {
         assert!(sent.contains(line), "restored bytes not sent: {line}");
     }
 }
+
+/// Appends a message in the wire's shape.
+fn push_message(wire: foldwire_core::Wire, body: &mut Value, role: &str, text: &str) {
+    use foldwire_core::Wire;
+    match wire {
+        Wire::Anthropic | Wire::OpenAiChat => body["messages"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": role, "content": text})),
+        Wire::OpenAiResponses => body["input"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"role": role, "content": text})),
+        Wire::Gemini => body["contents"].as_array_mut().unwrap().push(json!({
+            "role": if role == "assistant" { "model" } else { "user" },
+            "parts": [{"text": text}]
+        })),
+    }
+}
+
+async fn send(proxy: std::net::SocketAddr, wire: foldwire_core::Wire, session: &str, body: &Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}{}", support::path_of(wire, false)))
+        .header("x-foldwire-session", session)
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+}
+
+/// Folds `m00002..m00006` of a session offline; the exit code and stdout.
+fn fold_early(session: &str, st: &str) -> (Option<i32>, String) {
+    let out = foldwire(&[
+        "fold",
+        "--session",
+        session,
+        "--state",
+        st,
+        "--from",
+        "m00002",
+        "--to",
+        "m00006",
+        "--summary",
+        "The opening notes of the old topic.",
+    ]);
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Checks the forwarded request after a reset: the transition sits between the old history
+/// and the new message, nothing of the old history is missing, and the old head, protected
+/// before, now folds and restores exactly.
+fn check_reset_turn(
+    forwarded: &[u8],
+    transition: &str,
+    new_message: &str,
+    old: &Value,
+    session: &str,
+    st: &str,
+) {
+    let sent = String::from_utf8_lossy(forwarded);
+    let at = |needle: &str| {
+        sent.find(needle)
+            .unwrap_or_else(|| panic!("{needle:?} not forwarded: {sent}"))
+    };
+    assert!(at("Now please finish the task.") < at(transition), "{sent}");
+    assert!(at(transition) < at(new_message), "{sent}");
+    for i in 0..14 {
+        at(&format!("user note {i}:"));
+        at(&format!("assistant note {i}:"));
+    }
+    let (code, out) = fold_early(session, st);
+    assert_eq!(code, Some(0), "{out}");
+    let restored = foldwire(&[
+        "restore",
+        "--session",
+        session,
+        "--state",
+        st,
+        "--block",
+        "b1",
+    ]);
+    assert!(restored.status.success());
+    let restored = String::from_utf8(restored.stdout).unwrap();
+    assert_eq!(restored.lines().count(), 5, "{restored}");
+    let old = old.to_string();
+    for line in restored.lines() {
+        assert!(old.contains(line), "restored bytes not sent: {line}");
+    }
+}
+
+#[tokio::test]
+async fn admin_reset_starts_a_new_head_at_the_transition_on_two_wires() {
+    use foldwire_core::Wire;
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().to_str().unwrap().to_owned();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let client = reqwest::Client::new();
+    for (wire, session) in [(Wire::Anthropic, "reset-a"), (Wire::Gemini, "reset-g")] {
+        let mut body = support::history_body(wire, 14, 1200, false);
+        send(proxy, wire, session, &body).await;
+        // The opening messages are the head: they do not fold.
+        assert_eq!(fold_early(session, &st).0, Some(1), "{wire}");
+
+        let url = format!("http://{proxy}/admin/sessions/{session}/reset");
+        let empty = client.post(&url).body("  ").send().await.unwrap();
+        assert_eq!(empty.status(), 400);
+        let unknown = client
+            .post(format!("http://{proxy}/admin/sessions/never-seen/reset"))
+            .body("x")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(unknown.status(), 404);
+        let resp = client
+            .post(&url)
+            .body("We now work on the billing bug.")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let resp: Value = resp.json().await.unwrap();
+        assert_eq!(resp["reset_generation"], 1, "{resp}");
+
+        let old = body.clone();
+        push_message(wire, &mut body, "assistant", "Finished.");
+        push_message(wire, &mut body, "user", "What is wrong in billing.rs?");
+        send(proxy, wire, session, &body).await;
+        let forwarded = mock.bodies().last().unwrap().clone();
+        check_reset_turn(
+            &forwarded,
+            "We now work on the billing bug.",
+            "What is wrong in billing.rs?",
+            &old,
+            session,
+            &st,
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_typed_newtopic_resets_once_when_enabled_on_two_wires() {
+    use foldwire_core::Wire;
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().to_str().unwrap().to_owned();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.newtopic_command = true).await;
+    let off_dir = tempfile::tempdir().unwrap();
+    let off = start_proxy_with(upstream, off_dir.path(), |_| {}).await;
+    let command = "/newtopic Billing: the invoice totals are off by one cent.";
+    for (wire, session) in [
+        (Wire::OpenAiChat, "topic-c"),
+        (Wire::OpenAiResponses, "topic-r"),
+    ] {
+        let mut body = support::history_body(wire, 14, 1200, false);
+        send(proxy, wire, session, &body).await;
+        send(off, wire, session, &body).await;
+        let old = body.clone();
+        push_message(wire, &mut body, "assistant", "Finished.");
+        push_message(wire, &mut body, "user", command);
+
+        // Off by default: the message is only a message.
+        send(off, wire, session, &body).await;
+        let generation = |view: &Value| view["state"]["head"]["generation"].as_u64().unwrap_or(0);
+        assert_eq!(generation(&support::admin(off, session).await), 0);
+
+        send(proxy, wire, session, &body).await;
+        let forwarded = mock.bodies().last().unwrap().clone();
+        check_reset_turn(
+            &forwarded,
+            "Billing: the invoice totals are off by one cent.",
+            command,
+            &old,
+            session,
+            &st,
+        );
+        assert_eq!(generation(&support::admin(proxy, session).await), 1);
+        // A retried request is not a second reset.
+        send(proxy, wire, session, &body).await;
+        assert_eq!(generation(&support::admin(proxy, session).await), 1);
+    }
+}

@@ -69,6 +69,11 @@ pub struct ServeConfig {
     /// Seconds a session may sit idle before its in-memory state is dropped (it stays in the
     /// state location and loads again on the next turn); 0 keeps every session in memory.
     pub idle_session_secs: u64,
+    /// Opt-in: a user message `/newtopic TEXT` typed in any client resets the session's
+    /// topic (a new head starts at a transition saying TEXT), as `POST
+    /// /admin/sessions/{id}/reset` does. Off by default, so no message is ever read as a
+    /// command unless asked for.
+    pub newtopic_command: bool,
 }
 
 impl Default for ServeConfig {
@@ -89,6 +94,7 @@ impl Default for ServeConfig {
             keepalive_secs: 5,
             usage_samples: 64,
             idle_session_secs: 900,
+            newtopic_command: false,
         }
     }
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod forward;
 pub mod identity;
 pub mod metrics;
+pub mod newtopic;
 pub mod reports;
 pub mod route;
 pub mod stitch;
@@ -23,7 +24,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use axum::serve::ListenerExt as _;
 use dashmap::DashMap;
 use foldwire_archive::object_store::path::Path as ObjectPath;
@@ -155,6 +156,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/admin/", get(admin::panel))
         .route("/admin/sessions", get(admin::sessions))
         .route("/admin/sessions/{id}", get(admin::session))
+        .route("/admin/sessions/{id}/reset", post(admin::reset_session))
         .route(
             "/admin/pipeline",
             get(admin::get_pipeline).put(admin::put_pipeline),
