@@ -351,3 +351,147 @@ async fn a_typed_newtopic_resets_once_when_enabled_on_two_wires() {
         assert_eq!(generation(&support::admin(proxy, session).await), 1);
     }
 }
+
+/// A request of a conversation after `turns` client turns: the shared opener, an
+/// acknowledgement, the conversation's own question, then one exchange per later turn.
+fn conversation(wire: foldwire_core::Wire, question: &str, turns: usize) -> Value {
+    let mut body = support::history_body(wire, 0, 0, false);
+    // history_body ends with one user message: make it the shared opener.
+    let opener = "Today is Monday. My working directory is /work/app.";
+    match wire {
+        foldwire_core::Wire::Gemini => body["contents"][0]["parts"][0]["text"] = json!(opener),
+        foldwire_core::Wire::OpenAiResponses => body["input"][0]["content"] = json!(opener),
+        _ => {
+            let last = body["messages"].as_array().unwrap().len() - 1;
+            body["messages"][last]["content"] = json!(opener);
+        }
+    }
+    push_message(
+        wire,
+        &mut body,
+        "assistant",
+        "Got it. Thanks for the context!",
+    );
+    push_message(wire, &mut body, "user", question);
+    for t in 1..turns {
+        push_message(
+            wire,
+            &mut body,
+            "assistant",
+            &format!("Answer {t} to {question}"),
+        );
+        push_message(
+            wire,
+            &mut body,
+            "user",
+            &format!("Follow-up {t} on {question}"),
+        );
+    }
+    body
+}
+
+/// Sends a request with no session header.
+async fn send_anonymous(proxy: std::net::SocketAddr, wire: foldwire_core::Wire, body: &Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}{}", support::path_of(wire, false)))
+        .header("x-api-key", "sk-same-user")
+        .header("x-goog-api-key", "sk-same-user")
+        .json(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
+}
+
+/// Every session the proxy knows: id → (turns, refs).
+async fn sessions(proxy: std::net::SocketAddr) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let list: Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    list["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["session"].as_str().unwrap().to_owned(),
+                (s["turns"].as_u64().unwrap(), s["refs"].as_u64().unwrap()),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn conversations_that_open_alike_get_sessions_of_their_own() {
+    use foldwire_core::Wire;
+    for wire in [Wire::Anthropic, Wire::Gemini] {
+        let (upstream, _mock) = start_mock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+        for turns in 1..=3 {
+            send_anonymous(
+                proxy,
+                wire,
+                &conversation(wire, "Fix the login bug.", turns),
+            )
+            .await;
+            send_anonymous(
+                proxy,
+                wire,
+                &conversation(wire, "Write the release notes.", turns),
+            )
+            .await;
+        }
+        let seen = sessions(proxy).await;
+        assert_eq!(seen.len(), 2, "{wire}: {seen:?}");
+        // Each session holds its own conversation: three turns, refs for its own 7 units.
+        for (id, (turns, refs)) in &seen {
+            assert!(id.starts_with("fp-"), "{id}");
+            assert_eq!((*turns, *refs), (3, 7), "{wire} {id}: {seen:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_continuing_conversation_keeps_its_session_and_a_rewound_one_forks() {
+    use foldwire_core::Wire;
+    let wire = Wire::Anthropic;
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    for turns in 1..=10 {
+        send_anonymous(
+            proxy,
+            wire,
+            &conversation(wire, "Refactor the parser.", turns),
+        )
+        .await;
+    }
+    let seen = sessions(proxy).await;
+    assert_eq!(seen.len(), 1, "{seen:?}");
+    let (original, &(turns, _)) = seen.iter().next().unwrap();
+    assert_eq!(turns, 10);
+
+    // The client rewinds to turn 4 and edits its last message.
+    let mut rewound = conversation(wire, "Refactor the parser.", 4);
+    let last = rewound["messages"].as_array().unwrap().len() - 1;
+    rewound["messages"][last]["content"] = json!("Actually, rename the lexer instead.");
+    send_anonymous(proxy, wire, &rewound).await;
+    let seen = sessions(proxy).await;
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[original].0, 10, "the original session took the rewind");
+    let fork = seen.keys().find(|k| *k != original).unwrap().clone();
+    assert_eq!(seen[&fork].0, 1);
+    // The fork continues as its own session; the original goes on too.
+    push_message(wire, &mut rewound, "assistant", "Renamed.");
+    push_message(wire, &mut rewound, "user", "Now run the tests.");
+    send_anonymous(proxy, wire, &rewound).await;
+    send_anonymous(proxy, wire, &conversation(wire, "Refactor the parser.", 11)).await;
+    let seen = sessions(proxy).await;
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert_eq!(seen[&fork].0, 2);
+    assert_eq!(seen[original].0, 11);
+}

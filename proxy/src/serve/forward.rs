@@ -123,8 +123,16 @@ async fn process(
     body: Bytes,
 ) -> Result<Processed, Box<Response>> {
     app.metrics.request(wire);
-    let session = identity::resolve(headers, wire, &route.upstream, &body, &app.identity_key)
-        .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
+    let session = identity::resolve_by_history(
+        &app.engine,
+        headers,
+        wire,
+        &route.upstream,
+        &body,
+        &app.identity_key,
+    )
+    .await
+    .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
     super::newtopic::apply_command(
         &app.engine,
         app.config.newtopic_command,
