@@ -77,7 +77,7 @@ pub enum PipelineError {
         param: &'static str,
         /// The registry error (unknown name with a did-you-mean, wrong kind, bad params); in
         /// the message, not a source, so chained error printing says it once.
-        error: RegistryError,
+        error: Box<RegistryError>,
     },
     /// A named component could not be built.
     #[error("pipeline {pipeline:?}, stage #{position}: {error}")]
@@ -273,7 +273,7 @@ impl<'r> PipelineBuilder<'r> {
                         position: i + 1,
                         stage: s.name().to_owned(),
                         param: used.param,
-                        error,
+                        error: Box::new(error),
                     });
                 }
             }
