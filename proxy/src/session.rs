@@ -7,18 +7,21 @@ use std::sync::Arc;
 use anyhow::{Context as _, Result, anyhow, bail};
 use bytes::Bytes;
 use foldwire_archive::Backends;
+use foldwire_archive::object_store::path::Path as ObjectPath;
+use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _};
 use foldwire_core::{
-    Conversation, Engine, MediaArchive, Registry, SessionId, SessionState, StageCx, StateVersion,
-    Turn, Wire,
+    Conversation, Registry, SessionId, SessionState, StageCx, StateVersion, Turn, Wire,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::setup;
 
-/// Key of the last-request record in `SessionState::extra`.
+/// Name of the last-request object beside a session's state, and the key of the record
+/// earlier builds of `foldwire run` kept in `SessionState::extra` (still read).
 const LAST_REQUEST: &str = "last_request";
 
-/// Where the session's last request body is archived.
+/// Where an earlier build archived the session's last request body (read for sessions made
+/// before the last request was kept beside the state).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LastRequest {
     /// The content key in the archive.
@@ -90,25 +93,31 @@ impl OfflineSession {
     /// # Errors
     /// An unreadable record, or a recorded body gone from the archive.
     pub async fn recorded_view(&self) -> Result<Option<Conversation>> {
-        let Some(last) = self
-            .state
-            .extra
-            .get(LAST_REQUEST)
-            .cloned()
-            .map(serde_json::from_value::<LastRequest>)
-            .transpose()
-            .context("reading the last-request record")?
-        else {
-            return Ok(None);
+        let (wire, body) = match load_last_request(self.backends.store.as_ref(), &self.id).await? {
+            Some(kept) => kept,
+            None => {
+                let Some(last) = self
+                    .state
+                    .extra
+                    .get(LAST_REQUEST)
+                    .cloned()
+                    .map(serde_json::from_value::<LastRequest>)
+                    .transpose()
+                    .context("reading the last-request record")?
+                else {
+                    return Ok(None);
+                };
+                let body = self
+                    .backends
+                    .media
+                    .get_content(&self.id, &last.key)
+                    .await
+                    .context("reading the session's last request from the archive")?;
+                (last.wire, body)
+            }
         };
-        let body = self
-            .backends
-            .media
-            .get_content(&self.id, &last.key)
-            .await
-            .context("reading the session's last request from the archive")?;
         let pipeline = setup::view_pipeline(&self.registry)?;
-        let mut turn = Turn::new(self.id.clone(), last.wire, body, self.state.clone());
+        let mut turn = Turn::new(self.id.clone(), wire, body, self.state.clone());
         pipeline
             .run(&mut turn, &self.cx())
             .await
@@ -136,60 +145,60 @@ impl OfflineSession {
     }
 }
 
-/// Archives a request body and returns the record `view` finds it by.
-///
-/// # Errors
-/// The archive refused the write.
-pub async fn archive_request(
-    media: &dyn MediaArchive,
-    session: &SessionId,
-    wire: Wire,
-    body: Bytes,
-) -> Result<LastRequest> {
-    let stored = media
-        .put_content(session, "application/json", body)
-        .await
-        .context("archiving the request body")?;
-    Ok(LastRequest {
-        key: stored.key,
-        wire,
-    })
+/// Where a session's last request is kept, beside its state: one object, overwritten every
+/// turn, so a long session keeps one body and not one per turn.
+fn last_request_path(session: &SessionId) -> ObjectPath {
+    ObjectPath::from(format!("sessions/{}/{LAST_REQUEST}", session.as_str()))
 }
 
-/// Records the last request in a state.
-pub fn record_last_request(state: &mut SessionState, last: &LastRequest) {
-    if let Ok(v) = serde_json::to_value(last) {
-        state.extra.insert(LAST_REQUEST.to_owned(), v);
-    }
-}
-
-/// Records a request `foldwire serve` processed as the session's last, as `foldwire run`
-/// does, so `inspect` and `fold` see what the model saw whichever way the session was made.
-/// Does nothing when the engine has no archive.
+/// Keeps a request `foldwire run` or `foldwire serve` processed as the session's last, so
+/// `inspect` and `fold` see what the model saw whichever way the session was made. The
+/// object is the wire's name, a newline, then the body exactly as received.
 ///
 /// # Errors
-/// The archive or the state store refused the write.
-pub async fn record_served_request(
-    engine: &Engine,
+/// The store refused the write.
+pub async fn store_last_request(
+    store: &dyn ObjectStore,
     session: &SessionId,
     wire: Wire,
-    body: Bytes,
+    body: &Bytes,
 ) -> Result<()> {
-    let Some(media) = engine.context().archive.clone() else {
-        return Ok(());
-    };
-    let last = archive_request(media.as_ref(), session, wire, body).await?;
-    engine
-        .update(
-            session,
-            Box::new(move |state| {
-                record_last_request(state, &last);
-                serde_json::Value::Null
-            }),
-        )
+    let mut payload = Vec::with_capacity(wire.as_str().len() + 1 + body.len());
+    payload.extend_from_slice(wire.as_str().as_bytes());
+    payload.push(b'\n');
+    payload.extend_from_slice(body);
+    store
+        .put(&last_request_path(session), Bytes::from(payload).into())
         .await
-        .context("recording the session's last request")?;
+        .with_context(|| format!("keeping the last request of session {session}"))?;
     Ok(())
+}
+
+/// The session's last request and its wire, when one was kept.
+///
+/// # Errors
+/// The store failed, or the object is not one [`store_last_request`] wrote.
+pub async fn load_last_request(
+    store: &dyn ObjectStore,
+    session: &SessionId,
+) -> Result<Option<(Wire, Bytes)>> {
+    let bytes = match store.get(&last_request_path(session)).await {
+        Ok(r) => r.bytes().await?,
+        Err(foldwire_archive::object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("reading the last request of session {session}")));
+        }
+    };
+    let newline = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| anyhow!("the last request of session {session} has no wire line"))?;
+    let wire: Wire = std::str::from_utf8(&bytes[..newline])
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .ok_or_else(|| anyhow!("the last request of session {session} names no known wire"))?;
+    Ok(Some((wire, bytes.slice(newline + 1..))))
 }
 
 /// An empty view of a session's wire, for sessions with no recorded request: refs and

@@ -164,6 +164,17 @@ async fn session_commands_work_on_a_session_made_by_serve() {
     for line in restored.lines() {
         assert!(sent.contains(line), "restored bytes not sent: {line}");
     }
+
+    let reset = cli_json(&[
+        "reset",
+        "--session",
+        "served",
+        "--state",
+        &st,
+        "--transition",
+        "Next: the billing bug.",
+    ]);
+    assert_eq!(reset["reset_generation"], 1, "{reset}");
 }
 
 /// Appends a message in the wire's shape.

@@ -37,25 +37,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         request.budget = request.budget.with_window(window);
     }
     let outcome = runtime.block_on(async {
-        // The body is archived first so `fold`, `inspect` and `restore` can see what the
-        // model saw on this turn.
-        let last = session::archive_request(
-            backends.media.as_ref(),
-            &session,
-            args.wire,
-            request.body.clone(),
-        )
-        .await?;
-        let outcome = engine.run_turn(&session, request).await?;
-        engine
-            .update(
-                &session,
-                Box::new(move |state| {
-                    session::record_last_request(state, &last);
-                    serde_json::Value::Null
-                }),
-            )
+        // The body is kept first so `fold`, `inspect` and `restore` can see what the model
+        // saw on this turn.
+        session::store_last_request(backends.store.as_ref(), &session, args.wire, &request.body)
             .await?;
+        let outcome = engine.run_turn(&session, request).await?;
         anyhow::Ok(outcome)
     })?;
     if let Some(path) = &args.report {

@@ -152,8 +152,7 @@ async fn process(
             if failed {
                 app.metrics.fail_open();
             } else if let Err(e) =
-                crate::session::record_served_request(&app.engine, &session, wire, body.clone())
-                    .await
+                crate::session::store_last_request(app.store.as_ref(), &session, wire, &body).await
             {
                 // The session commands then see the previous request; the turn goes on.
                 tracing::warn!(session = %session, error = %format!("{e:#}"), "The request could not be recorded for the session commands.");

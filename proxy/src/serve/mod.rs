@@ -57,6 +57,9 @@ pub struct AppState {
     /// The pipeline that rebuilds the model's view of a request (refs and ranges) for the
     /// compress tool.
     pub view_pipeline: Pipeline,
+    /// The state location's object store, where each session's last request is kept for
+    /// the session commands.
+    pub store: Arc<dyn ObjectStore>,
 }
 
 impl AppState {
@@ -77,6 +80,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         Some(k) => k.as_bytes().to_vec(),
         None => stored_identity_key(backends.store.as_ref()).await?,
     };
+    let store = backends.store.clone();
     let cx = StageCx::new(registry.clone()).with_archive(backends.media);
     let mut builder = Engine::builder(pipeline, backends.state, registry.clone()).context(cx);
     if config.workers > 0 {
@@ -101,6 +105,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         reports,
         windows: DashMap::new(),
         view_pipeline,
+        store,
     }))
 }
 
