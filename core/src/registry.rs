@@ -208,7 +208,7 @@ pub enum RegistryError {
         second: String,
     },
     /// No component by that name.
-    #[error("no {kind} named {name:?} is registered{hint}; registered {kind}s: {known}")]
+    #[error("no {kind} named {name:?} is registered{hint}; registered {kind} names: {known}")]
     Unknown {
         /// The kind looked for.
         kind: ComponentKind,
