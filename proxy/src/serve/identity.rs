@@ -13,7 +13,9 @@
 //! restarts and replicas sharing a state location agree.
 
 use axum::http::HeaderMap;
-use foldwire_core::{Engine, HostError, MessageKind, Role, SessionId, SessionState, Wire};
+use foldwire_core::{
+    Conversation, Engine, HostError, MessageKind, Role, SessionId, SessionState, Wire,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
@@ -42,6 +44,19 @@ pub fn resolve(
     wire: Wire,
     upstream: &str,
     body: &bytes::Bytes,
+    key: &[u8],
+) -> Result<SessionId, String> {
+    let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
+    resolve_decoded(headers, wire, upstream, body, decoded.as_ref(), key)
+}
+
+/// [`resolve`] on a body already decoded (`None`: it does not decode).
+fn resolve_decoded(
+    headers: &HeaderMap,
+    wire: Wire,
+    upstream: &str,
+    body: &bytes::Bytes,
+    decoded: Option<&Conversation>,
     key: &[u8],
 ) -> Result<SessionId, String> {
     if let Some(v) = headers.get(SESSION_HEADER) {
@@ -74,7 +89,7 @@ pub fn resolve(
             "client"
         }
         None => {
-            h.update(first_user_message(wire, body));
+            h.update(first_user_message(decoded, body));
             "fp"
         }
     };
@@ -85,15 +100,15 @@ pub fn resolve(
 
 /// The raw bytes of the first user unit, or the whole body when it does not decode (the
 /// pipeline will then fail open; identity just needs to be deterministic).
-fn first_user_message(wire: Wire, body: &bytes::Bytes) -> bytes::Bytes {
-    match foldwire_wire::request::decode(wire, body.clone()) {
-        Ok(conv) => conv
+fn first_user_message(decoded: Option<&Conversation>, body: &bytes::Bytes) -> bytes::Bytes {
+    match decoded {
+        Some(conv) => conv
             .messages
             .iter()
             .find(|m| m.role == Role::User)
             .map(|m| m.raw.clone())
             .unwrap_or_default(),
-        Err(_) => body.clone(),
+        None => body.clone(),
     }
 }
 
@@ -104,6 +119,9 @@ const KNOWN_HISTORIES: &str = "identity_histories";
 /// Histories kept per fingerprint; the least recently continued is forgotten first (its
 /// conversation then forks a new session if it ever comes back).
 pub const MAX_KNOWN_HISTORIES: usize = 64;
+
+/// Shorter prefixes of a history kept beside it (see `KnownHistory::recent`).
+const RECENT_PREFIXES: usize = 8;
 
 /// Attempts at recording a choice when another replica writes the same fingerprint state.
 const RECORD_ATTEMPTS: usize = 8;
@@ -117,16 +135,19 @@ struct KnownHistory {
     units: usize,
     /// The rolling hash of those units.
     hash: u64,
+    /// The rolling hashes of its last few shorter prefixes, oldest first, so a request that
+    /// resends an earlier state of the conversation (the real request after a side request
+    /// that appended to it) still finds it.
+    #[serde(default)]
+    recent: Vec<u64>,
     /// When it was last continued (a counter of this fingerprint's requests).
     stamp: u64,
 }
 
 /// Rolling hashes of a request's history: entry `i` covers units `0..=i`. Each unit counts
 /// by its role, kind and text (and the bytes of media), not its raw JSON, so markers a
-/// client moves between requests (`cache_control`) do not break the chain. `None` when the
-/// body does not decode.
-pub fn history_hashes(wire: Wire, body: &bytes::Bytes) -> Option<Vec<u64>> {
-    let conversation = foldwire_wire::request::decode(wire, body.clone()).ok()?;
+/// client moves between requests (`cache_control`) do not break the chain.
+pub fn history_hashes(conversation: &Conversation) -> Vec<u64> {
     let mut rolling = Sha256::new();
     let mut out = Vec::with_capacity(conversation.messages.len());
     for unit in &conversation.messages {
@@ -144,7 +165,7 @@ pub fn history_hashes(wire: Wire, body: &bytes::Bytes) -> Option<Vec<u64>> {
         word.copy_from_slice(&digest[..8]);
         out.push(u64::from_be_bytes(word));
     }
-    Some(out)
+    out
 }
 
 /// Chooses the session of an anonymous request by its history among those recorded in the
@@ -167,15 +188,36 @@ fn choose_and_record(state: &mut SessionState, base: &SessionId, history: &[u64]
         .filter(|(_, k)| k.units >= 1 && history.get(k.units - 1) == Some(&k.hash))
         .max_by_key(|(_, k)| (k.units, k.stamp))
         .map(|(i, _)| i);
-    let session = match extended {
-        Some(i) => {
+    // Else the history a request is a recent part of: an earlier state resent, which
+    // continues that session and leaves its history as it is.
+    let resent = || {
+        known
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| {
+                k.units > units
+                    && k.units - units <= k.recent.len()
+                    && k.recent.get(k.recent.len() - (k.units - units)) == Some(&last)
+            })
+            .max_by_key(|(_, k)| k.stamp)
+            .map(|(i, _)| i)
+    };
+    let recent = history[units.saturating_sub(RECENT_PREFIXES + 1)..units - 1].to_vec();
+    let session = match (extended, resent()) {
+        (Some(i), _) => {
             let k = &mut known[i];
             k.units = units;
             k.hash = last;
+            k.recent = recent;
             k.stamp = stamp;
             k.session.clone()
         }
-        None => {
+        (None, Some(i)) => {
+            let k = &mut known[i];
+            k.stamp = stamp;
+            k.session.clone()
+        }
+        (None, None) => {
             let session = if known.is_empty() {
                 // The first conversation of a fingerprint keeps the fingerprint's id.
                 base.clone()
@@ -186,6 +228,7 @@ fn choose_and_record(state: &mut SessionState, base: &SessionId, history: &[u64]
                 session: session.clone(),
                 units,
                 hash: last,
+                recent,
                 stamp,
             });
             session
@@ -232,19 +275,20 @@ pub async fn resolve_by_history(
     body: &bytes::Bytes,
     key: &[u8],
 ) -> Result<SessionId, String> {
-    let base = resolve(headers, wire, upstream, body, key)?;
     let named = headers.contains_key(SESSION_HEADER)
         || CLIENT_SESSION_HEADERS
             .iter()
             .any(|h| headers.contains_key(*h));
     if named {
-        return Ok(base);
+        return resolve_decoded(headers, wire, upstream, body, None, key);
     }
+    let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
+    let base = resolve_decoded(headers, wire, upstream, body, decoded.as_ref(), key)?;
     // A body that does not decode fails open on its fingerprint session.
-    let Some(history) = history_hashes(wire, body) else {
+    let Some(conversation) = decoded else {
         return Ok(base);
     };
-    let history = std::sync::Arc::new(history);
+    let history = std::sync::Arc::new(history_hashes(&conversation));
     for _ in 0..RECORD_ATTEMPTS {
         let (b, h) = (base.clone(), history.clone());
         let chosen = engine
@@ -307,9 +351,18 @@ mod tests {
             choose_and_record(&mut state, &base, &[1, 2, 3, 6, 8]),
             rewound
         );
-        // Rewound to the same point once more: another session, not the first fork.
+        // Resent as it was a little earlier, it continues the fork.
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 3, 6]), rewound);
+        // Long after, the same point again is a rewind: a session of its own, not the
+        // first fork.
+        let long: Vec<u64> = [1, 2, 3, 6, 8].into_iter().chain(20..30).collect();
+        assert_eq!(choose_and_record(&mut state, &base, &long), rewound);
         let twice = choose_and_record(&mut state, &base, &[1, 2, 3, 6]);
         assert_eq!(twice.as_str(), format!("{rewound}-2"));
+        // An earlier state resent as it was (a request after a side request that appended
+        // to the history) continues its session, which keeps its longer history.
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9]), b);
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9, 7, 11]), b);
     }
 
     #[test]
