@@ -140,3 +140,28 @@ fn pipeline_check_refuses_a_misspelled_strategy_and_fold_without_media_safety() 
     let out = foldwire(&["pipeline", "check", "default"], b"");
     assert!(out.status.success(), "{}", text(&out.stderr));
 }
+
+#[test]
+fn run_refuses_a_misspelled_layout_as_a_bad_argument() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = foldwire(
+        &[
+            "run",
+            "--wire",
+            "anthropic",
+            "--session",
+            "lay",
+            "--state",
+            dir.path().to_str().unwrap(),
+            "--layout",
+            "layout.head_frist",
+        ],
+        TOOLS.as_bytes(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("--layout") && err.contains("did you mean \"layout.head_first\"?"),
+        "{err}"
+    );
+}

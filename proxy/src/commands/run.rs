@@ -20,6 +20,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let body = read_body(args.input.as_deref())?;
     let registry = setup::registry()?;
     let pipeline = setup::pipeline(&args.pipeline, &registry)?;
+    // A misspelled --layout is a bad argument, not a turn that fails open.
+    if let Some(layout) = &args.layout {
+        registry
+            .layout(layout, &serde_json::Value::Null)
+            .context("--layout")?;
+    }
     let backends = setup::backends(args.state.state.as_deref())?;
     let cx = StageCx::new(registry.clone()).with_archive(backends.media.clone());
     // One worker: a single request needs no parallelism, and one thread starts fastest.
