@@ -117,7 +117,7 @@ pub async fn reset_session(
         Ok(generation) => {
             Json(json!({ "session": id, "reset_generation": generation })).into_response()
         }
-        Err(e @ newtopic::ResetError::Layout(_)) => (
+        Err(e @ newtopic::ResetError::Empty(_)) => (
             StatusCode::BAD_REQUEST,
             Json(json!({ "error": e.to_string() })),
         )

@@ -133,14 +133,7 @@ async fn process(
     )
     .await
     .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
-    super::newtopic::apply_command(
-        &app.engine,
-        app.config.newtopic_command,
-        &session,
-        wire,
-        &body,
-    )
-    .await;
+    super::newtopic::apply_command(app, &session, wire, &body).await;
     let mut request = TurnRequest::new(wire, body.clone());
     let window = window_for(app, &session).await;
     request.budget = request.budget.with_window(window);

@@ -11,6 +11,8 @@ use foldwire_core::{Engine, Role, SessionId, Wire};
 use foldwire_stages::layout_head_window;
 use serde_json::{Value, json};
 
+use super::AppState;
+
 /// The command a user types.
 pub const COMMAND: &str = "/newtopic";
 
@@ -24,12 +26,13 @@ const APPLIED: &str = "newtopic_applied";
 /// Why a reset was not made.
 #[derive(Debug, thiserror::Error)]
 pub enum ResetError {
-    /// The layout refused it (an empty transition, unreadable head state).
+    /// The transition text is empty.
     #[error("{0}")]
-    Layout(#[from] layout_head_window::LayoutStateError),
-    /// The engine could not apply it.
+    Empty(#[from] layout_head_window::LayoutStateError),
+    /// The session's state refused it (a head state that is not the layout's) or the
+    /// engine could not apply it.
     #[error("{0}")]
-    Engine(String),
+    Failed(String),
 }
 
 /// Resets a session's topic: a new head starts at `transition` on its next turn. `marker`
@@ -44,6 +47,9 @@ pub async fn reset(
     transition: &str,
     marker: Option<String>,
 ) -> Result<u64, ResetError> {
+    if transition.trim().is_empty() {
+        return Err(layout_head_window::LayoutStateError::EmptyTransition.into());
+    }
     let transition = transition.to_owned();
     let outcome = engine
         .update(
@@ -52,8 +58,8 @@ pub async fn reset(
                 if let Some(m) = &marker
                     && state.extra.get(APPLIED).and_then(Value::as_str) == Some(m.as_str())
                 {
-                    let generation = layout_head_window::HeadState::load(state)
-                        .map_or(0, |h| h.generation);
+                    let generation =
+                        layout_head_window::HeadState::load(state).map_or(0, |h| h.generation);
                     return json!({ "generation": generation, "again": true });
                 }
                 match layout_head_window::reset(state, &transition) {
@@ -63,21 +69,16 @@ pub async fn reset(
                         }
                         json!({ "generation": generation })
                     }
-                    Err(e) => json!({ "error": e.to_string(), "empty": matches!(e, layout_head_window::LayoutStateError::EmptyTransition) }),
+                    Err(e) => json!({ "error": e.to_string() }),
                 }
             }),
         )
         .await
-        .map_err(|e| ResetError::Engine(e.to_string()))?;
+        .map_err(|e| ResetError::Failed(e.to_string()))?;
     if let Some(generation) = outcome.get("generation").and_then(Value::as_u64) {
         return Ok(generation);
     }
-    if outcome.get("empty").and_then(Value::as_bool) == Some(true) {
-        return Err(ResetError::Layout(
-            layout_head_window::LayoutStateError::EmptyTransition,
-        ));
-    }
-    Err(ResetError::Engine(
+    Err(ResetError::Failed(
         outcome
             .get("error")
             .and_then(Value::as_str)
@@ -116,22 +117,16 @@ pub fn command(wire: Wire, body: &Bytes) -> Option<(String, String)> {
         })
 }
 
-/// Applies a `/newtopic` command typed in this request, when the server allows it. A
-/// failure is logged and the request goes on as it is.
-pub async fn apply_command(
-    engine: &Engine,
-    enabled: bool,
-    session: &SessionId,
-    wire: Wire,
-    body: &Bytes,
-) {
-    if !enabled {
+/// Applies a `/newtopic` command typed in this request, when the server allows it
+/// (`newtopic_command`). A failure is logged and the request goes on as it is.
+pub async fn apply_command(app: &AppState, session: &SessionId, wire: Wire, body: &Bytes) {
+    if !app.config.newtopic_command {
         return;
     }
     let Some((marker, text)) = command(wire, body) else {
         return;
     };
-    if let Err(e) = reset(engine, session, &text, Some(marker)).await {
+    if let Err(e) = reset(&app.engine, session, &text, Some(marker)).await {
         tracing::warn!(session = %session, error = %e, "The /newtopic command could not reset the session.");
     }
 }
