@@ -10,6 +10,7 @@ pub mod forward;
 pub mod identity;
 pub mod listen;
 pub mod metrics;
+pub mod newtopic;
 pub mod reports;
 pub mod retention;
 pub mod route;
@@ -25,7 +26,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{any, get};
+use axum::routing::{any, get, post};
 use dashmap::DashMap;
 use foldwire_archive::object_store::path::Path as ObjectPath;
 use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutOptions};
@@ -57,6 +58,9 @@ pub struct AppState {
     /// The pipeline that rebuilds the model's view of a request (refs and ranges) for the
     /// compress tool.
     pub view_pipeline: Pipeline,
+    /// The state location's object store, where each session's last request is kept for
+    /// the session commands.
+    pub store: Arc<dyn ObjectStore>,
 }
 
 impl AppState {
@@ -87,7 +91,8 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         Some(k) => k.as_bytes().to_vec(),
         None => stored_identity_key(backends.store.as_ref()).await?,
     };
-    let gc_store = (Arc::clone(&backends.store), backends.backend);
+    let store = backends.store.clone();
+    let backend = backends.backend;
     let cx = StageCx::new(registry.clone()).with_archive(backends.media);
     let mut builder = Engine::builder(pipeline, backends.state, registry.clone()).context(cx);
     if config.workers > 0 {
@@ -115,8 +120,9 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         reports,
         windows: DashMap::new(),
         view_pipeline,
+        store,
     });
-    retention::spawn(&app, gc_store.0, gc_store.1);
+    retention::spawn(&app, backend);
     Ok(app)
 }
 
@@ -172,6 +178,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/admin/", get(admin::panel))
         .route("/admin/sessions", get(admin::sessions))
         .route("/admin/sessions/{id}", get(admin::session))
+        .route("/admin/sessions/{id}/reset", post(admin::reset_session))
         .route(
             "/admin/pipeline",
             get(admin::get_pipeline).put(admin::put_pipeline),
