@@ -218,6 +218,8 @@ async fn inject_tools(
     let view = match app.engine.snapshot(session).await {
         Ok(state) => {
             let mut turn = Turn::new(session.clone(), wire, client_body, state);
+            // The ranges offered are built for the session's window, as the turn's were.
+            turn.budget = turn.budget.with_window(window);
             match app.view_pipeline.run(&mut turn, app.engine.context()).await {
                 Ok(()) => Some((turn.conversation, turn.ranges)),
                 Err(f) => {

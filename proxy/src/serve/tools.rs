@@ -18,13 +18,21 @@ pub const SEARCH: &str = "search_context";
 /// All the tool names the proxy owns (and hides from the client).
 pub const NAMES: [&str; 3] = [COMPRESS, RESTORE, SEARCH];
 
-/// The system note that explains the tools; stable across turns.
-pub const SYSTEM_NOTE: &str = "Context management (foldwire): every earlier message has a \
-ref (m00001, m00002, ... in order); a note after the conversation lists the ranges that can \
-be compressed, with a preview of where each starts. When old material is no longer needed verbatim, call `compress` with \
-ranges of refs and a faithful summary; the originals stay recoverable with `restore` (a block \
-id like b3, or the ref an archived image's placeholder names) and searchable with `search_context`. These calls are handled for you and are not \
-part of the user's task; after them, continue the task.";
+/// The system note that explains the tools; stable across turns. It describes refs as
+/// `refs.mint` issues them: one per foldable content part (a text, a tool call, a tool
+/// result), numbered in first-seen order, with parts that cannot fold left unnumbered.
+pub const SYSTEM_NOTE: &str = "Context management (foldwire): earlier conversation content \
+is numbered with refs (m00001, m00002, ...), one per content part (a text, a tool call, a tool \
+result, an image), so one message can hold several refs. Refs are numbered per session in the \
+order parts first arrived and are not shown inside the messages. Parts that cannot be folded \
+(system instructions, pinned parts such as media that cannot be archived, items foldwire cannot \
+read) get no ref, so the numbers skip them. Folded content appears as one summary headed \
+[foldwire bN]; bN is that block's id. When a note after the conversation lists ranges that can \
+be compressed (ref spans, or block spans like b2..b5 that fold summaries into one), call \
+`compress` with such ranges and a faithful summary; only the ranges listed can fold. The \
+originals stay recoverable with `restore` (a block id like b3, or the ref an archived image's \
+placeholder names) and searchable with `search_context`. These calls are handled for you and \
+are not part of the user's task; after them, continue the task.";
 
 /// Names, descriptions and JSON schemas of the three tools.
 fn definitions() -> [(&'static str, &'static str, Value); 3] {
@@ -155,18 +163,21 @@ pub fn pressure_note(request_tokens: u64, window: u64) -> Option<String> {
     ))
 }
 
-/// The trailing note of a turn: the pressure nudge (if any) and the compressible ranges.
+/// The trailing note of a turn: the compressible ranges and, when some are offered and the
+/// request fills a pressure band, the nudge to compress them. Without a range to offer there
+/// is no nudge: the model is never asked for a fold it cannot make.
 pub fn turn_note(
     ranges: &[RangeInfo],
     view: Option<&Conversation>,
     request_tokens: u64,
     window: u64,
 ) -> Option<String> {
+    let listed = ranges_note(ranges, view)?;
     let parts: Vec<String> = pressure_note(request_tokens, window)
         .into_iter()
-        .chain(ranges_note(ranges, view))
+        .chain(Some(listed))
         .collect();
-    (!parts.is_empty()).then(|| parts.join("\n"))
+    Some(parts.join("\n"))
 }
 
 /// Tool names the request already declares, whatever the wire.
@@ -389,7 +400,10 @@ mod tests {
         let note = turn_note(std::slice::from_ref(&r), None, 100, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
         assert!(turn_note(&[], None, 100, 1000).is_none());
-        assert!(turn_note(&[], None, 600, 1000).unwrap().contains("50%"));
+        // Past a band with nothing to offer: no nudge asks for a fold that cannot be made.
+        assert!(turn_note(&[], None, 600, 1000).is_none());
+        let pressed = turn_note(std::slice::from_ref(&r), None, 600, 1000).unwrap();
+        assert!(pressed.contains("50%") && pressed.contains("m00001..m00004"));
     }
 
     #[test]

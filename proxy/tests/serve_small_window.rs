@@ -1,0 +1,145 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The notes the proxy adds at a small window (issue 11, items 6 and 14): the ranges the
+//! model is offered are built for the session's window, a nudge never asks for a fold it
+//! does not offer, and the system note describes refs as they are minted.
+
+mod support;
+
+use foldwire_core::Wire;
+use support::*;
+
+const WINDOW: u64 = 12_000;
+const RANGES_NOTE: &str = "[foldwire] Compressible ranges now:";
+const NUDGE: &str = "[foldwire] The context is past";
+
+async fn post(proxy: std::net::SocketAddr, wire: Wire, session: &str, body: &serde_json::Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}{}", path_of(wire, false)))
+        .header("x-foldwire-session", session)
+        .header("x-mock-script", "plain")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{wire} {session}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_a_small_window_ranges_are_offered_and_no_nudge_asks_for_what_is_not_offered() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+    for wire in [
+        Wire::Anthropic,
+        Wire::OpenAiChat,
+        Wire::OpenAiResponses,
+        Wire::Gemini,
+    ] {
+        mock.received.lock().unwrap().clear();
+        let session = format!("small-{}", wire.as_str());
+        // A conversation that grows by an exchange of ~600 tokens a turn, well past the window.
+        for turns in 1..=30 {
+            post(
+                proxy,
+                wire,
+                &session,
+                &history_body(wire, turns, 1200, false),
+            )
+            .await;
+        }
+        let forwarded: Vec<String> = mock
+            .bodies()
+            .iter()
+            .map(|b| String::from_utf8_lossy(b).into_owned())
+            .collect();
+        assert_eq!(forwarded.len(), 30, "{wire}");
+        let offered = forwarded.iter().filter(|b| b.contains(RANGES_NOTE)).count();
+        assert!(
+            offered >= 10,
+            "{wire}: only {offered} of 30 requests at window {WINDOW} offered a range"
+        );
+        for (i, body) in forwarded.iter().enumerate() {
+            if body.contains(NUDGE) {
+                assert!(
+                    body.contains(RANGES_NOTE),
+                    "{wire}: request {i} nudges to compress but offers no range"
+                );
+            }
+            // Every range offered fits the share of this window a range may hold (a tenth of
+            // the available budget), which a range built for the default window would not.
+            if let Some(at) = body.find(RANGES_NOTE) {
+                let note = &body[at..];
+                for tokens in note
+                    .split("tokens")
+                    .filter_map(|s| s.rsplit('~').next())
+                    .filter_map(|s| s.trim().parse::<u64>().ok())
+                {
+                    assert!(
+                        tokens <= WINDOW,
+                        "{wire}: request {i} offers a {tokens}-token range"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pressed_request_with_nothing_to_fold_gets_no_compress_nudge() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+    for wire in [
+        Wire::Anthropic,
+        Wire::OpenAiChat,
+        Wire::OpenAiResponses,
+        Wire::Gemini,
+    ] {
+        mock.received.lock().unwrap().clear();
+        // One old exchange (the head) and a last question: past 50% of the window, nothing
+        // foldable.
+        let body = history_body(wire, 1, 16_000, false);
+        post(proxy, wire, &format!("pressed-{}", wire.as_str()), &body).await;
+        let forwarded = String::from_utf8_lossy(&mock.bodies()[0]).into_owned();
+        assert!(!forwarded.contains(RANGES_NOTE), "{wire}: {forwarded}");
+        assert!(
+            !forwarded.contains(NUDGE),
+            "{wire}: a nudge asks to compress with no range offered"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_system_note_describes_refs_as_they_are_minted() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    post(
+        proxy,
+        Wire::Anthropic,
+        "note",
+        &history_body(Wire::Anthropic, 2, 200, false),
+    )
+    .await;
+    let body: serde_json::Value = serde_json::from_slice(&mock.bodies()[0]).unwrap();
+    let note = body["system"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["text"].as_str())
+        .find(|t| t.contains("foldwire"))
+        .unwrap()
+        .to_owned();
+    // Refs are per content part, not per message, and not every part has one.
+    assert!(note.contains("one per content part"), "{note}");
+    assert!(note.contains("one message can hold several refs"), "{note}");
+    assert!(
+        note.contains("get no ref, so the numbers skip them"),
+        "{note}"
+    );
+    assert!(note.contains("pinned"), "{note}");
+    assert!(!note.contains("every earlier message has a ref"), "{note}");
+    // Only what is listed can fold.
+    assert!(note.contains("only the ranges listed can fold"), "{note}");
+}
