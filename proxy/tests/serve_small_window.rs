@@ -143,3 +143,43 @@ async fn the_system_note_describes_refs_as_they_are_minted() {
     // Only what is listed can fold.
     assert!(note.contains("only the ranges listed can fold"), "{note}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ranges_offered_are_built_for_the_sessions_window() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+    for wire in [
+        Wire::Anthropic,
+        Wire::OpenAiChat,
+        Wire::OpenAiResponses,
+        Wire::Gemini,
+    ] {
+        // Requests under the fold threshold, whose history past the head lies within the
+        // recent tokens a default (200,000) window protects but not within the share of a
+        // 12,000 window that is protected: only a note built for the session's window offers
+        // the oldest of it.
+        let mut offered = 0;
+        for turns in 30..=36 {
+            mock.received.lock().unwrap().clear();
+            let session = format!("window-{}-{turns}", wire.as_str());
+            post(
+                proxy,
+                wire,
+                &session,
+                &history_body(wire, turns, 400, false),
+            )
+            .await;
+            let body = String::from_utf8_lossy(&mock.bodies()[0]).into_owned();
+            let counters = admin(proxy, &session).await["reports"][0]["counters"].clone();
+            if counters["fold.blocks_created"].as_u64().unwrap_or(0) > 0 {
+                continue;
+            }
+            if let Some(at) = body.find(RANGES_NOTE) {
+                assert!(body[at..].contains("- m0"), "{wire}: {}", &body[at..]);
+                offered += 1;
+            }
+        }
+        assert!(offered > 0, "{wire}: no range offered at window {WINDOW}");
+    }
+}

@@ -6,7 +6,9 @@
 //! provider's prompt cache stays warm; the per-turn range list is appended as trailing user
 //! text, after everything cached.
 
-use foldwire_core::{Conversation, RangeInfo, Wire};
+use foldwire_core::{Conversation, RangeInfo, TokenEstimator, Turn, Wire};
+use foldwire_stages::kernel::{Protection, SummaryRun, summary_runs};
+use foldwire_stages::ranges_build::PROTECTION_NOTE;
 use serde_json::{Map, Value, json};
 
 /// The compress tool's name.
@@ -114,11 +116,30 @@ pub fn tool_entries(wire: Wire) -> Vec<Value> {
 /// Characters of a range's first message shown in the note.
 const PREVIEW_CHARS: usize = 80;
 
+/// The runs of summaries the model may fold a tier up, found in a view turn (the client's
+/// conversation with refs, the session's state after the turn, and the protection
+/// `ranges.build` recorded), with the same rules automatic folds use.
+pub fn summary_runs_of(turn: &Turn, estimator: &dyn TokenEstimator) -> Vec<SummaryRun> {
+    let Some(view) = turn.conversation.as_ref() else {
+        return Vec::new();
+    };
+    let protection = turn
+        .stage_notes
+        .get(PROTECTION_NOTE)
+        .and_then(|v| serde_json::from_value::<Protection>(v.clone()).ok())
+        .unwrap_or_default();
+    summary_runs(view, &turn.state, &protection, estimator)
+}
+
 /// The per-turn note: which ranges can be compressed right now, each with a preview of its
 /// first message (found in `view`, the conversation with refs) so the model can tell them
-/// apart.
-pub fn ranges_note(ranges: &[RangeInfo], view: Option<&Conversation>) -> Option<String> {
-    if ranges.is_empty() {
+/// apart, then the runs of summaries that can fold into one a tier up (by block ids).
+pub fn ranges_note(
+    ranges: &[RangeInfo],
+    runs: &[SummaryRun],
+    view: Option<&Conversation>,
+) -> Option<String> {
+    if ranges.is_empty() && runs.is_empty() {
         return None;
     }
     let mut note = String::from("[foldwire] Compressible ranges now:");
@@ -144,6 +165,17 @@ pub fn ranges_note(ranges: &[RangeInfo], view: Option<&Conversation>) -> Option<
             }
         }
     }
+    for run in runs {
+        let (Some(first), Some(last)) = (run.first(), run.last()) else {
+            continue;
+        };
+        note.push_str(&format!(
+            "\n- {first}..{last}: {} summaries, ~{} tokens (folds them into one tier-{} summary)",
+            run.blocks.len(),
+            run.tokens,
+            run.tier
+        ));
+    }
     Some(note)
 }
 
@@ -168,11 +200,12 @@ pub fn pressure_note(request_tokens: u64, window: u64) -> Option<String> {
 /// is no nudge: the model is never asked for a fold it cannot make.
 pub fn turn_note(
     ranges: &[RangeInfo],
+    runs: &[SummaryRun],
     view: Option<&Conversation>,
     request_tokens: u64,
     window: u64,
 ) -> Option<String> {
-    let listed = ranges_note(ranges, view)?;
+    let listed = ranges_note(ranges, runs, view)?;
     let parts: Vec<String> = pressure_note(request_tokens, window)
         .into_iter()
         .chain(Some(listed))
@@ -397,13 +430,29 @@ mod tests {
             messages: 4,
             tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
         };
-        let note = turn_note(std::slice::from_ref(&r), None, 100, 1000).unwrap();
+        let note = turn_note(std::slice::from_ref(&r), &[], None, 100, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
-        assert!(turn_note(&[], None, 100, 1000).is_none());
+        assert!(turn_note(&[], &[], None, 100, 1000).is_none());
         // Past a band with nothing to offer: no nudge asks for a fold that cannot be made.
-        assert!(turn_note(&[], None, 600, 1000).is_none());
-        let pressed = turn_note(std::slice::from_ref(&r), None, 600, 1000).unwrap();
+        assert!(turn_note(&[], &[], None, 600, 1000).is_none());
+        let pressed = turn_note(std::slice::from_ref(&r), &[], None, 600, 1000).unwrap();
         assert!(pressed.contains("50%") && pressed.contains("m00001..m00004"));
+        // Summaries side by side are offered by block ids, and count as an offer.
+        let run = SummaryRun {
+            blocks: vec![
+                foldwire_core::BlockId(2),
+                foldwire_core::BlockId(3),
+                foldwire_core::BlockId(5),
+            ],
+            tokens: 240,
+            tier: 2,
+        };
+        let note = turn_note(&[], std::slice::from_ref(&run), None, 600, 1000).unwrap();
+        assert!(note.contains("50%"), "{note}");
+        assert!(
+            note.contains("b2..b5: 3 summaries, ~240 tokens (folds them into one tier-2 summary)"),
+            "{note}"
+        );
     }
 
     #[test]
