@@ -35,8 +35,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::units::{coverage, unit_tokens};
 use crate::kernel::{
-    CompressConfig, CompressRequest, FirstUserPin, MAX_TIER, Protection, SummaryRun,
-    apply_compression, archive_originals, fold_view, rendered_text, summary_runs, summary_text,
+    CompressConfig, CompressRequest, FirstUserPin, Protection, SummaryRun, apply_compression,
+    archive_originals, fold_view, rendered_text, summary_runs, summary_text,
 };
 use crate::ranges_build::PROTECTION_NOTE;
 
@@ -175,58 +175,56 @@ impl Fold {
             max_chars: self.config.max_summary_chars,
         };
 
-        // Fresh history first: the ranges the policy picks, adjacent ones merged so that
-        // one summary stands for them all.
-        let demand = folds.demand(self.summary_tokens());
-        let mut chosen = policy.choose(&folds.turn.ranges, &demand);
-        chosen.sort_unstable();
-        chosen.dedup();
-        chosen.retain(|&i| i < folds.turn.ranges.len());
-        if !chosen.is_empty() {
-            let picked: Vec<RangeInfo> = chosen
-                .iter()
-                .filter_map(|&i| folds.turn.ranges.get(i).cloned())
-                .collect();
-            let mut requests = Vec::new();
-            for (start, end) in folds.merged(&picked) {
-                requests.extend(folds.fresh_request(start, end).await);
+        // Each round measures the request as it would now be sent and asks the policy again:
+        // fresh history first (the ranges it picks, adjacent ones merged so that one summary
+        // stands for them all); once no fresh range is picked, the summaries on the wire
+        // fold again (each run of them the policy picks becomes one block a tier up). The
+        // rounds stop when the policy is satisfied or a round folds nothing.
+        for _ in 0..FOLD_ROUNDS {
+            let demand = folds.demand(self.summary_tokens());
+            let mut chosen = policy.choose(&folds.turn.ranges, &demand);
+            chosen.sort_unstable();
+            chosen.dedup();
+            chosen.retain(|&i| i < folds.turn.ranges.len());
+            if !chosen.is_empty() {
+                let picked: Vec<RangeInfo> = chosen
+                    .iter()
+                    .filter_map(|&i| folds.turn.ranges.get(i).cloned())
+                    .collect();
+                let mut requests = Vec::new();
+                for (start, end) in folds.merged(&picked) {
+                    requests.extend(folds.fresh_request(start, end).await);
+                }
+                folds.apply(&requests);
+                // Picked ranges leave the queue whether or not they applied, so every round
+                // makes progress.
+                let mut index = 0;
+                folds.turn.ranges.retain(|_| {
+                    let keep = !chosen.contains(&index);
+                    index += 1;
+                    keep
+                });
+                continue;
             }
-            folds.apply(&requests);
-            let mut index = 0;
-            folds.turn.ranges.retain(|_| {
-                let keep = !chosen.contains(&index);
-                index += 1;
-                keep
-            });
-        }
-
-        // Then, while the request is still over the policy's threshold, the summaries on the
-        // wire fold again: each run of them the policy picks becomes one block a tier up.
-        for _ in 0..TIER_ROUNDS {
-            let runs = summary_runs(
+            let runs: Vec<(SummaryRun, RangeInfo)> = summary_runs(
                 &conversation,
                 &folds.turn.state,
                 &compress.protection,
                 estimator,
-            );
-            let infos: Vec<(SummaryRun, RangeInfo)> = runs
-                .into_iter()
-                .filter_map(|run| {
-                    let info = run.as_range(&folds.turn.state)?;
-                    Some((run, info))
-                })
-                .collect();
-            if infos.is_empty() {
-                break;
-            }
-            let ranges: Vec<RangeInfo> = infos.iter().map(|(_, r)| r.clone()).collect();
-            let demand = folds.demand(self.summary_tokens());
-            let mut picked = policy.choose(&ranges, &demand);
+            )
+            .into_iter()
+            .filter_map(|run| {
+                let info = run.as_range(&folds.turn.state)?;
+                Some((run, info))
+            })
+            .collect();
+            let infos: Vec<RangeInfo> = runs.iter().map(|(_, r)| r.clone()).collect();
+            let mut picked = policy.choose(&infos, &demand);
             picked.sort_unstable();
             picked.dedup();
             let mut requests = Vec::new();
             for i in picked {
-                if let Some((run, _)) = infos.get(i) {
+                if let Some((run, _)) = runs.get(i) {
                     requests.extend(folds.tier_request(run).await);
                 }
             }
@@ -239,8 +237,9 @@ impl Fold {
     }
 }
 
-/// Rounds of tier folds one turn may make (each can lift a run one tier).
-const TIER_ROUNDS: usize = MAX_TIER as usize;
+/// Rounds of automatic folds one turn may make: each folds the ranges or runs of summaries
+/// the policy picks, and the next measures again.
+const FOLD_ROUNDS: usize = 8;
 
 /// One turn's automatic folds: the turn, its (unfolded) conversation and how to summarize.
 struct Folds<'a> {
