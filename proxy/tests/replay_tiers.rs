@@ -153,32 +153,31 @@ async fn a_long_session_at_small_windows_is_never_refused_and_its_tiers_restore_
 }
 
 #[test]
-fn foldwire_replay_at_small_windows_reports_no_refusal() {
+fn foldwire_replay_of_the_session_reports_no_refusal() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("session.jsonl");
     std::fs::write(&file, session().join("\n")).unwrap();
     // The default head (4,000 tokens) leaves an 8,000 window too little beside the
     // protected recent messages; 12,000 is the smallest window it fits as it is.
-    for window in ["12000"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_foldwire"))
-            .args([
-                "replay",
-                file.to_str().unwrap(),
-                "--json",
-                "--window",
-                window,
-            ])
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-        assert_eq!(rows.len(), TURNS);
-        let refused: Vec<&Value> = rows.iter().filter(|r| !r["refused"].is_null()).collect();
-        assert!(refused.is_empty(), "window {window}: {refused:?}");
-        assert!(rows.iter().all(|r| r["failed"].is_null()));
-    }
+    let window = "12000";
+    let out = Command::new(env!("CARGO_BIN_EXE_foldwire"))
+        .args([
+            "replay",
+            file.to_str().unwrap(),
+            "--json",
+            "--window",
+            window,
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(rows.len(), TURNS);
+    let refused: Vec<&Value> = rows.iter().filter(|r| !r["refused"].is_null()).collect();
+    assert!(refused.is_empty(), "window {window}: {refused:?}");
+    assert!(rows.iter().all(|r| r["failed"].is_null()));
 }
