@@ -183,3 +183,90 @@ async fn the_ranges_offered_are_built_for_the_sessions_window() {
         assert!(offered > 0, "{wire}: no range offered at window {WINDOW}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_model_folds_an_offered_run_of_summaries_into_a_higher_tier() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+    for wire in [
+        Wire::Anthropic,
+        Wire::OpenAiChat,
+        Wire::OpenAiResponses,
+        Wire::Gemini,
+    ] {
+        let session = format!("tiers-{}", wire.as_str());
+        for turns in 1..=20 {
+            post(
+                proxy,
+                wire,
+                &session,
+                &history_body(wire, turns, 1200, false),
+            )
+            .await;
+        }
+        let body = history_body(wire, 21, 1200, false);
+        let resp = reqwest::Client::new()
+            .post(format!("http://{proxy}{}", path_of(wire, false)))
+            .header("x-foldwire-session", &session)
+            .header("x-mock-script", "compress-summaries")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        let answer = String::from_utf8_lossy(&resp.bytes().await.unwrap()).into_owned();
+        assert!(answer.contains("All done."), "{wire}: {answer}");
+        let admin = admin(proxy, &session).await;
+        let state: foldwire_core::SessionState =
+            serde_json::from_value(admin["state"].clone()).unwrap();
+        let tiered = state
+            .blocks
+            .iter()
+            .find(|b| b.author.as_deref() == Some("model"))
+            .unwrap_or_else(|| panic!("{wire}: the model's fold made no block: {admin}"));
+        assert!(tiered.tier >= 2, "{wire}: tier {}", tiered.tier);
+        assert!(tiered.consumed.len() >= 2, "{wire}: {:?}", tiered.consumed);
+        // Restored in full (state first, then the archive), it gives back what the client
+        // sent, byte for byte.
+        let archive = foldwire_archive::open(dir.path().to_str().unwrap())
+            .unwrap()
+            .media;
+        let restored = foldwire_stages::kernel::restore_with_archive(
+            &state,
+            archive.as_ref(),
+            &foldwire_core::SessionId::new(session.clone()).unwrap(),
+            tiered.id,
+            true,
+        )
+        .await
+        .unwrap();
+        assert_eq!(restored.units.len(), tiered.effective.len());
+        let sent = body.to_string();
+        for unit in &restored.units {
+            assert!(
+                sent.contains(&unit.raw),
+                "{wire}: {} is not what was sent",
+                unit.r#ref
+            );
+        }
+        // The next request shows the folded history as one summary of the new block.
+        mock.received.lock().unwrap().clear();
+        post(proxy, wire, &session, &history_body(wire, 22, 1200, false)).await;
+        let next = String::from_utf8_lossy(&mock.bodies()[0]).into_owned();
+        let header = format!("[foldwire {}", tiered.id);
+        assert!(next.contains(&header), "{wire}: {header} not on the wire");
+        for consumed in &tiered.consumed {
+            for shape in [
+                format!("[foldwire {consumed}]"),
+                format!("[foldwire {consumed} ·"),
+            ] {
+                assert!(
+                    !next.contains(&shape),
+                    "{wire}: consumed {consumed} still rendered"
+                );
+            }
+        }
+    }
+}
