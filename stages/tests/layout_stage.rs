@@ -331,13 +331,25 @@ fn a_request_over_budget_is_refused_with_numbers_and_levers_and_nothing_dropped(
     let last = t.conversation.as_ref().unwrap().messages.last().unwrap();
     assert!(n["request"] > 1_000);
     assert_eq!(n["pinned"], (last.raw.len() as u64).div_ceil(4));
-    assert!(r.levers.iter().any(|l| l.starts_with("fold queued ranges")));
+    // No range is queued (no ranges.build ran): no fold lever; the pinned unit and a reset
+    // are named with what they free.
+    assert!(!r.levers.iter().any(|l| l.starts_with("fold")), "{r}");
     assert!(
         r.levers
             .iter()
-            .any(|l| l.starts_with("a smaller recent window"))
+            .any(|l| l.starts_with("unpin pinned (") && l.contains("frees about")),
+        "{r}"
     );
-    assert!(r.levers.iter().any(|l| l == "unpin pinned"));
+    assert!(r.levers.iter().any(|l| l.starts_with("a new reset")), "{r}");
+    // Neither frees the tokens over: the refusal says so and names the window that fits.
+    assert!(r.reason.contains("nothing that can fold frees the"), "{r}");
+    assert!(
+        r.levers
+            .last()
+            .unwrap()
+            .starts_with("a larger context window: 1402 tokens or more"),
+        "{r}"
+    );
     assert_eq!(t.report.refusal.as_ref(), Some(&r));
     assert_eq!(
         labels(t.conversation.as_ref().unwrap()),

@@ -241,8 +241,14 @@ async fn inject_tools(
     let view = match app.engine.snapshot(session).await {
         Ok(state) => {
             let mut turn = Turn::new(session.clone(), wire, client_body, state);
+            // The ranges offered are built for the session's window, as the turn's were.
+            turn.budget = turn.budget.with_window(window);
             match app.view_pipeline.run(&mut turn, app.engine.context()).await {
-                Ok(()) => Some((turn.conversation, turn.ranges)),
+                Ok(()) => {
+                    let runs =
+                        tools::summary_runs_of(&turn, app.engine.context().estimator.as_ref());
+                    Some((turn.conversation, turn.ranges, runs))
+                }
                 Err(f) => {
                     tracing::warn!(session = %session, stage = %f.stage, error = %f.error, "The compress tool's view could not be built.");
                     None
@@ -251,8 +257,14 @@ async fn inject_tools(
         }
         Err(_) => None,
     };
-    let (conversation, ranges) = view.unwrap_or_default();
-    let note = tools::turn_note(&ranges, conversation.as_ref(), processed.estimated, window);
+    let (conversation, ranges, runs) = view.unwrap_or_default();
+    let note = tools::turn_note(
+        &ranges,
+        &runs,
+        conversation.as_ref(),
+        processed.estimated,
+        window,
+    );
     if let Err(e) = tools::inject(wire, &mut value, note.as_deref()) {
         tracing::debug!(session = %session, reason = %e, "Proxy tools not injected.");
         return;

@@ -8,6 +8,7 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 
 use super::protect::Protection;
+use super::tiers::MAX_TIER;
 use super::units::{Links, coverage, foldable, unit_tokens};
 
 /// One range the caller (the model through the compress tool, the CLI, a fold policy) asks
@@ -537,28 +538,25 @@ impl Ctx<'_> {
             }
         }
         nested.sort_by_key(|id| self.state.blocks.iter().position(|b| b.id == *id));
-        let target_tier = if is_block {
-            nested
-                .iter()
-                .filter_map(|id| self.block(*id).map(|b| b.tier))
-                .min()
-                .unwrap_or(1)
-        } else {
-            1
-        };
-        let tier = if is_block {
-            (target_tier + 1).min(3)
-        } else {
-            1
-        };
+        // A block range consumes every active block showing in it, whatever its tier, and
+        // makes the tier above the highest (up to MAX_TIER); a message range absorbs only
+        // the tier-1 blocks nested in it and stays tier 1.
+        let consumable = |b: &Block| b.active && (is_block || b.tier == 1);
         let consumed: Vec<BlockId> = nested
             .iter()
             .copied()
-            .filter(|id| {
-                self.block(*id)
-                    .is_some_and(|b| b.active && b.tier == target_tier)
-            })
+            .filter(|id| self.block(*id).is_some_and(consumable))
             .collect();
+        let tier = if is_block {
+            let highest = consumed
+                .iter()
+                .filter_map(|id| self.block(*id).map(|b| b.tier))
+                .max()
+                .unwrap_or(0);
+            (highest + 1).min(MAX_TIER)
+        } else {
+            1
+        };
         let consumed_refs: HashSet<Ref> = consumed
             .iter()
             .filter_map(|id| self.block(*id))

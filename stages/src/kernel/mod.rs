@@ -14,6 +14,7 @@
 //! - [`render`]: the fixed shape of a rendered summary.
 //! - [`pairing_rules`] and [`repair`]: each wire's pairing rules and their repair.
 //! - [`originals`]: [`archive_originals`] — folded originals from the state into the archive.
+//! - [`tiers`]: [`summary_runs`] — runs of summaries that fold again into a higher tier.
 //! - [`restore`], [`search`], [`inspect`]: reading blocks back.
 
 pub mod compress;
@@ -27,6 +28,7 @@ pub mod render;
 pub mod repair;
 pub mod restore;
 pub mod search;
+pub mod tiers;
 pub mod units;
 
 pub use compress::{
@@ -42,3 +44,4 @@ pub use render::{archived_media_lines, rendered_text, summary_text};
 pub use repair::{RepairReport, repair};
 pub use restore::{RestoreError, Restored, RestoredUnit, restore, restore_with_archive};
 pub use search::{SearchHit, search};
+pub use tiers::{MAX_TIER, SummaryRun, summary_runs};

@@ -358,7 +358,6 @@ pub fn lay_out(
         .max(head_units.end);
     let n = conv.messages.len();
 
-    let pinned: Vec<&Message> = conv.messages.iter().filter(|m| m.pin.is_some()).collect();
     let zones = refusal::ZoneTokens {
         budget: available,
         frame: frame_tokens,
@@ -376,7 +375,15 @@ pub fn lay_out(
         after_reset,
     };
     if zones.request() > available {
-        let refused = refusal::refusal(NAME, &zones, &pinned);
+        let relief = refusal::Relief::of(
+            &turn.ranges,
+            conv,
+            &turn.state,
+            &turn.stage_notes,
+            estimator,
+            budget,
+        );
+        let refused = refusal::refusal(NAME, &zones, &relief);
         turn.report.refusal = Some(refused.clone());
         // Keep the transition's anchor; nothing else of this turn is remembered.
         if let Err(e) = head.store(&mut turn.state) {
