@@ -27,9 +27,9 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    AnyRef, BlockId, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand,
-    Message, Origin, Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse,
-    Summarizer, SummaryRequest, TokenEstimator, Turn, async_trait,
+    AnyRef, BlockId, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand, Message,
+    Origin, Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse, Summarizer,
+    SummaryRequest, TokenEstimator, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
