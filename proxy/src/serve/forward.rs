@@ -123,9 +123,11 @@ async fn process(
     body: Bytes,
 ) -> Result<Processed, Box<Response>> {
     app.metrics.request(wire);
+    let query = route.path_and_query.split_once('?').map(|(_, q)| q);
     let session = identity::resolve_by_history(
         &app.engine,
         headers,
+        query,
         wire,
         &route.upstream,
         &body,
