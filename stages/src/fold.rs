@@ -28,10 +28,9 @@ use foldwire_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::units::{coverage, unit_tokens};
 use crate::kernel::{
     CompressConfig, CompressRequest, FirstUserPin, Protection, apply_compression,
-    archive_originals, fold_view,
+    archive_originals, fold_view, folded_request_tokens,
 };
 use crate::ranges_build::PROTECTION_NOTE;
 
@@ -147,24 +146,11 @@ impl Fold {
             .registry
             .fold_policy(&self.config.policy, &self.config.policy_params)
             .map_err(|e| failed(&e))?;
-        let covered = coverage(&turn.state);
         let estimator = cx.estimator.as_ref();
-        let frame = conversation
-            .source
-            .get(..conversation.messages_span.start)
-            .map_or(0, |b| estimator.raw_tokens(b))
-            + conversation
-                .source
-                .get(conversation.messages_span.end..)
-                .map_or(0, |b| estimator.raw_tokens(b));
-        let visible: u64 = conversation
-            .messages
-            .iter()
-            .filter(|u| !u.r#ref.is_some_and(|r| covered.contains_key(&r)))
-            .map(|u| unit_tokens(u, estimator))
-            .sum();
         let demand = FoldDemand {
-            request_tokens: frame + visible,
+            // The request as it would be sent with the active blocks applied: summaries,
+            // wire envelopes and frame included.
+            request_tokens: folded_request_tokens(conversation, &turn.state, estimator),
             budget: turn.budget,
             // The summary text at its cap (dense text: three characters a token) plus the
             // block's header line.

@@ -61,7 +61,7 @@ impl Layout for Splitter {
 
 fn config(head: u64, recent: u64) -> HeadWindowConfig {
     HeadWindowConfig {
-        head_tokens: head,
+        head_tokens: Some(head),
         recent_tokens: Some(recent),
         ..HeadWindowConfig::default()
     }
@@ -241,8 +241,9 @@ fn a_turn_that_only_appends_rewrites_nothing_and_an_edit_rewrites_from_it() {
     let mut t = turn(conversation(Wire::Anthropic, &msgs), t.state, 100_000);
     let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &plain).unwrap();
     assert_eq!(t.report.counter("rewritten_tokens"), 0);
+    // A unit's tokens as sent: its bytes and its wire message's envelope.
     let unit = |conv: &foldwire_core::Conversation, i: usize| {
-        (conv.messages[i].raw.len() as u64).div_ceil(4)
+        foldwire_stages::kernel::measure(conv, &CharEstimator).units[i]
     };
     let conv = t.conversation.as_ref().unwrap();
     assert_eq!(out.rewrite.appended_tokens, unit(conv, 6) + unit(conv, 7));
@@ -330,7 +331,13 @@ fn a_request_over_budget_is_refused_with_numbers_and_levers_and_nothing_dropped(
     assert_eq!(n["budget"], 1_000);
     let last = t.conversation.as_ref().unwrap().messages.last().unwrap();
     assert!(n["request"] > 1_000);
-    assert_eq!(n["pinned"], (last.raw.len() as u64).div_ceil(4));
+    let measured =
+        foldwire_stages::kernel::measure(t.conversation.as_ref().unwrap(), &CharEstimator);
+    assert_eq!(n["pinned"], *measured.units.last().unwrap());
+    assert!(
+        n["pinned"] > (last.raw.len() as u64).div_ceil(4),
+        "its envelope counts"
+    );
     assert!(r.levers.iter().any(|l| l.starts_with("fold queued ranges")));
     assert!(
         r.levers
@@ -368,7 +375,7 @@ fn turn_options_override_window_and_head() {
     let cfg = config(300, 10)
         .with_options(&serde_json::from_str(r#"{"head_tokens": 700, "recent_tokens": 5}"#).unwrap())
         .unwrap();
-    assert_eq!((cfg.head_tokens, cfg.recent_tokens), (700, Some(5)));
+    assert_eq!((cfg.head_tokens, cfg.recent_tokens), (Some(700), Some(5)));
     lay_out(&mut t, &StoreOrder, &CharEstimator, &cfg).unwrap();
     assert_eq!(head_fingerprints(&t.state).len(), 6);
 
@@ -482,8 +489,9 @@ fn cache_markers_go_at_the_boundaries_within_the_rules() {
         .filter(|(_, m)| m.raw.windows(13).any(|w| w == b"cache_control"))
         .map(|(i, _)| i)
         .collect();
-    // Head = h0,h1 (≈216 tokens of 300); recent = the last 9 (≈972 of 1,000).
-    assert_eq!(marked, [1, 10, 19]);
+    // Head = h0,h1 (≈231 tokens of 300); recent = the last 8 (≈924 of 1,000: each message
+    // is ≈115 tokens with its envelope).
+    assert_eq!(marked, [1, 11, 19]);
     // Key order is kept, the marker appended.
     assert!(
         conv.messages[1]
@@ -619,7 +627,8 @@ fn replay_reports_tokens_and_rewrite_per_turn() {
     assert_eq!(turns[1].rewrite.rewritten_tokens, 0);
     assert_eq!(
         turns[1].rewrite.request_tokens,
-        turns[0].rewrite.request_tokens + 107
+        turns[0].rewrite.request_tokens + 115,
+        "107 tokens of text and 8 of envelope"
     );
     // The reset's transition lands before m0 (after n0): an append, no rewrite.
     assert_eq!(turns[2].rewrite.rewritten_tokens, 0);

@@ -212,6 +212,7 @@ struct Ctx<'a> {
     head: HashSet<usize>,
     config: &'a CompressConfig,
     estimator: &'a dyn TokenEstimator,
+    wire: foldwire_core::Wire,
 }
 
 /// Applies a batch of ranges to the session's state, checked against `view` (the
@@ -237,7 +238,9 @@ pub fn apply_compression(
     let units = view.messages.as_slice();
     let covered = coverage(state);
     let links = Links::new(units);
-    let zone = config.protection.zone(units, &covered, estimator);
+    let zone = config
+        .protection
+        .zone(view.wire, units, &covered, estimator);
     let tools = config.protection.protected_tools(units, &links);
     let head = config.protection.head(units, state);
     let pos_by_ref = units
@@ -257,6 +260,7 @@ pub fn apply_compression(
         head,
         config,
         estimator,
+        wire: view.wire,
     };
 
     let mut outcomes: Vec<RangeOutcome> = requests
@@ -697,7 +701,7 @@ impl Ctx<'_> {
         let fresh_tokens = direct
             .iter()
             .filter_map(|&i| self.units.get(i))
-            .map(|u| unit_tokens(u, self.estimator))
+            .map(|u| unit_tokens(self.wire, u, self.estimator))
             .sum();
         Ok(Plan {
             first,

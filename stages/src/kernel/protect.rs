@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use foldwire_core::{
-    BlockId, Message, MessageId, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
+    BlockId, Message, MessageId, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator, Wire,
 };
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +42,7 @@ impl Protection {
     /// with a ref that no active block covers count as visible.
     pub fn zone(
         &self,
+        wire: Wire,
         units: &[Message],
         covered: &HashMap<Ref, BlockId>,
         estimator: &dyn TokenEstimator,
@@ -61,7 +62,7 @@ impl Protection {
             }
             zone.insert(i);
             counted += 1;
-            tokens += unit_tokens(u, estimator);
+            tokens += unit_tokens(wire, u, estimator);
         }
         if self.last_user {
             let last_user = units.iter().rposition(|u| {

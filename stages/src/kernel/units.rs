@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 
 use foldwire_core::{
-    BlockId, Message, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
+    BlockId, MediaClass, Message, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
+    Wire,
 };
+use foldwire_wire::tokens::{default_image_tokens, raw_tokens};
 
 /// Refs hidden by active blocks, each mapped to the active block that hides it.
 ///
@@ -22,9 +24,11 @@ pub fn coverage(state: &SessionState) -> HashMap<Ref, BlockId> {
 }
 
 /// True when a unit may ever be folded: it came from the client, carries a ref (so it is
-/// not pinned) and is not an opaque pass-through item.
+/// not pinned), is not an opaque pass-through item and is not frame (a system or developer
+/// message).
 pub fn foldable(unit: &Message) -> bool {
     unit.r#ref.is_some()
+        && !unit.is_frame()
         && unit.pin.is_none()
         && unit.origin == Origin::Client
         && unit.kind != MessageKind::Opaque
@@ -62,13 +66,23 @@ pub fn result_id(unit: &Message) -> Option<&str> {
     }
 }
 
-/// Estimated tokens of one unit: its exact bytes, or its text for synthesized units.
-pub fn unit_tokens(unit: &Message, estimator: &dyn TokenEstimator) -> u64 {
-    if unit.raw.is_empty() {
+/// Estimated tokens of one unit on `wire`: its exact bytes (inline images priced by their
+/// pixel size, see [`raw_tokens`]), or its text for synthesized units; an image the unit
+/// only references (a remote URL, a provider file) costs the wire's default image price,
+/// since the provider reads the image even though foldwire never sees it. The wire
+/// message around the unit is not counted here; [`super::measure`] adds it.
+pub fn unit_tokens(wire: Wire, unit: &Message, estimator: &dyn TokenEstimator) -> u64 {
+    let own = if unit.raw.is_empty() {
         estimator.text_tokens(&unit.text)
     } else {
-        estimator.raw_tokens(&unit.raw)
-    }
+        raw_tokens(wire, &unit.raw, estimator)
+    };
+    let referenced = unit
+        .media
+        .iter()
+        .filter(|m| m.kind == "image" && matches!(m.class, MediaClass::Unrecoverable { .. }))
+        .count() as u64;
+    own + referenced * default_image_tokens(wire)
 }
 
 /// Groups of units that must stay together: a tool call with every result carrying its call
