@@ -305,3 +305,51 @@ fn codex_developer_items_stay_whatever_folds() {
         assert_ne!(r["role"], "system", "{r}");
     }
 }
+
+/// A plain Chat conversation (no system message) of `turns` exchanges, then a question.
+fn plain_chat(turns: usize, chars: usize) -> (String, Vec<Value>) {
+    let body: Value = serde_json::from_str(&chat_body(SYSTEM, turns, chars)).unwrap();
+    let messages: Vec<Value> = body["messages"].as_array().unwrap()[1..].to_vec();
+    let body = json!({"model": "gpt-4o", "messages": messages}).to_string();
+    (body, messages)
+}
+
+#[test]
+fn the_head_window_holds_on_a_fresh_sessions_first_turn_and_follows_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().to_str().unwrap();
+    let (body, sent) = plain_chat(30, 400);
+    let (out, report) = run(
+        st,
+        "openai-chat",
+        "fresh",
+        &["--window", "8000"],
+        body.as_bytes(),
+    );
+    assert!(
+        report["counters"]["fold.blocks_created"].as_u64().unwrap() > 0,
+        "the request was over its budget: {report}"
+    );
+    // The head is 15% of the 6,000 available tokens (900): the opening messages (about
+    // 115 tokens each) go out verbatim and first, and the fold starts after them.
+    let head = report["counters"]["layout.head_tokens"].as_u64().unwrap();
+    assert!((600..=900).contains(&head), "{head}");
+    let messages = out["messages"].as_array().unwrap();
+    for i in 0..5 {
+        assert_eq!(messages[i], sent[i], "message {i} of the head");
+    }
+    assert!(out.to_string().contains("[foldwire b1"), "{out}");
+    // An explicit head size still applies.
+    let (out, report) = run(
+        st,
+        "openai-chat",
+        "fresh-no-head",
+        &["--window", "8000", "--head-tokens", "0"],
+        body.as_bytes(),
+    );
+    assert_eq!(report["counters"]["layout.head_tokens"], 0, "{report}");
+    assert_ne!(
+        out["messages"][0], sent[0],
+        "without a head the opening folds"
+    );
+}

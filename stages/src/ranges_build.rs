@@ -8,6 +8,12 @@
 //!
 //! The protection it used is recorded on the turn under [`PROTECTION_NOTE`] so the `fold`
 //! stage validates its automatic folds with the same settings (one source of truth).
+//!
+//! On a session's first turn (no head recorded yet) it records the head window first
+//! ([`ensure_first_head`]), sized by the turn option `head_tokens` or the layout's default
+//! for the budget ([`default_head_tokens`]), so the opening messages never fold before the
+//! layout has seen them. A `head_tokens` set as a param of `layout.head_window` in a
+//! pipeline spec only takes effect from the layout's first run.
 
 use std::sync::Arc;
 
@@ -16,6 +22,7 @@ use foldwire_core::{
 };
 
 use crate::kernel::{RangesConfig, compressible_ranges};
+use crate::layout_head_window::{default_head_tokens, ensure_first_head};
 
 /// Stage name.
 pub const NAME: &str = "ranges.build";
@@ -48,6 +55,30 @@ impl Stage for RangesBuild {
             .conversation
             .as_ref()
             .ok_or(StageError::NotDecoded { stage: NAME })?;
+        // A fresh session has no head recorded yet (the layout records it after `fold`):
+        // record it now, so the head window holds from the first turn.
+        let head_tokens = match turn.options.get("head_tokens") {
+            Some(v) => v.as_u64().ok_or_else(|| StageError::Failed {
+                stage: NAME,
+                message: format!("turn option `head_tokens` must be a token count, got {v}"),
+            })?,
+            None => default_head_tokens(turn.budget.available()),
+        };
+        match ensure_first_head(
+            &mut turn.state,
+            conversation,
+            cx.estimator.as_ref(),
+            head_tokens,
+        ) {
+            Ok(recorded) => turn
+                .report
+                .count("ranges.first_head_recorded", u64::from(recorded)),
+            Err(e) => turn.report.warn(
+                NAME,
+                "first_head_not_recorded",
+                format!("{e}; the head window is not protected until the layout records it"),
+            ),
+        }
         let config = self.config_for(turn.budget);
         turn.ranges =
             compressible_ranges(conversation, &turn.state, &config, cx.estimator.as_ref());

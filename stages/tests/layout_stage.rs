@@ -654,3 +654,41 @@ fn replay_reports_tokens_and_rewrite_per_turn() {
     .unwrap();
     assert!(turns[0].refusal.is_some());
 }
+
+#[test]
+fn the_default_head_is_a_share_of_the_budget_capped_at_4000() {
+    assert_eq!(lh::default_head_tokens(6_000), 900);
+    assert_eq!(lh::default_head_tokens(184_000), lh::DEFAULT_HEAD_TOKENS);
+    let msgs = history("h", 40, 400);
+    for (window, max_head) in [(8_000u64, 1_200u64), (200_000, 4_000)] {
+        let mut t = turn(
+            conversation(Wire::Anthropic, &msgs),
+            SessionState::default(),
+            window,
+        );
+        let cfg = HeadWindowConfig::default();
+        let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &cfg).unwrap_or_else(|e| {
+            panic!("{window}: {e}");
+        });
+        let head = out.zones.head;
+        assert!(
+            head <= max_head && head + 120 > max_head,
+            "{window}: head of {head} tokens"
+        );
+    }
+}
+
+#[test]
+fn ranges_build_records_the_head_before_the_first_fold() {
+    let msgs = history("h", 12, 400);
+    let conv = conversation(Wire::Anthropic, &msgs);
+    let mut state = SessionState::default();
+    assert!(lh::ensure_first_head(&mut state, &conv, &CharEstimator, 300).unwrap());
+    let head: Vec<String> = head_fingerprints(&state).into_iter().map(|m| m.0).collect();
+    assert_eq!(head, ["h0", "h1"], "whole messages within 300 tokens");
+    // Recorded once: a later call leaves it, and a reset waits for the layout.
+    assert!(!lh::ensure_first_head(&mut state, &conv, &CharEstimator, 3_000).unwrap());
+    let mut fresh = SessionState::default();
+    reset(&mut fresh, "New topic.").unwrap();
+    assert!(!lh::ensure_first_head(&mut fresh, &conv, &CharEstimator, 300).unwrap());
+}

@@ -78,7 +78,8 @@ impl Protection {
     /// Positions of the units that form the head window the layout recorded in `state`
     /// (matched by fingerprint; see [`crate::layout_head_window::head_fingerprints`]). The
     /// head is kept verbatim by `layout.head_window`, so these units never fold, whatever
-    /// the other settings say. Empty when no head is recorded.
+    /// the other settings say. Empty when no head is recorded (`ranges.build` records one on
+    /// a session's first turn, see [`crate::layout_head_window::ensure_first_head`]).
     pub fn head(&self, units: &[Message], state: &SessionState) -> HashSet<usize> {
         let ids: HashSet<MessageId> = crate::layout_head_window::head_fingerprints(state)
             .into_iter()

@@ -565,6 +565,51 @@ pub fn lay_out(
     })
 }
 
+/// Records the head window of a session that has none yet, so it holds from the session's
+/// first turn: `ranges.build` and `fold` run before this stage lays the request out, and
+/// [`crate::kernel::Protection::head`] reads the head from the state. The head is measured
+/// the way [`lay_out`] measures it (whole wire messages from the start, `head_tokens` at
+/// most, a call never split from its result), so the layout finds the same head and takes
+/// it over. Does nothing once a head is recorded or sealed, or while a reset's transition
+/// waits to be placed (the layout places it and starts the new head there). Returns true
+/// when it recorded a head.
+///
+/// # Errors
+/// The state's `head` field holds something that is not this stage's state.
+pub fn ensure_first_head(
+    state: &mut SessionState,
+    conv: &Conversation,
+    estimator: &dyn TokenEstimator,
+    head_tokens: u64,
+) -> Result<bool, LayoutStateError> {
+    let mut head = HeadState::load(state)?;
+    if !head.head_ids.is_empty() || head.sealed || head.transition.is_some() {
+        return Ok(false);
+    }
+    let tokens = crate::kernel::measure(conv, estimator).units;
+    let groups = windows::groups(&conv.messages);
+    let group_tokens = windows::group_tokens(&groups, &tokens);
+    let (end, _) = windows::head_walk(
+        &conv.messages,
+        &groups,
+        &group_tokens,
+        0,
+        head_tokens,
+        false,
+    );
+    let units = windows::units_of(&groups, 0..end);
+    head.head_ids = conv
+        .messages
+        .get(units)
+        .map(|u| u.iter().map(|m| m.id.clone()).collect())
+        .unwrap_or_default();
+    if head.head_ids.is_empty() {
+        return Ok(false);
+    }
+    head.store(state)?;
+    Ok(true)
+}
+
 /// Checks a strategy's order: a permutation of `0..n` that keeps each wire message's units
 /// together and in order.
 fn check_order(
