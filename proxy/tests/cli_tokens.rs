@@ -353,3 +353,59 @@ fn the_head_window_holds_on_a_fresh_sessions_first_turn_and_follows_the_window()
         "without a head the opening folds"
     );
 }
+
+/// The estimate the layout checks against the budget is what is forwarded: over a long
+/// session at a small window (folds, rendered summaries, envelopes, cache markers), the
+/// reported `request_tokens` of every turn is within 3% of the same estimator (bytes / 4)
+/// over the body `run` wrote.
+#[test]
+fn the_estimate_of_a_long_folded_session_matches_the_forwarded_body() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().to_str().unwrap();
+    for wire in ["openai-chat", "anthropic"] {
+        let mut folded_turns = 0;
+        for turns in (4..=48).step_by(4) {
+            let (body, _) = plain_chat(turns, 300);
+            let body = match wire {
+                "anthropic" => {
+                    let mut v: Value = serde_json::from_str(&body).unwrap();
+                    v["max_tokens"] = json!(1024);
+                    v["system"] = json!(SYSTEM);
+                    v.to_string()
+                }
+                _ => body,
+            };
+            let report = tempfile::NamedTempFile::new().unwrap();
+            let out = foldwire(
+                &[
+                    "run",
+                    "--wire",
+                    wire,
+                    "--session",
+                    &format!("long-{wire}"),
+                    "--state",
+                    st,
+                    "--window",
+                    "8000",
+                    "--report",
+                    report.path().to_str().unwrap(),
+                ],
+                body.as_bytes(),
+            );
+            let report: Value =
+                serde_json::from_slice(&std::fs::read(report.path()).unwrap()).unwrap();
+            assert_eq!(out.status.code(), Some(0), "{wire} turn {turns}: {report}");
+            let estimated = report["counters"]["request_tokens"].as_u64().unwrap();
+            let forwarded = (out.stdout.len() as u64).div_ceil(4);
+            let gap = estimated.abs_diff(forwarded) as f64 / forwarded as f64;
+            assert!(
+                gap <= 0.03,
+                "{wire} turn {turns}: estimated {estimated}, forwarded {forwarded}"
+            );
+            if text(&out.stdout).contains("[foldwire b") {
+                folded_turns += 1;
+            }
+        }
+        assert!(folded_turns >= 5, "{wire}: the session folded");
+    }
+}
