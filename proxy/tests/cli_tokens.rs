@@ -409,3 +409,43 @@ fn the_estimate_of_a_long_folded_session_matches_the_forwarded_body() {
         assert!(folded_turns >= 5, "{wire}: the session folded");
     }
 }
+
+#[test]
+fn a_fold_across_a_mid_conversation_developer_message_leaves_it_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().to_str().unwrap();
+    let mut body: Value = serde_json::from_str(&chat_body(SYSTEM, 30, 400)).unwrap();
+    let note = json!({"role": "developer", "content": "The user switched to read-only mode."});
+    body["messages"]
+        .as_array_mut()
+        .unwrap()
+        .insert(3, note.clone());
+    let body = body.to_string();
+    let flags = ["--head-tokens", "0"];
+    run(st, "openai-chat", "mid", &flags, body.as_bytes());
+    // m00001..m00006 are the first three exchanges; the developer message sits among them
+    // without a ref of its own.
+    let folded: Value = serde_json::from_slice(&run_ok(
+        &[
+            "fold",
+            "--session",
+            "mid",
+            "--state",
+            st,
+            "--from",
+            "m00001",
+            "--to",
+            "m00006",
+            "--summary",
+            "Three questions answered.",
+        ],
+        b"",
+    ))
+    .unwrap();
+    assert_eq!(folded["blocks_created"][0], "b1", "{folded}");
+    let (out, _) = run(st, "openai-chat", "mid", &flags, body.as_bytes());
+    let messages = out["messages"].as_array().unwrap();
+    assert_eq!(messages[0], json!({"role": "system", "content": SYSTEM}));
+    assert!(messages.contains(&note), "{out}");
+    assert!(!out.to_string().contains("question 2:"));
+}

@@ -364,6 +364,7 @@ fn pin_reason(unit: &Message) -> String {
         }
         (Some(foldwire_core::Pin::ArchiveFailed(d)), None) => format!("archive write failed ({d})"),
         (Some(foldwire_core::Pin::Protected(d)), None) => format!("protected ({d})"),
+        (None, None) if unit.is_frame() => "a system/developer message (frame)".to_owned(),
         (None, None) => format!("{:?} item", unit.kind).to_lowercase(),
     }
 }

@@ -279,6 +279,40 @@ mod tests {
     }
 
     #[test]
+    fn referenced_images_cost_the_wire_default_and_synthesized_units_their_text() {
+        use foldwire_core::{MediaRef, MessageId, UnitSlot};
+        let mut unit = Message::synthesized(
+            0,
+            Role::User,
+            "a summary of forty characters, or so....",
+            Origin::Injected,
+            bytes::Bytes::new(),
+        );
+        let est = foldwire_core::CharEstimator;
+        assert_eq!(unit_tokens(Wire::Anthropic, &unit, &est), 10);
+        let url = r#"{"type":"image","source":{"type":"url","url":"https://x.test/a.png"}}"#;
+        unit.raw = bytes::Bytes::from_static(url.as_bytes());
+        unit.id = MessageId("u".into());
+        unit.slot = UnitSlot::Content(1);
+        unit.media.push(MediaRef {
+            kind: "image".into(),
+            media_type: None,
+            class: MediaClass::Unrecoverable {
+                reason: "remote URL".into(),
+            },
+            pointer: "/source/url".into(),
+            size: None,
+        });
+        for wire in Wire::ALL {
+            assert_eq!(
+                unit_tokens(wire, &unit, &est),
+                (url.len() as u64).div_ceil(4) + default_image_tokens(wire),
+                "{wire}"
+            );
+        }
+    }
+
+    #[test]
     fn previews_are_bounded_single_lines() {
         assert_eq!(preview("a\nb", 10), "a b");
         assert_eq!(preview("abcdefgh", 4), "abc…");
