@@ -679,16 +679,30 @@ fn the_default_head_is_a_share_of_the_budget_capped_at_4000() {
 }
 
 #[test]
-fn ranges_build_records_the_head_before_the_first_fold() {
+fn ranges_build_sees_the_head_before_the_first_layout() {
     let msgs = history("h", 12, 400);
     let conv = conversation(Wire::Anthropic, &msgs);
-    let mut state = SessionState::default();
-    assert!(lh::ensure_first_head(&mut state, &conv, &CharEstimator, 300).unwrap());
-    let head: Vec<String> = head_fingerprints(&state).into_iter().map(|m| m.0).collect();
+    let state = SessionState::default();
+    let seen = lh::with_first_head(&state, &conv, &CharEstimator, 300)
+        .unwrap()
+        .unwrap();
+    let head: Vec<String> = head_fingerprints(&seen).into_iter().map(|m| m.0).collect();
     assert_eq!(head, ["h0", "h1"], "whole messages within 300 tokens");
-    // Recorded once: a later call leaves it, and a reset waits for the layout.
-    assert!(!lh::ensure_first_head(&mut state, &conv, &CharEstimator, 3_000).unwrap());
+    // The layout records the same head.
+    let mut t = turn(conv.clone(), state, 100_000);
+    lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 10)).unwrap();
+    assert_eq!(head_fingerprints(&t.state), head_fingerprints(&seen));
+    // Once recorded, or while a reset waits, the state is used as it is.
+    assert!(
+        lh::with_first_head(&t.state, &conv, &CharEstimator, 3_000)
+            .unwrap()
+            .is_none()
+    );
     let mut fresh = SessionState::default();
     reset(&mut fresh, "New topic.").unwrap();
-    assert!(!lh::ensure_first_head(&mut fresh, &conv, &CharEstimator, 300).unwrap());
+    assert!(
+        lh::with_first_head(&fresh, &conv, &CharEstimator, 300)
+            .unwrap()
+            .is_none()
+    );
 }

@@ -78,8 +78,9 @@ impl Protection {
     /// Positions of the units that form the head window the layout recorded in `state`
     /// (matched by fingerprint; see [`crate::layout_head_window::head_fingerprints`]). The
     /// head is kept verbatim by `layout.head_window`, so these units never fold, whatever
-    /// the other settings say. Empty when no head is recorded (`ranges.build` records one on
-    /// a session's first turn, see [`crate::layout_head_window::ensure_first_head`]).
+    /// the other settings say. Empty when no head is recorded (on a session's first turn
+    /// `ranges.build` passes the head the layout will record, see
+    /// [`crate::layout_head_window::with_first_head`]).
     pub fn head(&self, units: &[Message], state: &SessionState) -> HashSet<usize> {
         let ids: HashSet<MessageId> = crate::layout_head_window::head_fingerprints(state)
             .into_iter()

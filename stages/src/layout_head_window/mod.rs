@@ -565,26 +565,29 @@ pub fn lay_out(
     })
 }
 
-/// Records the head window of a session that has none yet, so it holds from the session's
-/// first turn: `ranges.build` and `fold` run before this stage lays the request out, and
-/// [`crate::kernel::Protection::head`] reads the head from the state. The head is measured
-/// the way [`lay_out`] measures it (whole wire messages from the start, `head_tokens` at
-/// most, a call never split from its result), so the layout finds the same head and takes
-/// it over. Does nothing once a head is recorded or sealed, or while a reset's transition
-/// waits to be placed (the layout places it and starts the new head there). Returns true
-/// when it recorded a head.
+/// The session state as the layout will see it once it has laid out this turn, when the
+/// session has no head recorded yet (its first turn): a copy of `state` with the head window
+/// `conv` opens with. `ranges.build` builds its ranges against it, so the head holds from
+/// the first turn although the layout runs after `fold`. The head is measured the way
+/// [`lay_out`] measures it (whole wire messages from the start, `head_tokens` at most, a
+/// call never split from its result), so the layout records the same head. `None` (use
+/// `state` as it is) once a head is recorded or sealed, while a reset's transition waits to
+/// be placed (the layout starts the new head there), or when the head would be empty.
+///
+/// The copy is not kept: only the layout records a head, so a pipeline without it never
+/// protects one beyond the ranges it offers.
 ///
 /// # Errors
 /// The state's `head` field holds something that is not this stage's state.
-pub fn ensure_first_head(
-    state: &mut SessionState,
+pub fn with_first_head(
+    state: &SessionState,
     conv: &Conversation,
     estimator: &dyn TokenEstimator,
     head_tokens: u64,
-) -> Result<bool, LayoutStateError> {
+) -> Result<Option<SessionState>, LayoutStateError> {
     let mut head = HeadState::load(state)?;
     if !head.head_ids.is_empty() || head.sealed || head.transition.is_some() {
-        return Ok(false);
+        return Ok(None);
     }
     let tokens = crate::kernel::measure(conv, estimator).units;
     let groups = windows::groups(&conv.messages);
@@ -604,10 +607,11 @@ pub fn ensure_first_head(
         .map(|u| u.iter().map(|m| m.id.clone()).collect())
         .unwrap_or_default();
     if head.head_ids.is_empty() {
-        return Ok(false);
+        return Ok(None);
     }
-    head.store(state)?;
-    Ok(true)
+    let mut with_head = state.clone();
+    head.store(&mut with_head)?;
+    Ok(Some(with_head))
 }
 
 /// Checks a strategy's order: a permutation of `0..n` that keeps each wire message's units
