@@ -171,9 +171,7 @@ impl HeadWindowConfig {
         }
         Ok(out)
     }
-}
 
-impl HeadWindowConfig {
     /// The head window in tokens for a request with `available` tokens: `head_tokens` when
     /// set, else [`default_head_tokens`] with this config's fraction.
     pub fn head_tokens_for(&self, available: u64) -> u64 {
@@ -493,14 +491,13 @@ pub fn lay_out(
     let digest = frame_digest(conv);
     let frame_changed = head.previous_frame.is_some_and(|d| d != digest)
         || head.previous_frame.is_none() && !head.previous.is_empty();
-    let measured = rewrite::measure(
+    let mut measured = rewrite::measure(
         &head.previous,
         &sent,
         frame_tokens,
         frame_changed || head.previous.is_empty(),
     );
 
-    let mut measured = measured;
     let mut markers = cache_markers::MarkerOutcome::default();
     if conv.wire == Wire::Anthropic && config.cache_markers && !conv.messages.is_empty() {
         let zone_of = |orig: usize| {
