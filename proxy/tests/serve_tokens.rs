@@ -91,10 +91,12 @@ async fn a_screenshot_is_forwarded_not_refused() {
     assert!((1_280..5_000).contains(&estimated), "{state}");
 }
 
-/// Codex CLI's request: no `instructions`, two `developer` items, the task, a tool loop.
+/// Codex CLI's request: no `instructions`, two `developer` items (the first as long as
+/// Codex's real prompt, about 5,000 tokens: more than a whole head window), the task, a
+/// tool loop.
 fn codex_body(calls: usize) -> Value {
     let mut input = vec![
-        json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": format!("You are Codex. {}", "Follow the rules. ".repeat(40))}]}),
+        json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": format!("You are Codex. {}", "Follow the rules. ".repeat(1_100))}]}),
         json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": "<permissions>workspace-write</permissions>"}]}),
         json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix the failing test."}]}),
     ];
@@ -111,7 +113,7 @@ async fn codex_keeps_its_developer_items_through_the_models_compress_call() {
     let dir = tempfile::tempdir().unwrap();
     // Large enough that nothing folds before the model is asked; small enough that the
     // trailing note offers ranges.
-    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 24_000).await;
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 32_000).await;
     let body = codex_body(40);
     let (status, got) = post(proxy, Wire::OpenAiResponses, "codex", "compress", &body).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
@@ -123,11 +125,20 @@ async fn codex_keeps_its_developer_items_through_the_models_compress_call() {
         "the model's compress call applied: {state}"
     );
     assert_eq!(blocks[0]["author"], "model", "{state}");
-    let bodies = mock.bodies();
-    assert_eq!(bodies.len(), 2, "a second round after the compress call");
-    for (round, sent) in bodies.iter().enumerate() {
-        let sent: Value = serde_json::from_slice(sent).unwrap();
-        assert_eq!(sent["input"][0], body["input"][0], "round {round}");
-        assert_eq!(sent["input"][1], body["input"][1], "round {round}");
-    }
+    assert_eq!(
+        mock.bodies().len(),
+        2,
+        "a second round after the compress call"
+    );
+    // The next turn is sent with the block applied: the developer items are still first.
+    let (status, _) = post(proxy, Wire::OpenAiResponses, "codex", "text", &body).await;
+    assert_eq!(status, 200);
+    let sent: Value = serde_json::from_slice(mock.bodies().last().unwrap()).unwrap();
+    assert!(
+        sent.to_string().contains("[foldwire b1"),
+        "the block is applied"
+    );
+    assert_eq!(sent["input"][0], body["input"][0]);
+    assert_eq!(sent["input"][1], body["input"][1]);
+    assert_eq!(sent["input"][2], body["input"][2], "the task, in the head");
 }
