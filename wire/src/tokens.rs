@@ -173,10 +173,43 @@ fn inline_images(wire: Wire, raw: &[u8]) -> Vec<(std::ops::Range<usize>, u64)> {
             continue;
         }
         if let Some(tokens) = raw.get(start..end).and_then(|s| payload_tokens(wire, s)) {
+            let tokens = if openai_low_detail(wire, raw, start, end) {
+                OPENAI_BASE_TOKENS
+            } else {
+                tokens
+            };
             out.push((start..end, tokens));
         }
     }
     out
+}
+
+/// Bytes on either side of an OpenAI image's string searched for its `detail` sibling.
+const DETAIL_REACH: usize = 48;
+
+/// True when the OpenAI image whose string spans `start..end` of `raw` asks for
+/// `"detail": "low"` (a sibling of `url` in Chat's `image_url`, of `image_url` in
+/// Responses' `input_image`): OpenAI then charges the base 85 tokens whatever the size.
+fn openai_low_detail(wire: Wire, raw: &[u8], start: usize, end: usize) -> bool {
+    if !matches!(wire, Wire::OpenAiChat | Wire::OpenAiResponses) {
+        return false;
+    }
+    let before = raw
+        .get(start.saturating_sub(DETAIL_REACH)..start)
+        .unwrap_or_default();
+    let after = raw
+        .get(end..(end + DETAIL_REACH).min(raw.len()))
+        .unwrap_or_default();
+    [before, after].iter().any(|near| {
+        let compact: Vec<u8> = near
+            .iter()
+            .copied()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
+        compact
+            .windows(b"\"detail\":\"low\"".len())
+            .any(|w| w == b"\"detail\":\"low\"")
+    })
 }
 
 /// The index of the closing quote of the string whose contents start at `start`.
@@ -376,6 +409,39 @@ mod tests {
         let gemini = format!(r#"{{"inlineData":{{"mimeType":"image/png","data":"{data}"}}}}"#);
         let n = raw_tokens(Wire::Gemini, gemini.as_bytes(), &CharEstimator);
         assert_eq!(n, 258 * 4 + (gemini.len() - data.len()).div_ceil(4) as u64);
+    }
+
+    #[test]
+    fn openai_low_detail_images_cost_the_base_85() {
+        let data = b64(&png(1200, 800, 3_000));
+        for part in [
+            format!(
+                r#"{{"type":"image_url","image_url":{{"url":"data:image/png;base64,{data}","detail":"low"}}}}"#
+            ),
+            format!(
+                r#"{{"type":"input_image","detail": "low","image_url":"data:image/png;base64,{data}"}}"#
+            ),
+        ] {
+            let text = (part.len() - data.len() - "data:image/png;base64,".len()) as u64;
+            for wire in [Wire::OpenAiChat, Wire::OpenAiResponses] {
+                assert_eq!(
+                    raw_tokens(wire, part.as_bytes(), &CharEstimator),
+                    85 + text.div_ceil(4)
+                );
+            }
+            // Other providers have no such setting.
+            assert_eq!(
+                raw_tokens(Wire::Anthropic, part.as_bytes(), &CharEstimator),
+                1280 + text.div_ceil(4)
+            );
+        }
+        let high =
+            format!(r#"{{"image_url":{{"url":"data:image/png;base64,{data}","detail":"high"}}}}"#);
+        let text = (high.len() - data.len() - "data:image/png;base64,".len()) as u64;
+        assert_eq!(
+            raw_tokens(Wire::OpenAiChat, high.as_bytes(), &CharEstimator),
+            1105 + text.div_ceil(4)
+        );
     }
 
     #[test]
