@@ -27,7 +27,7 @@ impl Session {
         Session {
             state: SessionState::default(),
             config: HeadWindowConfig {
-                head_tokens: head,
+                head_tokens: Some(head),
                 recent_tokens: Some(recent),
                 ..HeadWindowConfig::default()
             },

@@ -27,16 +27,15 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    AnyRef, BlockId, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand, Message,
-    Origin, Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse, Summarizer,
+    AnyRef, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand, Message, Origin,
+    Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse, Summarizer,
     SummaryRequest, TokenEstimator, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::units::{coverage, unit_tokens};
 use crate::kernel::{
     CompressConfig, CompressRequest, FirstUserPin, Protection, SummaryRun, apply_compression,
-    archive_originals, fold_view, rendered_text, summary_runs, summary_text,
+    archive_originals, fold_view, folded_request_tokens, summary_runs, summary_text,
 };
 use crate::ranges_build::PROTECTION_NOTE;
 
@@ -45,9 +44,6 @@ pub const NAME: &str = "fold";
 
 /// Tokens of a rendered summary's header line (`[foldwire b12 · topic]`), generously.
 const SUMMARY_HEADER_TOKENS: u64 = 32;
-
-/// Tokens the wire message around a rendered summary costs (role, content framing).
-const SUMMARY_FRAME_TOKENS: u64 = 8;
 
 /// Settings of the fold stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -255,40 +251,7 @@ impl Folds<'_> {
     /// The request as it would be sent with the blocks as they stand: the frame, every unit
     /// no active block covers, and the rendered summary of every block that shows.
     fn request_tokens(&self) -> u64 {
-        let conversation = self.conversation;
-        let estimator = self.estimator;
-        let state = &self.turn.state;
-        let covered = coverage(state);
-        let frame = conversation
-            .source
-            .get(..conversation.messages_span.start)
-            .map_or(0, |b| estimator.raw_tokens(b))
-            + conversation
-                .source
-                .get(conversation.messages_span.end..)
-                .map_or(0, |b| estimator.raw_tokens(b));
-        let mut shown: Vec<BlockId> = Vec::new();
-        let mut visible = 0;
-        for u in &conversation.messages {
-            let holder = match u.origin {
-                Origin::Summary(b) => Some(b),
-                _ => u.r#ref.and_then(|r| covered.get(&r).copied()),
-            };
-            match holder {
-                Some(b) => {
-                    if !shown.contains(&b) {
-                        shown.push(b);
-                    }
-                }
-                None => visible += unit_tokens(u, estimator),
-            }
-        }
-        let summaries: u64 = shown
-            .iter()
-            .filter_map(|id| state.blocks.iter().find(|b| b.id == *id))
-            .map(|b| estimator.text_tokens(&rendered_text(b, state)) + SUMMARY_FRAME_TOKENS)
-            .sum();
-        frame + visible + summaries
+        folded_request_tokens(self.conversation, &self.turn.state, self.estimator)
     }
 
     fn demand(&self, summary_tokens: u64) -> FoldDemand {

@@ -173,6 +173,8 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
     let mut state = SessionState::default();
     let c = minted(&chat(6), &mut state);
     let mut turn = turn_for(c, state);
+    // No head window: on a first turn the opening messages would be the head.
+    turn.options.insert("head_tokens".into(), 0.into());
     stage.run(&mut turn, &cx()).await.unwrap();
     assert_eq!(spans(&turn.ranges), vec![(1, 4)]);
     assert_eq!(turn.report.counter("ranges.compressible"), 1);
@@ -190,6 +192,7 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
         let mut state = SessionState::default();
         let c = minted(&conv, &mut state);
         let mut turn = turn_for(c, state);
+        turn.options.insert("head_tokens".into(), 0.into());
         turn.budget = turn.budget.with_window(window);
         let available = turn.budget.available();
         let stage = &stage;

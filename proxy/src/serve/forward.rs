@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use foldwire_core::{SessionId, Turn, TurnReport, TurnRequest, Wire};
+use foldwire_core::{CharEstimator, SessionId, Turn, TurnReport, TurnRequest, Wire};
 use serde_json::json;
 
 use super::AppState;
@@ -162,13 +162,16 @@ async fn process(
                 });
             }
             let estimated = match outcome.report.counter("request_tokens") {
-                0 => (outcome.output.len() as u64).div_ceil(4),
+                0 => foldwire_wire::tokens::raw_tokens(wire, &outcome.output, &CharEstimator),
                 n => n,
             };
             let mut report = outcome.report;
-            // What the client sent, in the same bytes/4 units the pipeline estimates with, so
-            // the panel can chart sent vs raw tokens.
-            report.count("raw_tokens", (body.len() as u64).div_ceil(4));
+            // What the client sent, in the same units the pipeline estimates with (bytes/4,
+            // images by pixel size), so the panel can chart sent vs raw tokens.
+            report.count(
+                "raw_tokens",
+                foldwire_wire::tokens::raw_tokens(wire, &body, &CharEstimator),
+            );
             app.remember(&session, report);
             if let Some(refusal) = refusal {
                 app.metrics.refused();

@@ -213,6 +213,7 @@ struct Ctx<'a> {
     head: HashSet<usize>,
     config: &'a CompressConfig,
     estimator: &'a dyn TokenEstimator,
+    wire: foldwire_core::Wire,
 }
 
 /// Applies a batch of ranges to the session's state, checked against `view` (the
@@ -238,7 +239,9 @@ pub fn apply_compression(
     let units = view.messages.as_slice();
     let covered = coverage(state);
     let links = Links::new(units);
-    let zone = config.protection.zone(units, &covered, estimator);
+    let zone = config
+        .protection
+        .zone(view.wire, units, &covered, estimator);
     let tools = config.protection.protected_tools(units, &links);
     let head = config.protection.head(units, state);
     let pos_by_ref = units
@@ -258,6 +261,7 @@ pub fn apply_compression(
         head,
         config,
         estimator,
+        wire: view.wire,
     };
 
     let mut outcomes: Vec<RangeOutcome> = requests
@@ -361,6 +365,7 @@ fn pin_reason(unit: &Message) -> String {
         }
         (Some(foldwire_core::Pin::ArchiveFailed(d)), None) => format!("archive write failed ({d})"),
         (Some(foldwire_core::Pin::Protected(d)), None) => format!("protected ({d})"),
+        (None, None) if unit.is_frame() => "a system/developer message (frame)".to_owned(),
         (None, None) => format!("{:?} item", unit.kind).to_lowercase(),
     }
 }
@@ -695,7 +700,7 @@ impl Ctx<'_> {
         let fresh_tokens = direct
             .iter()
             .filter_map(|&i| self.units.get(i))
-            .map(|u| unit_tokens(u, self.estimator))
+            .map(|u| unit_tokens(self.wire, u, self.estimator))
             .sum();
         Ok(Plan {
             first,

@@ -9,6 +9,7 @@
 //! - [`units`]: coverage, linked groups (call ↔ results, reasoning ↔ act), tool globs.
 //! - [`protect`]: the protected zone and protected tools.
 //! - [`ranges`]: compressible ranges.
+//! - [`measure`]: what a request costs as it will be encoded.
 //! - [`compress`]: [`apply_compression`] — ranges of refs into blocks.
 //! - [`prune`]: [`fold_view`] — covered units off the wire, summaries rendered, first-user pin.
 //! - [`render`]: the fixed shape of a rendered summary.
@@ -19,6 +20,7 @@
 
 pub mod compress;
 pub mod inspect;
+pub mod measure;
 pub mod originals;
 pub mod pairing_rules;
 pub mod protect;
@@ -36,6 +38,7 @@ pub use compress::{
     apply_compression,
 };
 pub use inspect::{BlockView, Inspection, RefView, inspect};
+pub use measure::{RequestTokens, folded_request_tokens, measure};
 pub use originals::{OriginalsArchived, archive_originals, original_key};
 pub use protect::Protection;
 pub use prune::{FirstUserPin, FoldOutcome, fold_view};

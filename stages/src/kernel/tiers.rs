@@ -77,7 +77,7 @@ pub fn summary_runs(
     let units = &conversation.messages;
     let covered = coverage(state);
     let links = Links::new(units);
-    let zone = protection.zone(units, &covered, estimator);
+    let zone = protection.zone(conversation.wire, units, &covered, estimator);
     let tools = protection.protected_tools(units, &links);
     let head = protection.head(units, state);
 
@@ -115,7 +115,9 @@ pub fn summary_runs(
                 let passable =
                     foldable(u) && !zone.contains(&i) && !tools.contains(&i) && !head.contains(&i);
                 match open.as_mut() {
-                    Some(o) if passable => o.pending_fresh += unit_tokens(u, estimator),
+                    Some(o) if passable => {
+                        o.pending_fresh += unit_tokens(conversation.wire, u, estimator)
+                    }
                     Some(_) => close(&mut open, &mut runs),
                     None => {}
                 }
