@@ -145,6 +145,22 @@ fn small_fragments_are_dropped_and_long_runs_cut_at_user_messages() {
     }
 }
 
+// acp §26 #92
+#[test]
+fn ranges_at_the_minimum_are_kept_and_one_token_less_is_dropped() {
+    let conv = chat(6);
+    let size = ranges_of(&conv, &open())[0].tokens;
+    let mut cfg = open();
+    cfg.min_tokens = size;
+    assert_eq!(
+        spans(&ranges_of(&conv, &cfg)),
+        vec![(1, 6)],
+        "exactly the minimum"
+    );
+    cfg.min_tokens = size + 1;
+    assert!(ranges_of(&conv, &cfg).is_empty(), "one token short");
+}
+
 #[test]
 fn folded_units_are_not_offered_again_and_ranges_never_overlap() {
     let conv = chat(8);
