@@ -707,3 +707,123 @@ fn the_compress_tool_is_protected_by_default() {
     assert!(r.errors().next().is_none(), "{r:?}");
     assert_eq!(state.blocks[0].direct, vec![Ref(1), Ref(4)]);
 }
+
+// acp §26 #54, #56, #58
+#[test]
+fn a_folded_range_is_named_as_folded_whatever_else_is_in_the_batch() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    for i in 0..6 {
+        conv.user(&sized(&format!("u{i}"), 300));
+    }
+    let mut state = SessionState::default();
+    let view = minted(&conv, &mut state);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "first")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let folded = |r: &foldwire_stages::kernel::CompressionResult, i: usize| {
+        matches!(
+            r.ranges[i].error,
+            Some(CompressError::AlreadyFolded {
+                block: BlockId(1),
+                ..
+            })
+        )
+    };
+    let mut cfg = cfg0();
+    cfg.min_tokens = 5000;
+    // #54: a retry under a size minimum is "already folded", never "too small".
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "again")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(folded(&r, 0), "{r:?}");
+    // #56: with an unknown range beside it, still "already folded".
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "again"), req(m(50), m(60), "unknown")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(folded(&r, 0), "{r:?}");
+    assert!(matches!(
+        r.ranges[1].error,
+        Some(CompressError::UnknownRef { .. })
+    ));
+    // #58: fresh content past the minimum folds; the folded range is refused beside it.
+    cfg.min_tokens = 500;
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "again"), req(m(3), m(6), "fresh")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(folded(&r, 0), "{r:?}");
+    assert_eq!(r.blocks_created, vec![BlockId(2)]);
+    assert_eq!(state.blocks[1].direct, vec![Ref(3), Ref(4), Ref(5), Ref(6)]);
+}
+
+// acp §26 #75
+#[test]
+fn the_default_zone_refuses_a_range_inside_it() {
+    let mut state = SessionState::default();
+    let mut conv = four();
+    conv.user("epsilon");
+    let view = minted(&conv, &mut state);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(4), m(5), "newest")],
+        &CompressConfig::default(),
+        &CharEstimator,
+    );
+    assert!(
+        matches!(r.ranges[0].error, Some(CompressError::Protected { .. })),
+        "{r:?}"
+    );
+    assert!(state.blocks.is_empty());
+}
+
+// acp §26 #85
+#[test]
+fn a_block_reached_only_by_widening_is_nested() {
+    let mut state = SessionState::default();
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("start")
+        .turn(None, None, &[("c1", "bash", "{}")])
+        .user("x")
+        .user("y")
+        .results(&[("c1", "out")])
+        .user("end");
+    let view = minted(&conv, &mut state);
+    // m1 start, m2 call, m3 x, m4 y, m5 result, m6 end. b1 folds x and y.
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(3), m(4), "inner")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    // m1..m2 widens to the result at m5, over b1: b1 is nested, not overlapped.
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "outer")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert!(r.errors().next().is_none(), "{r:?}");
+    let outer = state.blocks.last().unwrap();
+    assert_eq!(outer.consumed, vec![BlockId(1)], "{outer:?}");
+    assert_eq!(outer.direct, vec![Ref(1), Ref(2), Ref(5)]);
+    assert_eq!(outer.effective, (1..=5).map(Ref).collect::<Vec<_>>());
+    assert!(!state.blocks[0].active);
+}

@@ -145,6 +145,47 @@ fn small_fragments_are_dropped_and_long_runs_cut_at_user_messages() {
     }
 }
 
+// acp §26 #87
+#[test]
+fn the_count_and_token_rules_protect_their_union_with_the_counter_given() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    for i in 0..6 {
+        conv.user(&sized(&format!("u{i}"), 100));
+    }
+    let mut cfg = open();
+    cfg.protection.recent_tokens = 250;
+    cfg.protection.recent_messages = 1;
+    assert_eq!(
+        spans(&ranges_of(&conv, &cfg)),
+        vec![(1, 3)],
+        "tokens reach further"
+    );
+    cfg.protection.recent_messages = 4;
+    assert_eq!(
+        spans(&ranges_of(&conv, &cfg)),
+        vec![(1, 2)],
+        "the count reaches further"
+    );
+    // A counter that sees twice the tokens shrinks the token zone to half the messages.
+    #[derive(Debug)]
+    struct Double;
+    impl foldwire_core::TokenEstimator for Double {
+        fn name(&self) -> &'static str {
+            "double"
+        }
+        fn text_tokens(&self, text: &str) -> u64 {
+            2 * CharEstimator.text_tokens(text)
+        }
+    }
+    cfg.protection.recent_messages = 0;
+    let mut state = SessionState::default();
+    let c = minted(&conv, &mut state);
+    let by_chars = compressible_ranges(&c, &state, &cfg, &CharEstimator);
+    let doubled = compressible_ranges(&c, &state, &cfg, &Double);
+    assert_eq!(spans(&by_chars), vec![(1, 3)]);
+    assert_eq!(spans(&doubled), vec![(1, 4)]);
+}
+
 // acp §26 #92
 #[test]
 fn ranges_at_the_minimum_are_kept_and_one_token_less_is_dropped() {
