@@ -410,3 +410,42 @@ fn a_second_reset_anchors_after_the_newest_message_in_store_order() {
         .collect();
     assert_eq!(conv_text, ["foldwire-transition-2", "b1"]);
 }
+
+/// Seed rule: a transition bigger than what the budget leaves is refused as the head, with
+/// the numbers, and nothing is cut or dropped.
+#[test]
+fn a_transition_bigger_than_the_budget_is_refused_not_cut() {
+    let big = "t".repeat(34_920);
+    for (name, make) in strategies() {
+        let mut sess = Session::new(make(), 4_000, 1_000);
+        let msgs = history("h", 6, 200);
+        sess.send(&msgs);
+        reset(&mut sess.state, &big).unwrap();
+        let mut t = turn(
+            conversation(Wire::Anthropic, &msgs),
+            std::mem::take(&mut sess.state),
+            5_000,
+        );
+        let err = lay_out(&mut t, sess.layout.as_ref(), &CharEstimator, &sess.config).unwrap_err();
+        let foldwire_core::StageError::Refused(r) = err else {
+            panic!("{name}: expected a refusal, got {err:?}")
+        };
+        assert!(
+            r.numbers["head"] >= 34_920 / 4,
+            "{name}: the transition is counted whole in the head: {:?}",
+            r.numbers
+        );
+        assert_eq!(r.numbers["budget"], 5_000, "{name}");
+        let conv = t.conversation.as_ref().unwrap();
+        assert_eq!(
+            labels(conv),
+            cat(&[hs(), s(&["TT"])]),
+            "{name}: nothing dropped"
+        );
+        assert_eq!(
+            conv.messages.last().unwrap().text.len(),
+            big.len(),
+            "{name}: the transition is whole"
+        );
+    }
+}

@@ -827,3 +827,95 @@ fn a_block_reached_only_by_widening_is_nested() {
     assert_eq!(outer.effective, (1..=5).map(Ref).collect::<Vec<_>>());
     assert!(!state.blocks[0].active);
 }
+
+// acp §26 #79, #80
+#[test]
+fn a_tool_result_with_an_image_folds_with_its_call_only_when_the_image_is_stored() {
+    use foldwire_core::{MediaClass, MediaRef};
+    let image = |class: MediaClass| MediaRef {
+        kind: "image".into(),
+        media_type: Some("image/png".into()),
+        class,
+        pointer: "/content/0/source".into(),
+        size: Some(10),
+    };
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("take a screenshot")
+        .turn(None, None, &[("c1", "screenshot", "{}")])
+        .results(&[("c1", "shot")])
+        .user("thanks");
+    let run = |class: MediaClass| {
+        let mut c = conv.build();
+        c.messages[2].media.push(image(class));
+        let mut state = SessionState::default();
+        foldwire_stages::refs_mint::mint_refs(&mut state, &mut c);
+        let last = state.next_ref - 1;
+        let r = apply_compression(
+            &mut state,
+            &c,
+            &[req(m(1), m(last), "s")],
+            &cfg0(),
+            &CharEstimator,
+        );
+        (state, r)
+    };
+    // #79: an inline (stored) image: call and result fold together, no pair warning.
+    let (state, r) = run(MediaClass::Archivable);
+    assert!(r.errors().next().is_none(), "{r:?}");
+    assert_eq!(state.blocks[0].direct, (1..=4).map(Ref).collect::<Vec<_>>());
+    assert!(
+        !r.ranges[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("tool call/result")),
+        "{r:?}"
+    );
+    // #80: a remote image: the result stays, and its call is withdrawn with it.
+    let (state, r) = run(MediaClass::Unrecoverable {
+        reason: "remote URL https://h/x.png".into(),
+    });
+    assert_eq!(state.blocks[0].direct, vec![Ref(1), Ref(3)], "{r:?}");
+    let warnings = r.ranges[0].warnings.join(" | ");
+    assert!(
+        warnings.contains("tool call/result") && warnings.contains("unrecoverable media"),
+        "{warnings}"
+    );
+}
+
+// acp §26 #83
+#[test]
+fn folding_half_of_a_chat_reasoning_pair_folds_both() {
+    use foldwire_core::MessageKind;
+    let body = br#"{"model":"deepseek-reasoner","messages":[{"role":"user","content":"question"},{"role":"assistant","content":"the answer","reasoning_content":"long thought"},{"role":"user","content":"next"}]}"#;
+    for half in [MessageKind::Reasoning, MessageKind::Text] {
+        let mut view =
+            foldwire_wire::request::decode(Wire::OpenAiChat, bytes::Bytes::from_static(body))
+                .unwrap();
+        let mut state = SessionState::default();
+        foldwire_stages::refs_mint::mint_refs(&mut state, &mut view);
+        let target = view
+            .messages
+            .iter()
+            .find(|u| u.role == foldwire_core::Role::Assistant && u.kind == half)
+            .and_then(|u| u.r#ref)
+            .unwrap();
+        let r = apply_compression(
+            &mut state,
+            &view,
+            &[req(AnyRef::Message(target), AnyRef::Message(target), "s")],
+            &cfg0(),
+            &CharEstimator,
+        );
+        assert_eq!(r.blocks_created.len(), 1, "{half:?}: {r:?}");
+        assert_eq!(state.blocks[0].direct.len(), 2, "{half:?}: both halves");
+        let mut out = view.clone();
+        foldwire_stages::kernel::fold_view(&mut out, &state);
+        let sent = foldwire_wire::request::encode(&out).unwrap();
+        let sent = std::str::from_utf8(&sent).unwrap();
+        assert!(
+            !sent.contains("long thought") && !sent.contains("the answer"),
+            "{half:?}: {sent}"
+        );
+        assert!(sent.contains("question") && sent.contains("next"), "{sent}");
+    }
+}

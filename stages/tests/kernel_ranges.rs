@@ -145,6 +145,41 @@ fn small_fragments_are_dropped_and_long_runs_cut_at_user_messages() {
     }
 }
 
+// acp §26 #91
+#[test]
+fn ranges_span_archivable_media_and_leave_an_unrecoverable_result_with_its_call() {
+    use foldwire_core::{MediaClass, MediaRef};
+    let media = |class: MediaClass| MediaRef {
+        kind: "image".into(),
+        media_type: Some("image/png".into()),
+        class,
+        pointer: "/source".into(),
+        size: Some(10),
+    };
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("a")
+        .user("inline image")
+        .user("b")
+        .turn(None, None, &[("c1", "screenshot", "{}")])
+        .results(&[("c1", "remote image")])
+        .user("c");
+    let mut c = conv.build();
+    c.messages[1].media.push(media(MediaClass::Archivable));
+    c.messages[4].media.push(media(MediaClass::Unrecoverable {
+        reason: "remote URL https://h/x.png".into(),
+    }));
+    let mut state = SessionState::default();
+    foldwire_stages::refs_mint::mint_refs(&mut state, &mut c);
+    // a, inline, b, call get m1..m4; the result holds unrecoverable media (no ref); c is m5.
+    assert_eq!(c.messages[4].r#ref, None);
+    let r = compressible_ranges(&c, &state, &open(), &CharEstimator);
+    assert_eq!(
+        spans(&r),
+        vec![(1, 3), (5, 5)],
+        "the call m00004 is never offered"
+    );
+}
+
 // acp §26 #87
 #[test]
 fn the_count_and_token_rules_protect_their_union_with_the_counter_given() {
