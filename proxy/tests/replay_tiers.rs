@@ -65,11 +65,7 @@ async fn replay(bodies: &[String], window: u64) -> (Vec<String>, SessionState) {
     for (i, body) in bodies.iter().enumerate() {
         let mut request = TurnRequest::new(Wire::Anthropic, Bytes::from(body.clone()));
         request.budget = Budget::default().with_window(window);
-        // A head that follows the window (a fixed 4,000-token head is most of an 8,000
-        // window by itself: issue 11, item 3, fixed in the layout separately).
-        request
-            .options
-            .insert("head_tokens".into(), json!(window / 8));
+        // The default head follows the window (a share of the budget, capped).
         let out = engine.run_turn(&session, request).await.unwrap();
         assert!(
             out.report.fail_open.is_none(),
