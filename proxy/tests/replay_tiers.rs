@@ -53,7 +53,15 @@ fn session() -> Vec<String> {
 
 /// Replays the session through the default pipeline at `window`; returns the refusals and
 /// the final state.
-async fn replay(bodies: &[String], window: u64) -> (Vec<String>, SessionState) {
+///
+/// `provider_ratio` plays a provider whose own token counts run ahead of foldwire's
+/// estimate by that factor: after each turn the usage it would report is recorded, the way
+/// the proxy records it, so the session's calibration follows.
+async fn replay(
+    bodies: &[String],
+    window: u64,
+    provider_ratio: Option<f64>,
+) -> (Vec<String>, SessionState) {
     let registry = setup::registry().unwrap();
     let pipeline = setup::pipeline("default", &registry).unwrap();
     let engine = Engine::builder(pipeline, Arc::new(MemoryStateStore::new()), registry)
@@ -78,10 +86,30 @@ async fn replay(bodies: &[String], window: u64) -> (Vec<String>, SessionState) {
             // What is forwarded, summaries included, fits the window (bytes / 4, the
             // estimator's own measure).
             let sent = (out.output.len() as u64).div_ceil(4);
+            let counted = (sent as f64 * provider_ratio.unwrap_or(1.0)).ceil() as u64;
             assert!(
-                sent <= window,
-                "window {window}, turn {i}: {sent} tokens forwarded"
+                counted <= window,
+                "window {window}, turn {i}: {sent} tokens forwarded, {counted} as the provider counts"
             );
+        }
+        if let Some(ratio) = provider_ratio {
+            let estimated = out.report.counter("request_tokens");
+            let reported = (estimated as f64 * ratio).round() as u64;
+            let turn = out.report.turn;
+            engine
+                .update(
+                    &session,
+                    Box::new(move |state| {
+                        state.usage.push(foldwire_core::state::UsageSample {
+                            turn,
+                            estimated,
+                            reported,
+                        });
+                        Value::Null
+                    }),
+                )
+                .await
+                .unwrap();
         }
     }
     (refusals, engine.snapshot(&session).await.unwrap())
@@ -103,7 +131,7 @@ async fn a_long_session_at_small_windows_is_never_refused_and_its_tiers_restore_
     let bodies = session();
     let last = bodies.last().unwrap();
     for window in [8_000, 12_000] {
-        let (refusals, state) = replay(&bodies, window).await;
+        let (refusals, state) = replay(&bodies, window, None).await;
         assert!(
             refusals.is_empty(),
             "window {window}: {} refusals, first: {}",
@@ -176,4 +204,22 @@ fn foldwire_replay_of_the_session_reports_no_refusal() {
     let refused: Vec<&Value> = rows.iter().filter(|r| !r["refused"].is_null()).collect();
     assert!(refused.is_empty(), "window {window}: {refused:?}");
     assert!(rows.iter().all(|r| r["failed"].is_null()));
+}
+
+/// The provider's real counts run ahead of the estimate (×1.2): the session's calibration
+/// follows, the fold stage budgets with it, and no turn is refused; what is forwarded fits
+/// the window as the provider counts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_that_counts_more_than_the_estimate_is_never_refused() {
+    let bodies = session();
+    for window in [8_000, 12_000] {
+        let (refusals, state) = replay(&bodies, window, Some(1.2)).await;
+        assert!(
+            refusals.is_empty(),
+            "window {window}: {} refusals, first: {}",
+            refusals.len(),
+            refusals[0]
+        );
+        assert!(state.calibration > 1.1, "calibration {}", state.calibration);
+    }
 }
