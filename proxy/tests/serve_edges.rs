@@ -199,3 +199,39 @@ async fn gemini_query_keys_keep_callers_apart() {
     assert_eq!(sessions.len(), 2, "{listed}");
     assert!(!listed.to_string().contains("AIza"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_pipeline_spec_is_refused_and_the_pipeline_stays() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let client = reqwest::Client::new();
+    let spec = format!(
+        "name = \"{}\"\nstages = [\"wire.decode\", \"wire.encode\"]",
+        "n".repeat(10 * 1024 * 1024)
+    );
+    let resp = client
+        .put(format!("http://{proxy}/admin/pipeline"))
+        .body(spec)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    assert!(
+        body["error"]
+            .as_str()
+            .unwrap()
+            .contains("a spec may have at most"),
+        "{body}"
+    );
+    let current: serde_json::Value = client
+        .get(format!("http://{proxy}/admin/pipeline"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(current["name"], "default", "{current}");
+}

@@ -110,7 +110,23 @@ pub enum SpecError {
     /// Not a built-in name.
     #[error("no built-in pipeline named {0:?}; built-in pipelines: default, passthrough")]
     UnknownBuiltin(String),
+    /// Larger than a pipeline spec can reasonably be (a name of megabytes, thousands of
+    /// stages): refused before anything is built from it.
+    #[error("pipeline spec {origin}: {what}")]
+    TooLarge {
+        /// Where it came from.
+        origin: String,
+        /// What is over which limit.
+        what: String,
+    },
 }
+
+/// The longest spec text accepted, in bytes.
+pub const MAX_SPEC_BYTES: usize = 256 * 1024;
+/// The longest pipeline name, in characters.
+pub const MAX_NAME_CHARS: usize = 128;
+/// The most stages one pipeline may have.
+pub const MAX_STAGES: usize = 64;
 
 impl PipelineSpec {
     /// A spec of stages with default params.
@@ -138,17 +154,45 @@ impl PipelineSpec {
     /// # Errors
     /// A parse error naming `origin`.
     pub fn parse(text: &str, origin: &str) -> Result<Self, SpecError> {
-        if text.trim_start().starts_with('{') {
+        let too_large = |what: String| SpecError::TooLarge {
+            origin: origin.to_owned(),
+            what,
+        };
+        if text.len() > MAX_SPEC_BYTES {
+            return Err(too_large(format!(
+                "{} bytes; a spec may have at most {MAX_SPEC_BYTES}",
+                text.len()
+            )));
+        }
+        let spec: PipelineSpec = if text.trim_start().starts_with('{') {
             serde_json::from_str(text).map_err(|source| SpecError::Json {
                 origin: origin.to_owned(),
                 source,
-            })
+            })?
         } else {
             toml::from_str(text).map_err(|source| SpecError::Toml {
                 origin: origin.to_owned(),
                 source,
-            })
+            })?
+        };
+        let chars = spec.name.chars().count();
+        if chars > MAX_NAME_CHARS || spec.name.chars().any(char::is_control) {
+            return Err(too_large(format!(
+                "the name has {chars} characters{}; a name is at most {MAX_NAME_CHARS}, without control characters",
+                if spec.name.chars().any(char::is_control) {
+                    " and control characters"
+                } else {
+                    ""
+                }
+            )));
         }
+        if spec.stages.len() > MAX_STAGES {
+            return Err(too_large(format!(
+                "{} stages; a pipeline has at most {MAX_STAGES}",
+                spec.stages.len()
+            )));
+        }
+        Ok(spec)
     }
 }
 
@@ -174,5 +218,33 @@ stages = ["wire.decode", { name = "fold", params = { policy = "fold.largest_firs
         let err = PipelineSpec::parse("stages = 3", "bad.toml").unwrap_err();
         assert!(err.to_string().contains("bad.toml"));
         assert!(PipelineSpec::builtin("nope").is_err());
+    }
+
+    #[test]
+    fn oversized_specs_are_refused_with_the_limit_named() {
+        let long = format!(
+            "name = \"{}\"\nstages = [\"wire.decode\"]",
+            "x".repeat(10_000)
+        );
+        let e = PipelineSpec::parse(&long, "PUT").unwrap_err().to_string();
+        assert!(
+            e.contains("10000 characters") && e.contains("at most 128"),
+            "{e}"
+        );
+        let huge = format!(
+            "name = \"x\"\nstages = []\n# {}",
+            "y".repeat(MAX_SPEC_BYTES)
+        );
+        let e = PipelineSpec::parse(&huge, "PUT").unwrap_err().to_string();
+        assert!(e.contains("a spec may have at most"), "{e}");
+        let many = format!(
+            "{{\"stages\": [{}]}}",
+            vec!["\"wire.decode\""; 65].join(",")
+        );
+        let e = PipelineSpec::parse(&many, "PUT").unwrap_err().to_string();
+        assert!(e.contains("65 stages"), "{e}");
+        let control = "name = \"a\\u0007b\"\nstages = []";
+        assert!(PipelineSpec::parse(control, "PUT").is_err());
+        assert!(PipelineSpec::parse("name = \"mine\"\nstages = []", "PUT").is_ok());
     }
 }
