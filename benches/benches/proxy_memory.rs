@@ -1,0 +1,115 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Throughput and memory of `foldwire serve` under many sessions: requests/s with 256
+//! concurrent clients (each request a turn of one of 4,096 sessions, the 42 KB Anthropic
+//! tool-use request), then the process's resident memory before the load, at its end, and
+//! after an idle period long enough for every session to retire. Run side by side for the
+//! default report cache and for none, so what the cache holds is visible.
+//!
+//! `cargo bench -p foldwire-benches --bench proxy_memory`
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use foldwire_proxy::serve::{self, ServeConfig, config::Upstreams};
+
+const BODY: &str = include_str!("../../examples/requests/anthropic-tools.json");
+const SESSIONS: usize = 4096;
+const TURNS: usize = 2;
+const CLIENTS: usize = 256;
+
+async fn mock(_body: bytes::Bytes) -> &'static str {
+    r#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":2}}"#
+}
+
+async fn start_mock() -> SocketAddr {
+    let app = axum::Router::new().fallback(axum::routing::post(mock));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    addr
+}
+
+/// Resident set size of this process, in MiB (Linux).
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+async fn run(label: &str, reports_per_session: usize) {
+    let upstream = start_mock().await;
+    let state = std::env::temp_dir().join(format!("foldwire-memory-{}-{label}", std::process::id()));
+    let base = format!("http://{upstream}");
+    let config = ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        state: Some(state.display().to_string()),
+        upstreams: Upstreams {
+            anthropic: base.clone(),
+            openai: base.clone(),
+            gemini: base,
+        },
+        identity_key: Some("bench".into()),
+        idle_session_secs: 1,
+        reports_per_session,
+        ..ServeConfig::default()
+    };
+    let proxy = format!("http://{}", serve::start(config).await.unwrap().addr);
+    let before = rss_mib();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(CLIENTS)
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let tasks: Vec<_> = (0..CLIENTS)
+        .map(|c| {
+            let client = client.clone();
+            let proxy = proxy.clone();
+            tokio::spawn(async move {
+                for turn in 0..TURNS {
+                    for s in (c..SESSIONS).step_by(CLIENTS) {
+                        let resp = client
+                            .post(format!("{proxy}/v1/messages"))
+                            .header("x-foldwire-session", format!("mem-{s}"))
+                            .header("x-foldwire-turn", turn.to_string())
+                            .body(BODY)
+                            .send()
+                            .await
+                            .unwrap();
+                        assert!(resp.status().is_success());
+                        resp.bytes().await.unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let elapsed = started.elapsed();
+    let loaded = rss_mib();
+    // Sessions retire after 1 s idle; give the sweep a few rounds.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let idle = rss_mib();
+    let requests = SESSIONS * TURNS;
+    println!(
+        "{label:>22}: {:>7.0} req/s; RSS {:>6.1} MiB before, {:>6.1} after load, {:>6.1} after idle (+{:.1} MiB kept)",
+        requests as f64 / elapsed.as_secs_f64(),
+        before,
+        loaded,
+        idle,
+        idle - before
+    );
+    let _ = std::fs::remove_dir_all(state);
+}
+
+#[tokio::main(flavor = "multi_thread")]
+async fn main() {
+    println!(
+        "{CLIENTS} clients, {SESSIONS} sessions x {TURNS} turns of a 42 KB request; one process, runs in sequence"
+    );
+    run("no report cache", 0).await;
+    run("default report cache", ServeConfig::default().reports_per_session).await;
+}
