@@ -10,6 +10,8 @@
 //! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
 //! - `overflow`: the wire's context-overflow error (limit 12000);
 //! - `agent`: a `bash` call every turn, with a `compress` call first every 7th client turn;
+//! - `sdk`: the SDK suite's conversation (see [`sdk_turn`]): per client turn `Turn N:`, text,
+//!   a client `bash` call then text, or text and a `compress` call then text;
 //! - anything else: the text `ok`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -194,7 +196,50 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             }
             out
         }
+        "sdk" => sdk_turn(wire, n, body),
         _ => vec![Piece::Text("ok".into())],
+    }
+}
+
+/// The answer text of SDK-suite turn `t` (tests/sdk/clients.py computes the same).
+pub fn sdk_answer(t: usize) -> String {
+    format!("Answer {t}. {}", "lorem ipsum dolor sit amet ".repeat(40))
+}
+
+/// One answer of the SDK suite's conversation. The turn is the highest `Turn N:` in the
+/// request; by `N % 5`: 1 a client `bash` call (`Running step N.`), answered with
+/// `Ran step N.` once its result is back; 3 `Let me tidy up. ` and a `compress` call, then
+/// the answer once the proxy's result is back; otherwise the answer.
+fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
+    let t = body
+        .match_indices("Turn ")
+        .filter_map(|(i, _)| {
+            let digits: String = body[i + 5..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            (body[i + 5 + digits.len()..].starts_with(':')).then(|| digits.parse::<usize>().ok())?
+        })
+        .max()
+        .unwrap_or(0);
+    let step = format!("step-{t}-run");
+    match t % 5 {
+        1 if body.contains(&step) => vec![Piece::Text(format!("Ran step {t}."))],
+        1 => vec![
+            Piece::Text(format!("Running step {t}.")),
+            Piece::Call {
+                id: format!("client_{n}"),
+                name: "bash".into(),
+                args: json!({ "cmd": step }),
+            },
+        ],
+        3 if !has_proxy_result(wire, body) => {
+            vec![
+                Piece::Text("Let me tidy up. ".into()),
+                compress_call(n, body),
+            ]
+        }
+        _ => vec![Piece::Text(sdk_answer(t))],
     }
 }
 
