@@ -141,15 +141,33 @@ async fn official_sdks_hold_long_conversations_through_the_proxy_on_every_wire()
                 .map(|r| r.body.clone())
                 .collect();
             let (problems, most) = forwarded_problems(wire, window, &bodies);
+            // Side requests reach the provider without the proxy's tools.
+            let sides: Vec<&Received> = received
+                .iter()
+                .filter(|r| r.headers.get("x-sdk-row").is_some_and(|v| v == session))
+                .filter(|r| r.headers.get("x-mock-script").is_some_and(|v| v == "side"))
+                .collect();
+            if sides.is_empty() && row["passed"].as_u64() >= Some(5) {
+                failures.push(format!(
+                    "window {window}: {session}: no side request was made"
+                ));
+            }
+            for side in &sides {
+                if String::from_utf8_lossy(&side.body).contains("search_context") {
+                    failures.push(format!(
+                        "window {window}: {session}: a side request got the proxy's tools"
+                    ));
+                }
+            }
             // The compress loop ran: some round carried a proxy call's result back.
             let loop_rounds = bodies
                 .iter()
                 .filter(|b| {
                     let text = String::from_utf8_lossy(b);
                     match wire {
-                        Wire::Gemini => {
-                            text.contains("\"functionResponse\":{\"name\":\"compress\"")
-                        }
+                        Wire::Gemini => ["compress", "search_context"].iter().any(|t| {
+                            text.contains(&format!("\"functionResponse\":{{\"name\":\"{t}\""))
+                        }),
                         _ => text.contains("fwcall_"),
                     }
                 })

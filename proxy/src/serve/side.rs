@@ -35,7 +35,11 @@ fn chat(body: &Value) -> Option<&'static str> {
     if format.is_some_and(|t| t != "text") {
         return Some("structured output");
     }
-    forced_or_forbidden(body.get("tool_choice"))
+    // `function_call` is the older spelling of `tool_choice` (`{"name": …}` or "none").
+    forced_or_forbidden(
+        body.get("tool_choice")
+            .or_else(|| body.get("function_call")),
+    )
 }
 
 fn responses(body: &Value) -> Option<&'static str> {
@@ -123,6 +127,7 @@ mod tests {
             ),
             (Wire::OpenAiChat, json!({"tool_choice": "required"})),
             (Wire::OpenAiChat, json!({"tool_choice": "none"})),
+            (Wire::OpenAiChat, json!({"function_call": {"name": "x"}})),
             (
                 Wire::OpenAiChat,
                 json!({"tool_choice": {"type": "function", "function": {"name": "x"}}}),

@@ -17,7 +17,8 @@ import traceback
 
 PROXY_TOOLS = {"compress", "restore", "search_context"}
 SYSTEM = "You are a careful assistant working through numbered steps."
-FILLER = "The quick brown fox jumps over the lazy dog while we keep notes. " * 20
+# Sized so 40 turns hold about 1.5 times the largest window the suite uses (24k).
+FILLER = "The quick brown fox jumps over the lazy dog while we keep notes. " * 40
 BASH_SCHEMA = {
     "type": "object",
     "properties": {"cmd": {"type": "string"}},
@@ -31,6 +32,8 @@ def answer(t):
 
 def expected(t, after_tool):
     """The text and client call the mock's `sdk` script gives turn `t`."""
+    if t % 10 == 8:
+        return "Let me look back. " + answer(t), None
     if t % 5 == 1:
         if after_tool:
             return f"Ran step {t}.", None
@@ -42,6 +45,23 @@ def expected(t, after_tool):
 
 def user_text(t):
     return f"Turn {t}: please do step {t} now. {FILLER}"
+
+
+# Every SIDE_EVERY-th turn the client first makes a side request (like Gemini CLI's routing
+# call): the history so far plus a question, with its output constrained to JSON or its tools
+# forbidden. The proxy must not add its tools to it; the mock's `side` script answers this.
+SIDE_EVERY = 10
+SIDE_ANSWER = '{"route": "main"}'
+SIDE_HEADERS = {"x-mock-script": "side"}
+
+
+def side_text(t):
+    return f"Before step {t}: which model should handle it? Answer in JSON."
+
+
+def check_side(text, calls):
+    if calls or text != SIDE_ANSWER:
+        raise Failure(f"side request: text {text[:80]!r}, calls {calls}")
 
 
 class Failure(Exception):
@@ -99,7 +119,22 @@ def run_anthropic(base, session, stream, turns):
         history.append({"role": "assistant", "content": content})
         return text, calls
 
+    def side(t):
+        msg = client.messages.create(
+            model="m",
+            max_tokens=256,
+            system=SYSTEM,
+            messages=history + [{"role": "user", "content": side_text(t)}],
+            tools=tools,
+            tool_choice={"type": "none"},
+            extra_headers=SIDE_HEADERS,
+        )
+        text = "".join(b.text for b in msg.content if b.type == "text")
+        check_side(text, [b.name for b in msg.content if b.type == "tool_use"])
+
     def turn(t):
+        if t % SIDE_EVERY == 5:
+            side(t)
         history.append({"role": "user", "content": user_text(t)})
         text, calls = ask()
         call = check(t, False, text, calls)
@@ -156,7 +191,19 @@ def run_chat(base, session, stream, turns):
         history.append(entry)
         return text, calls
 
+    def side(t):
+        completion = client.chat.completions.create(
+            model="m",
+            messages=history + [{"role": "user", "content": side_text(t)}],
+            response_format={"type": "json_object"},
+            extra_headers=SIDE_HEADERS,
+        )
+        message = completion.choices[0].message
+        check_side(message.content or "", [c.function.name for c in message.tool_calls or []])
+
     def turn(t):
+        if t % SIDE_EVERY == 5:
+            side(t)
         history.append({"role": "user", "content": user_text(t)})
         text, calls = ask()
         call = check(t, False, text, calls)
@@ -210,7 +257,19 @@ def run_responses(base, session, stream, turns):
             raise Failure(f"output_text {response.output_text[:80]!r} disagrees with the items {text[:80]!r}")
         return text, calls
 
+    def side(t):
+        response = client.responses.create(
+            model="m",
+            instructions=SYSTEM,
+            input=history + [{"role": "user", "content": side_text(t)}],
+            text={"format": {"type": "json_object"}},
+            extra_headers=SIDE_HEADERS,
+        )
+        check_side(response.output_text, [o.name for o in response.output if o.type == "function_call"])
+
     def turn(t):
+        if t % SIDE_EVERY == 5:
+            side(t)
         history.append({"role": "user", "content": user_text(t)})
         text, calls = ask()
         call = check(t, False, text, calls)
@@ -263,7 +322,21 @@ def run_gemini(base, session, stream, turns):
         history.append(types.Content(role="model", parts=parts))
         return text, calls
 
+    side_config = types.GenerateContentConfig(
+        system_instruction=SYSTEM,
+        response_mime_type="application/json",
+        http_options=types.HttpOptions(headers=SIDE_HEADERS),
+    )
+
+    def side(t):
+        contents = history + [types.Content(role="user", parts=[types.Part(text=side_text(t))])]
+        response = client.models.generate_content(model="g", contents=contents, config=side_config)
+        parts = list(response.candidates[0].content.parts or [])
+        check_side("".join(p.text for p in parts if p.text), [p.function_call.name for p in parts if p.function_call])
+
     def turn(t):
+        if t % SIDE_EVERY == 5:
+            side(t)
         history.append(types.Content(role="user", parts=[types.Part(text=user_text(t))]))
         text, calls = ask()
         call = check(t, False, text, calls)

@@ -197,9 +197,13 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             out
         }
         "sdk" => sdk_turn(wire, n, body),
+        "side" => vec![Piece::Text("{\"route\": \"main\"}".into())],
         _ => vec![Piece::Text("ok".into())],
     }
 }
+
+/// A Gemini search result carried back to the model.
+const SEARCH_RESULT: &str = "\"functionResponse\":{\"name\":\"search_context\"";
 
 /// The answer text of SDK-suite turn `t` (tests/sdk/clients.py computes the same).
 pub fn sdk_answer(t: usize) -> String {
@@ -208,8 +212,9 @@ pub fn sdk_answer(t: usize) -> String {
 
 /// One answer of the SDK suite's conversation. The turn is the highest `Turn N:` in the
 /// request; by `N % 5`: 1 a client `bash` call (`Running step N.`), answered with
-/// `Ran step N.` once its result is back; 3 `Let me tidy up. ` and a `compress` call, then
-/// the answer once the proxy's result is back; otherwise the answer.
+/// `Ran step N.` once its result is back; 3 `Let me tidy up. ` and a `compress` call (a
+/// `search_context` call after `Let me look back. ` when `N % 10 == 8`), then the answer
+/// once the proxy's result is back; otherwise the answer.
 fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
     let t = body
         .match_indices("Turn ")
@@ -223,7 +228,7 @@ fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
         .max()
         .unwrap_or(0);
     let step = format!("step-{t}-run");
-    match t % 5 {
+    match if t % 10 == 8 { 8 } else { t % 5 } {
         1 if body.contains(&step) => vec![Piece::Text(format!("Ran step {t}."))],
         1 => vec![
             Piece::Text(format!("Running step {t}.")),
@@ -239,6 +244,14 @@ fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
                 compress_call(n, body),
             ]
         }
+        8 if !body.contains("fwcall_") && !body.contains(SEARCH_RESULT) => vec![
+            Piece::Text("Let me look back. ".into()),
+            Piece::Call {
+                id: format!("fwcall_{n}"),
+                name: "search_context".into(),
+                args: json!({"query": "step"}),
+            },
+        ],
         _ => vec![Piece::Text(sdk_answer(t))],
     }
 }
@@ -527,6 +540,19 @@ async fn handler(
             .unwrap();
     }
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let json_mime = parsed["generationConfig"]["responseMimeType"] == "application/json";
+    if wire == Wire::Gemini
+        && json_mime
+        && parsed["tools"].as_array().is_some_and(|t| !t.is_empty())
+    {
+        // What real Gemini answers (Gemini CLI's routing call hit it).
+        let error = json!({"error": {"code": 400, "message": "Function calling with a response mime type: 'application/json' is unsupported", "status": "INVALID_ARGUMENT"}});
+        return Response::builder()
+            .status(StatusCode::BAD_REQUEST)
+            .header("content-type", "application/json")
+            .body(Body::from(error.to_string()))
+            .unwrap();
+    }
     if let Some(fixture) = headers.get("x-mock-fixture").and_then(|v| v.to_str().ok()) {
         let bytes = std::fs::read(fixture).unwrap();
         let content_type = if fixture.ends_with(".sse") {
@@ -558,11 +584,15 @@ async fn handler(
             .body(Body::from(out))
             .unwrap();
     }
+    // A yield per chunk, so the odd sizes reach the proxy as separate reads.
+    let chunks =
+        futures::StreamExt::then(futures::stream::iter(uneven(out.into_bytes())), |c| async {
+            tokio::task::yield_now().await;
+            c
+        });
     Response::builder()
         .header("content-type", content_type)
-        .body(Body::from_stream(futures::stream::iter(uneven(
-            out.into_bytes(),
-        ))))
+        .body(Body::from_stream(chunks))
         .unwrap()
 }
 
