@@ -6,7 +6,9 @@
 //! Without injected tools the upstream bytes go to the client exactly as they arrive and are
 //! parsed on the side for usage only. With them, SSE streams are parsed, filtered (proxy
 //! calls hidden) and stitched across rounds (see [`super::stitch`]); JSON answers are
-//! buffered, and the client gets the last round's body with the proxy calls removed.
+//! buffered, and the client gets the last round's body with the proxy calls removed and the
+//! earlier rounds' visible content in front (see [`super::merge`]). Gemini streams get no
+//! keep-alive comments: its clients parse every SSE line as JSON.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -578,13 +578,8 @@ async fn handler(
     } else {
         "application/json"
     };
-    if !stream {
-        return Response::builder()
-            .header("content-type", content_type)
-            .body(Body::from(out))
-            .unwrap();
-    }
-    // A yield per chunk, so the odd sizes reach the proxy as separate reads.
+    // Streams and JSON bodies alike, in odd sizes with a yield per chunk, so they reach the
+    // proxy as separate reads.
     let chunks =
         futures::StreamExt::then(futures::stream::iter(uneven(out.into_bytes())), |c| async {
             tokio::task::yield_now().await;
