@@ -274,6 +274,109 @@ pub async fn concurrent_writers(
     Ok(conflicts)
 }
 
+/// Retention removes what nothing points to and sessions idle too long, never an object a
+/// live state or ref pointer names; a dry run removes nothing. Run it last: its second pass
+/// removes every session of the store (they are all "idle" 100 days on).
+pub async fn retention(b: &Backends, tag: &str) -> Checked {
+    use crate::retention::{RetentionPolicy, collect};
+    use std::time::{Duration, SystemTime};
+    let cx = Ctx {
+        check: "retention",
+        b,
+    };
+    let live = cx.session(format!("{tag}-retention"))?;
+    let png = "image/png";
+    let kept = cx.ok(
+        "put_content",
+        b.media
+            .put_content(
+                &live,
+                png,
+                Bytes::from_static(b"named by the state's archive index"),
+            )
+            .await,
+    )?;
+    let pointed = Ref(7);
+    cx.ok(
+        "put",
+        b.media
+            .put(
+                &live,
+                pointed,
+                png,
+                Bytes::from_static(b"named by a ref pointer"),
+            )
+            .await,
+    )?;
+    let orphan = cx.ok(
+        "put_content",
+        b.media
+            .put_content(
+                &live,
+                png,
+                Bytes::from_static(b"spilled by a turn that failed open"),
+            )
+            .await,
+    )?;
+    let mut state = SessionState::new(live.clone());
+    state.archive.push(foldwire_core::state::ArchivedItem {
+        r#ref: None,
+        key: kept.key.clone(),
+        media_type: png.to_owned(),
+        size: kept.size,
+        extra: Default::default(),
+    });
+    cx.ok("save", b.state.save(&live, &state, None).await)?;
+
+    let day = Duration::from_secs(86_400);
+    let now = SystemTime::now();
+    let policy = RetentionPolicy::from_days(60, 7);
+    let collect_at =
+        |days: u32, dry_run: bool| collect(&b.store, b.backend, policy, now + day * days, dry_run);
+    let dry = cx.ok("dry run", collect_at(30, true).await)?;
+    cx.ensure(
+        dry.orphans_removed >= 1 && dry.sessions_removed.is_empty(),
+        || format!("a dry run 30 days on should find the orphan and no idle session: {dry:?}"),
+    )?;
+    cx.ok(
+        "orphan after a dry run",
+        b.media.get_content(&live, &orphan.key).await,
+    )?;
+
+    let month = cx.ok("collect 30 days on", collect_at(30, false).await)?;
+    cx.ensure(
+        month.orphans_removed >= 1 && month.kept_referenced >= 2,
+        || format!("30 days on: {month:?}"),
+    )?;
+    cx.ensure(
+        matches!(
+            b.media.get_content(&live, &orphan.key).await,
+            Err(StoreError::NotFound { .. })
+        ),
+        || "the unreferenced payload is still there".to_owned(),
+    )?;
+    cx.ok(
+        "payload named by the state",
+        b.media.get_content(&live, &kept.key).await,
+    )?;
+    cx.ok("payload named by a ref", b.media.get(&live, pointed).await)?;
+    cx.ok("state", b.state.load(&live).await)?
+        .ok_or_else(|| cx.fail("the live session's state was removed"))?;
+
+    let later = cx.ok("collect 100 days on", collect_at(100, false).await)?;
+    cx.ensure(
+        later.sessions_removed.iter().any(|s| s == live.as_str()) && later.bytes_freed > 0,
+        || format!("100 days on the idle session should be gone: {later:?}"),
+    )?;
+    cx.ensure(cx.ok("load", b.state.load(&live).await)?.is_none(), || {
+        "an idle session's state survived".to_owned()
+    })?;
+    cx.ensure(b.media.get_content(&live, &kept.key).await.is_err(), || {
+        "an idle session's media survived".to_owned()
+    })?;
+    Ok(())
+}
+
 /// Runs every check; returns the conflicts seen by the concurrent writers.
 pub async fn run_all(b: &Backends, tag: &str) -> Checked<BTreeMap<&'static str, u64>> {
     media_round_trip(b, tag).await?;
@@ -281,5 +384,6 @@ pub async fn run_all(b: &Backends, tag: &str) -> Checked<BTreeMap<&'static str, 
     hostile_keys_are_refused(b, tag).await?;
     state_round_trip(b, tag).await?;
     let conflicts = concurrent_writers(b, &[], tag, 2, 25).await?;
+    retention(b, tag).await?;
     Ok(BTreeMap::from([("conflicts", conflicts)]))
 }

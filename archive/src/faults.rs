@@ -190,3 +190,85 @@ impl ObjectStore for UnconditionalStore {
         self.inner.copy_opts(from, to, options).await
     }
 }
+
+/// How a [`FaultyStateStore`] behaves right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fault {
+    /// Calls pass through.
+    Healthy,
+    /// Calls fail with a backend error at once (connection refused).
+    Down,
+    /// Calls never answer (a frozen server); only a caller's timeout ends them.
+    Frozen,
+}
+
+/// A state store whose backend can be taken down or frozen, counting the calls that reach
+/// it: for tests of what the engine and the circuit breaker do during an outage.
+#[derive(Debug)]
+pub struct FaultyStateStore {
+    inner: Arc<dyn foldwire_core::StateStore>,
+    fault: std::sync::Mutex<Fault>,
+    calls: AtomicU64,
+}
+
+impl FaultyStateStore {
+    /// A healthy wrapper around `inner`.
+    pub fn new(inner: Arc<dyn foldwire_core::StateStore>) -> Self {
+        FaultyStateStore {
+            inner,
+            fault: std::sync::Mutex::new(Fault::Healthy),
+            calls: AtomicU64::new(0),
+        }
+    }
+
+    /// Changes the behaviour for the next calls.
+    pub fn set(&self, fault: Fault) {
+        *self.fault.lock().unwrap_or_else(|p| p.into_inner()) = fault;
+    }
+
+    /// Calls that reached this store so far.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::SeqCst)
+    }
+
+    async fn gate(&self, operation: &str) -> Result<(), foldwire_core::StoreError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let fault = *self.fault.lock().unwrap_or_else(|p| p.into_inner());
+        match fault {
+            Fault::Healthy => Ok(()),
+            Fault::Down => Err(foldwire_core::StoreError::Backend {
+                backend: "faulty".to_owned(),
+                operation: operation.to_owned(),
+                source: "injected outage: connection refused".into(),
+            }),
+            Fault::Frozen => {
+                futures::future::pending::<()>().await;
+                Ok(())
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl foldwire_core::StateStore for FaultyStateStore {
+    async fn load(
+        &self,
+        session: &foldwire_core::SessionId,
+    ) -> Result<
+        Option<(foldwire_core::SessionState, foldwire_core::StateVersion)>,
+        foldwire_core::StoreError,
+    > {
+        self.gate("load state").await?;
+        self.inner.load(session).await
+    }
+
+    async fn save(
+        &self,
+        session: &foldwire_core::SessionId,
+        state: &foldwire_core::SessionState,
+        expected: Option<&foldwire_core::StateVersion>,
+    ) -> Result<foldwire_core::StateVersion, foldwire_core::StoreError> {
+        self.gate("save state").await?;
+        self.inner.save(session, state, expected).await
+    }
+}

@@ -14,6 +14,7 @@
 //! - [`conformance`] is the suite every backend runs; [`faults`] holds stores that fail on
 //!   purpose, for tests of the spill path.
 
+pub mod breaker;
 pub mod conformance;
 pub mod error;
 pub mod faults;
@@ -21,6 +22,7 @@ pub mod index;
 pub mod keys;
 pub mod media;
 pub mod restore;
+pub mod retention;
 pub mod state;
 pub mod url;
 
@@ -36,10 +38,12 @@ use foldwire_core::{MediaArchive, StateStore};
 /// object_store, re-exported so hosts and tests can build custom backends and wrappers.
 pub use object_store;
 
+pub use breaker::{Breaker, BreakerConfig, BreakerStats};
 pub use error::{ArchiveError, RestoreError};
 pub use index::MediaRecord;
 pub use media::ObjectMediaArchive;
 pub use restore::{MediaListing, RestoredMedia, list_media, restore_media, restore_media_part};
+pub use retention::{GcReport, RetentionPolicy};
 pub use state::{LocalStateStore, ObjectStateStore};
 pub use url::{ArchiveLocation, default_location};
 
@@ -68,6 +72,25 @@ impl Backends {
         }
     }
 
+    /// The same location with its state store and media archive behind one circuit breaker
+    /// (see [`breaker`]); the breaker is returned too, for metrics.
+    pub fn with_breaker(self, config: BreakerConfig) -> (Self, Arc<Breaker>) {
+        let breaker = Arc::new(Breaker::new(self.backend, config));
+        let guarded = Backends {
+            media: Arc::new(breaker::GuardedMediaArchive::new(
+                self.media,
+                Arc::clone(&breaker),
+            )),
+            state: Arc::new(breaker::GuardedStateStore::new(
+                self.state,
+                Arc::clone(&breaker),
+            )),
+            store: self.store,
+            backend: self.backend,
+        };
+        (guarded, breaker)
+    }
+
     /// A fresh in-memory archive and state store.
     pub fn memory() -> Self {
         Self::from_object_store(Arc::new(InMemory::new()), "memory")
@@ -82,12 +105,16 @@ impl Backends {
             path: dir.clone(),
             source,
         })?;
-        let fs =
-            LocalFileSystem::new_with_prefix(&dir).map_err(|source| ArchiveError::Backend {
+        // fsync: an archived original must be on disk before the state that points at it is
+        // saved (the state file is fsynced too), or a power loss leaves refs to nothing. On S3
+        // the PUT's answer is that point.
+        let fs = LocalFileSystem::new_with_prefix(&dir)
+            .map_err(|source| ArchiveError::Backend {
                 backend: "file",
                 url: dir.display().to_string(),
                 source,
-            })?;
+            })?
+            .with_fsync(true);
         let store: Arc<dyn ObjectStore> = Arc::new(fs);
         Ok(Backends {
             media: Arc::new(ObjectMediaArchive::new(Arc::clone(&store), "file")),

@@ -148,6 +148,11 @@ pub struct LocalStateStore {
 /// Distinguishes temporary files of concurrent writers in one process.
 static TEMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// Temp files of a local state save are named `.state.json.<pid>.<n>.tmp`.
+const TEMP_PREFIX: &str = ".state.json.";
+/// See [`TEMP_PREFIX`].
+const TEMP_SUFFIX: &str = ".tmp";
+
 /// What the blocking part of a local save can end in.
 enum LocalSave {
     Saved(String),
@@ -188,6 +193,22 @@ impl LocalStateStore {
         }
     }
 
+    /// Removes temp files of writers that died between create and rename (`kill -9`, power
+    /// loss). Only called with the session's lock held. Best effort: a file that cannot be
+    /// removed now is tried again on the next save.
+    fn remove_leftover_temps(dir: &FsPath) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(TEMP_PREFIX) && name.ends_with(TEMP_SUFFIX) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+
     /// The compare-and-swap itself; runs on a blocking thread because it waits on the lock.
     fn save_blocking(
         dir: &FsPath,
@@ -209,8 +230,11 @@ impl LocalStateStore {
         if current.as_deref() != expected {
             return Ok(LocalSave::Conflict);
         }
+        // Under the lock no other writer has a temp file open, so any left here is what a
+        // killed writer left behind.
+        Self::remove_leftover_temps(dir);
         let temp = dir.join(format!(
-            ".state.json.{}.{}.tmp",
+            "{TEMP_PREFIX}{}.{}{TEMP_SUFFIX}",
             std::process::id(),
             TEMP_COUNTER.fetch_add(1, Ordering::Relaxed)
         ));

@@ -38,7 +38,8 @@ pub mod wire;
 pub use inventory;
 
 pub use actors::{
-    Engine, EngineBuilder, HostError, SessionActor, StageActor, TurnOutcome, TurnRequest,
+    Engine, EngineBuilder, HostError, SessionActor, StageActor, StateUpdate, TurnOutcome,
+    TurnRequest,
 };
 pub use archive::{
     ArchivedObject, MediaArchive, StateStore, StateVersion, StoreError, StoredContent,

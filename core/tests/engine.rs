@@ -223,6 +223,31 @@ async fn updates_between_turns_are_saved_and_serialized() {
     );
 }
 
+/// Two engines on one store are two replicas: each caches the state it loaded, so the second
+/// writer's save conflicts. A state change (usage, a learned window, the model's compress call)
+/// must be applied again on the fresh state, never dropped.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_that_lose_a_conditional_write_are_applied_again() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let a = engine_with(append_pipeline("a"), store.clone(), 1);
+    let b = engine_with(append_pipeline("b"), store.clone(), 1);
+    let session = SessionId::new("replicas").unwrap();
+    let bump = |key: &'static str| -> foldwire_core::StateUpdate {
+        Box::new(move |s| {
+            *s.counters.entry(key.into()).or_insert(0) += 1;
+            serde_json::json!(s.counters[key])
+        })
+    };
+    for round in 1..=20u64 {
+        // Each replica works from its cached copy; every second write is a conflict.
+        assert_eq!(a.update(&session, bump("a")).await.unwrap(), round);
+        assert_eq!(b.update(&session, bump("b")).await.unwrap(), round);
+    }
+    let (state, _) = store.load(&session).await.unwrap().unwrap();
+    assert_eq!(state.counters["a"], 20);
+    assert_eq!(state.counters["b"], 20);
+}
+
 fn retiring_engine(store: Arc<dyn StateStore>, after: Duration) -> Engine {
     Engine::builder(
         append_pipeline("append"),

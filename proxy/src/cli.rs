@@ -129,6 +129,9 @@ pub enum Command {
     /// `{"foldwire_reset": "TEXT"}` lines) through the pipeline; prints per-turn tokens,
     /// folds and rewrite.
     Replay(ReplayArgs),
+    /// Apply retention to a state location: remove sessions idle too long and archived
+    /// objects nothing points to; prints what it freed.
+    Gc(commands::gc::GcArgs),
     /// Pipeline specs.
     Pipeline {
         /// The action.
@@ -271,9 +274,13 @@ pub fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_new(&cli.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Colour codes only for a person at a terminal: log files and collectors get plain text.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
+        && std::env::var_os("NO_COLOR").is_none();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
     let result = match cli.command {
         Command::Plugins { json } => commands::plugins::run(json),
@@ -331,6 +338,7 @@ pub fn main() -> ExitCode {
             transition,
         } => commands::session_cmds::reset(&session, state.state.as_deref(), &transition),
         Command::Replay(args) => commands::replay::run(args),
+        Command::Gc(args) => commands::gc::run(args),
         Command::Pipeline {
             action: PipelineCommand::Check { spec, json },
         } => commands::pipeline::check(&spec, json),

@@ -6,100 +6,14 @@
 mod support;
 
 use foldwire_core::{SessionState, Wire};
-use foldwire_stages::kernel::{pairing_rules, restore_with_archive};
-use serde_json::{Value, json};
+use foldwire_stages::kernel::pairing_rules;
+use serde_json::Value;
+use support::agent::{answer_and_results, assert_blocks_restore, opener, request};
 use support::*;
 
 const WINDOW: u64 = 40_000;
 /// Turns of the loop on the three wires that run it at the shorter length (Anthropic runs 300).
 const TURNS: usize = 80;
-
-/// The request body of a turn.
-fn request(wire: Wire, history: &[Value]) -> Value {
-    match wire {
-        Wire::Anthropic => {
-            json!({"model": "m", "max_tokens": 64, "system": "You are an agent.", "messages": history})
-        }
-        Wire::OpenAiChat => {
-            let mut m = vec![json!({"role": "system", "content": "You are an agent."})];
-            m.extend(history.iter().cloned());
-            json!({"model": "m", "messages": m})
-        }
-        Wire::OpenAiResponses => {
-            json!({"model": "m", "instructions": "You are an agent.", "input": history})
-        }
-        Wire::Gemini => {
-            json!({"systemInstruction": {"parts": [{"text": "You are an agent."}]}, "contents": history})
-        }
-    }
-}
-
-/// The first user message.
-fn opener(wire: Wire) -> Value {
-    match wire {
-        Wire::Gemini => json!({"role": "user", "parts": [{"text": "Start the task."}]}),
-        _ => json!({"role": "user", "content": "Start the task."}),
-    }
-}
-
-/// Appends the model's answer and the client's tool results; returns the tool names called.
-fn answer_and_results(
-    wire: Wire,
-    history: &mut Vec<Value>,
-    answer: &Value,
-    turn: usize,
-) -> Vec<String> {
-    let output = |_: &str| {
-        format!(
-            "output of turn {turn}: {}",
-            "file.rs changed; tests ok. ".repeat(110)
-        )
-    };
-    let mut names = Vec::new();
-    match wire {
-        Wire::Anthropic => {
-            let content = answer["content"].as_array().unwrap().clone();
-            let mut results = Vec::new();
-            for block in content.iter().filter(|b| b["type"] == "tool_use") {
-                names.push(block["name"].as_str().unwrap().to_owned());
-                results.push(json!({"type": "tool_result", "tool_use_id": block["id"], "content": output("")}));
-            }
-            history.push(json!({"role": "assistant", "content": content}));
-            history.push(json!({"role": "user", "content": results}));
-        }
-        Wire::OpenAiChat => {
-            let message = answer["choices"][0]["message"].clone();
-            history.push(message.clone());
-            for call in message["tool_calls"].as_array().into_iter().flatten() {
-                names.push(call["function"]["name"].as_str().unwrap().to_owned());
-                history.push(
-                    json!({"role": "tool", "tool_call_id": call["id"], "content": output("")}),
-                );
-            }
-        }
-        Wire::OpenAiResponses => {
-            let items = answer["output"].as_array().unwrap().clone();
-            history.extend(items.iter().cloned());
-            for item in items.iter().filter(|i| i["type"] == "function_call") {
-                names.push(item["name"].as_str().unwrap().to_owned());
-                history.push(json!({"type": "function_call_output", "call_id": item["call_id"], "output": output("")}));
-            }
-        }
-        Wire::Gemini => {
-            let content = answer["candidates"][0]["content"].clone();
-            history.push(content.clone());
-            let mut parts = Vec::new();
-            for part in content["parts"].as_array().into_iter().flatten() {
-                if let Some(name) = part["functionCall"]["name"].as_str() {
-                    names.push(name.to_owned());
-                    parts.push(json!({"functionResponse": {"name": name, "response": {"result": output("")}}}));
-                }
-            }
-            history.push(json!({"role": "user", "parts": parts}));
-        }
-    }
-    names
-}
 
 async fn agent_loop(wire: Wire, turns: usize) {
     let (upstream, mock) = start_mock().await;
@@ -162,29 +76,13 @@ async fn agent_loop(wire: Wire, turns: usize) {
             .any(|b| b.author.as_deref() == Some("model")),
         "{wire}: the model's compress calls made blocks"
     );
-    // Originals are read back the way a user would: state first, then the session's archive.
-    let archive = foldwire_archive::open(dir.path().to_str().unwrap())
-        .unwrap()
-        .media;
-    let session_id = foldwire_core::SessionId::new(session.clone()).unwrap();
-    let last_sent = sent.last().unwrap();
-    let mut restored = 0;
-    for block in &state.blocks {
-        let r = restore_with_archive(&state, archive.as_ref(), &session_id, block.id, true)
-            .await
-            .unwrap();
-        for unit in r.units {
-            assert!(
-                // The client's history only grows, so its last body holds every unit it sent.
-                last_sent.contains(&unit.raw),
-                "{wire}: {} of {} is not what the client sent: {}",
-                unit.r#ref,
-                block.id,
-                unit.raw
-            );
-            restored += 1;
-        }
-    }
+    let restored = assert_blocks_restore(
+        &state,
+        dir.path().to_str().unwrap(),
+        &session,
+        sent.last().unwrap(),
+    )
+    .await;
     assert!(restored > 20, "{wire}: only {restored} units restored");
 }
 

@@ -100,7 +100,11 @@ impl Message for Snapshot {
 }
 
 /// A change to a session's state outside a turn (commands such as fold or reset).
-pub type StateUpdate = Box<dyn FnOnce(&mut SessionState) -> serde_json::Value + Send>;
+///
+/// It is a `Fn`, not a `FnOnce`, because it may run more than once: when another writer
+/// (a second replica) saved the session in between, the actor reloads the state and applies
+/// the same change again, so a change a client or the model asked for is never dropped.
+pub type StateUpdate = Box<dyn Fn(&mut SessionState) -> serde_json::Value + Send>;
 
 /// Applies a [`StateUpdate`] and saves the result, serialized with the session's turns.
 pub struct Update(pub StateUpdate);
@@ -258,33 +262,44 @@ async fn execute_update(
     loaded: Loaded,
     update: StateUpdate,
 ) -> (Loaded, Result<serde_json::Value, HostError>) {
-    let (state, version) = match loaded {
+    let (mut state, mut version) = match loaded {
         Some(l) => l,
         None => match load(store.as_ref(), &session).await {
             Ok(l) => l,
             Err(e) => return (None, Err(e)),
         },
     };
-    let mut next = state.clone();
-    let answer = update(&mut next);
-    match store.save(&session, &next, version.as_ref()).await {
-        Ok(v) => (Some((next, Some(v))), Ok(answer)),
-        // A closure runs once; on a conflict the caller retries with fresh state.
-        Err(StoreError::Conflict { .. }) => (
-            None,
-            Err(HostError::Contention {
-                session: session.to_string(),
-                attempts: 1,
-            }),
-        ),
-        Err(source) => (
-            Some((state, version)),
-            Err(HostError::Store {
-                session: session.to_string(),
-                source,
-            }),
-        ),
+    for _ in 0..MAX_SAVE_ATTEMPTS {
+        let mut next = state.clone();
+        let answer = update(&mut next);
+        match store.save(&session, &next, version.as_ref()).await {
+            Ok(v) => return (Some((next, Some(v))), Ok(answer)),
+            // Another writer saved first: apply the same change to what it saved.
+            Err(StoreError::Conflict { .. }) => match load(store.as_ref(), &session).await {
+                Ok((s, v)) => {
+                    state = s;
+                    version = v;
+                }
+                Err(e) => return (None, Err(e)),
+            },
+            Err(source) => {
+                return (
+                    Some((state, version)),
+                    Err(HostError::Store {
+                        session: session.to_string(),
+                        source,
+                    }),
+                );
+            }
+        }
     }
+    (
+        None,
+        Err(HostError::Contention {
+            session: session.to_string(),
+            attempts: MAX_SAVE_ATTEMPTS,
+        }),
+    )
 }
 
 impl Handler<RunTurn> for SessionActor {

@@ -1,5 +1,6 @@
 //! One module per command.
 
+pub mod gc;
 pub mod pipeline;
 pub mod plugins;
 pub mod replay;

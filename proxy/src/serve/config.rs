@@ -69,6 +69,22 @@ pub struct ServeConfig {
     /// Seconds a session may sit idle before its in-memory state is dropped (it stays in the
     /// state location and loads again on the next turn); 0 keeps every session in memory.
     pub idle_session_secs: u64,
+    /// Store failures in a row after which the state store and archive are skipped (turns
+    /// fail open at once) until a probe succeeds; 0 turns the circuit breaker off.
+    pub store_breaker_failures: u32,
+    /// Seconds an open store circuit waits before probing the store again.
+    pub store_breaker_cooldown_secs: u64,
+    /// Longest one state or archive call may take, in milliseconds (a frozen store costs
+    /// this, not the client's whole retry schedule).
+    pub store_timeout_ms: u64,
+    /// Sessions idle (no turn) longer than this many days are removed whole, state and
+    /// archive; 0 keeps them forever.
+    pub retention_session_days: u64,
+    /// Archived objects that nothing points to any more (no state, block or ref) are removed
+    /// once older than this many days; 0 keeps them. Referenced objects are never removed.
+    pub retention_media_days: u64,
+    /// Seconds between retention runs (the first runs at start; at least 60).
+    pub retention_interval_secs: u64,
 }
 
 impl Default for ServeConfig {
@@ -89,6 +105,12 @@ impl Default for ServeConfig {
             keepalive_secs: 5,
             usage_samples: 64,
             idle_session_secs: 900,
+            store_breaker_failures: 3,
+            store_breaker_cooldown_secs: 15,
+            store_timeout_ms: 5000,
+            retention_session_days: 30,
+            retention_media_days: 7,
+            retention_interval_secs: 6 * 3600,
         }
     }
 }

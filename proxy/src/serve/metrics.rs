@@ -1,9 +1,11 @@
 //! Prometheus metrics, kept as plain atomics and rendered in the text exposition format.
 
 use std::fmt::Write as _;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dashmap::DashMap;
+use foldwire_archive::{Breaker, GcReport};
 use foldwire_core::{TurnReport, Wire};
 
 /// Counters for `/metrics`.
@@ -18,9 +20,19 @@ pub struct Metrics {
     loop_rounds: AtomicU64,
     stage_micros: DashMap<String, (u64, u64)>,
     counters: DashMap<String, u64>,
+    store_breaker: Option<Arc<Breaker>>,
+    retention_objects: AtomicU64,
+    retention_bytes: AtomicU64,
+    retention_sessions: AtomicU64,
 }
 
 impl Metrics {
+    /// Reports the state store's circuit breaker too.
+    pub fn with_store_breaker(mut self, breaker: Option<Arc<Breaker>>) -> Self {
+        self.store_breaker = breaker;
+        self
+    }
+
     /// Counts a processed request of a wire.
     pub fn request(&self, wire: Wire) {
         self.requests
@@ -37,6 +49,16 @@ impl Metrics {
     /// Counts a request forwarded unchanged because the pipeline failed.
     pub fn fail_open(&self) {
         self.fail_open.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds what a retention run removed.
+    pub fn retention(&self, report: &GcReport) {
+        self.retention_objects
+            .fetch_add(report.objects_removed, Ordering::Relaxed);
+        self.retention_bytes
+            .fetch_add(report.bytes_freed, Ordering::Relaxed);
+        self.retention_sessions
+            .fetch_add(report.sessions_removed.len() as u64, Ordering::Relaxed);
     }
 
     /// Counts a refused request.
@@ -91,11 +113,35 @@ impl Metrics {
             ("foldwire_upstream_errors_total", &self.upstream_errors),
             ("foldwire_proxy_tool_calls_total", &self.proxy_calls),
             ("foldwire_loop_rounds_total", &self.loop_rounds),
+            (
+                "foldwire_retention_objects_removed_total",
+                &self.retention_objects,
+            ),
+            (
+                "foldwire_retention_bytes_freed_total",
+                &self.retention_bytes,
+            ),
+            (
+                "foldwire_retention_sessions_removed_total",
+                &self.retention_sessions,
+            ),
         ] {
             let _ = writeln!(
                 out,
                 "# TYPE {name} counter\n{name} {}",
                 v.load(Ordering::Relaxed)
+            );
+        }
+        if let Some(b) = &self.store_breaker {
+            let stats = b.stats();
+            let _ = writeln!(
+                out,
+                "# TYPE foldwire_store_circuit_open gauge\nfoldwire_store_circuit_open {}\n\
+                 # TYPE foldwire_store_circuit_trips_total counter\nfoldwire_store_circuit_trips_total {}\n\
+                 # TYPE foldwire_store_calls_skipped_total counter\nfoldwire_store_calls_skipped_total {}",
+                u8::from(stats.open),
+                stats.trips,
+                stats.skipped
             );
         }
         out.push_str("# TYPE foldwire_stage_seconds summary\n");

@@ -11,6 +11,7 @@ pub mod identity;
 pub mod merge;
 pub mod metrics;
 pub mod reports;
+pub mod retention;
 pub mod route;
 pub mod side;
 pub mod stitch;
@@ -74,10 +75,21 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let registry = setup::registry()?;
     let pipeline = setup::pipeline(&config.pipeline, &registry)?;
     let backends = setup::backends(config.state.as_deref())?;
+    let (backends, store_breaker) = if config.store_breaker_failures > 0 {
+        let (guarded, breaker) = backends.with_breaker(foldwire_archive::BreakerConfig {
+            failures: config.store_breaker_failures,
+            cooldown: Duration::from_secs(config.store_breaker_cooldown_secs),
+            call_timeout: Duration::from_millis(config.store_timeout_ms.max(1)),
+        });
+        (guarded, Some(breaker))
+    } else {
+        (backends, None)
+    };
     let identity_key = match &config.identity_key {
         Some(k) => k.as_bytes().to_vec(),
         None => stored_identity_key(backends.store.as_ref()).await?,
     };
+    let gc_store = (Arc::clone(&backends.store), backends.backend);
     let cx = StageCx::new(registry.clone()).with_archive(backends.media);
     let mut builder = Engine::builder(pipeline, backends.state, registry.clone()).context(cx);
     if config.workers > 0 {
@@ -89,20 +101,25 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let engine = builder.start()?;
     let view_pipeline = setup::view_pipeline(&registry)?;
     let reports = reports::RecentReports::new(config.reports_per_session, config.report_sessions);
+    // A proxy relays redirects instead of following them: following would send the
+    // client's credentials (x-api-key, x-goog-api-key, bearer tokens) to another host.
     let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .context("building the upstream HTTP client")?;
-    Ok(Arc::new(AppState {
+    let app = Arc::new(AppState {
         engine,
         registry,
         config,
         client,
         identity_key,
-        metrics: metrics::Metrics::default(),
+        metrics: metrics::Metrics::default().with_store_breaker(store_breaker),
         reports,
         windows: DashMap::new(),
         view_pipeline,
-    }))
+    });
+    retention::spawn(&app, gc_store.0, gc_store.1);
+    Ok(app)
 }
 
 /// Where the identity key lives beside the sessions, so anonymous session ids survive restarts

@@ -12,8 +12,12 @@
 //! - `agent`: a `bash` call every turn, with a `compress` call first every 7th client turn;
 //! - `sdk`: the SDK suite's conversation (see [`sdk_turn`]): per client turn `Turn N:`, text,
 //!   a client `bash` call then text, or text and a `compress` call then text;
+//! - `cli`: a real agent CLI's session (see [`cli_script`]): its own shell tool six times,
+//!   a `compress` call once a range is listed, then [`CLI_FINAL`];
 //! - anything else: the text `ok`.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+pub mod agent;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -41,6 +45,8 @@ pub struct Received {
 #[derive(Clone, Default)]
 pub struct Mock {
     pub received: Arc<Mutex<Vec<Received>>>,
+    /// The script for requests without `x-mock-script` (clients that cannot set headers).
+    pub default_script: String,
 }
 
 impl Mock {
@@ -169,6 +175,7 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
                 args: json!({"cmd": "ls"}),
             },
         ],
+        "cli" => cli_script(wire, n, body),
         "agent" => {
             let turn = match wire {
                 Wire::Gemini => body
@@ -253,6 +260,121 @@ fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             },
         ],
         _ => vec![Piece::Text(sdk_answer(t))],
+    }
+}
+
+/// The last text of a `cli` session.
+pub const CLI_FINAL: &str = "Finished: six shell steps and one compress.";
+/// Shell names of the agent CLIs: Claude Code, Codex CLI (three generations), Gemini CLI.
+const CLI_SHELLS: [&str; 5] = [
+    "Bash",
+    "shell",
+    "shell_command",
+    "exec_command",
+    "run_shell_command",
+];
+
+/// The CLI's shell tool in a request (any wire): its name and parameter schema.
+pub fn cli_shell(request: &Value) -> Option<(String, Value)> {
+    let tools = request["tools"].as_array()?;
+    let decls = tools.iter().flat_map(|t| {
+        let nested = t["functionDeclarations"].as_array().cloned();
+        nested.unwrap_or_else(|| vec![t["function"].clone(), t.clone()])
+    });
+    decls
+        .filter_map(|d| {
+            let name = d["name"].as_str()?;
+            let schema = ["input_schema", "parameters", "parametersJsonSchema"]
+                .iter()
+                .map(|k| d[*k].clone())
+                .find(Value::is_object)
+                .unwrap_or_default();
+            Some((name.to_owned(), schema))
+        })
+        .find(|(name, _)| CLI_SHELLS.contains(&name.as_str()))
+}
+
+/// Shell steps of a `cli` session.
+pub const CLI_STEPS: usize = 6;
+
+/// `cli`: step k prints `fw-step-k-42` and some 8 kB of numbers with the CLI's own shell
+/// tool (by `printf`, so the marker is in the history only if the CLI ran the command); the
+/// step is known from the markers in the history. From step 3 on, the first request that
+/// lists a compressible range (or the last step's, listed or not) gets a `compress` call on
+/// it first, once (the proxy answers it; its summary stays in the history); after the last
+/// step, the text [`CLI_FINAL`]. Calls come without text, so a CLI that prints every text
+/// prints only the final one. Side requests (no shell tool: titles, Gemini CLI's routing)
+/// get JSON that fits their response schema, else `ok`.
+fn cli_script(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
+    let request: Value = serde_json::from_str(body).unwrap_or_default();
+    let Some((tool, schema)) = cli_shell(&request) else {
+        let schema = [
+            "/generationConfig/responseJsonSchema",
+            "/generationConfig/responseSchema",
+        ]
+        .iter()
+        .find_map(|p| request.pointer(p));
+        return vec![Piece::Text(match schema {
+            Some(schema) => fitting(schema).to_string(),
+            None => "ok".into(),
+        })];
+    };
+    let step = (1..=CLI_STEPS)
+        .rev()
+        .find(|k| body.contains(&format!("fw-step-{k}-42")))
+        .unwrap_or(0);
+    let compressed = has_proxy_result(wire, body) || body.contains("Early chatter about the setup");
+    if step >= 3 && !compressed && (first_range(body).is_some() || step == CLI_STEPS) {
+        return vec![compress_call(n, body)];
+    }
+    if step == CLI_STEPS {
+        return vec![Piece::Text(CLI_FINAL.into())];
+    }
+    let command = format!(
+        "printf 'fw-step-%s-%s\\n' {} 42; seq -s ' ' 1000 2600",
+        step + 1
+    );
+    let props = &schema["properties"];
+    let mut args = if props.get("cmd").is_some() {
+        json!({ "cmd": command })
+    } else if props["command"]["type"] == "array" {
+        json!({ "command": ["bash", "-lc", command] })
+    } else {
+        json!({ "command": command })
+    };
+    if props.get("description").is_some() {
+        args["description"] = json!("Print the step marker");
+    }
+    vec![Piece::Call {
+        id: format!("call_cli_{n}"),
+        name: tool,
+        args,
+    }]
+}
+
+/// A value that fits a JSON schema: required properties filled, the first enum value,
+/// 1 for numbers.
+fn fitting(schema: &Value) -> Value {
+    if let Some(first) = schema["enum"].get(0) {
+        return first.clone();
+    }
+    match schema["type"]
+        .as_str()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        Some("object") => {
+            let required = schema["required"].as_array().cloned().unwrap_or_default();
+            let fields = required
+                .iter()
+                .filter_map(Value::as_str)
+                .map(|k| (k.to_owned(), fitting(&schema["properties"][k])));
+            Value::Object(fields.collect())
+        }
+        Some("array") => json!([]),
+        Some("integer" | "number") => json!(1),
+        Some("boolean") => json!(false),
+        _ => json!("ok"),
     }
 }
 
@@ -529,7 +651,7 @@ async fn handler(
     let name = headers
         .get("x-mock-script")
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
+        .unwrap_or(&mock.default_script)
         .to_owned();
     if name == "overflow" {
         let (status, body) = overflow(wire);
@@ -605,7 +727,15 @@ fn uneven(bytes: Vec<u8>) -> Vec<Result<Bytes, std::io::Error>> {
 }
 
 pub async fn start_mock() -> (SocketAddr, Mock) {
-    let mock = Mock::default();
+    start_mock_scripted("").await
+}
+
+/// A mock that runs `script` for requests that name none.
+pub async fn start_mock_scripted(script: &str) -> (SocketAddr, Mock) {
+    let mock = Mock {
+        default_script: script.to_owned(),
+        ..Mock::default()
+    };
     let app = axum::Router::new()
         .fallback(axum::routing::any(handler))
         .with_state(mock.clone());
