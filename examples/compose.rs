@@ -108,6 +108,8 @@ async fn main() -> Result<()> {
         .name("compose-example")
         .stage_named("wire.decode", Params::Null)?
         .stage(AuditTools { risky: "bash" })
+        .stage_named("media.classify", Params::Null)?
+        .stage_named("archive.spill", Params::Null)?
         .stage_named("refs.mint", Params::Null)?
         .stage_named("ranges.build", Params::Null)?
         .stage_named(

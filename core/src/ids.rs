@@ -113,7 +113,7 @@ pub struct Ref(pub u32);
 pub struct BlockId(pub u32);
 
 macro_rules! numbered_id {
-    ($ty:ident, $prefix:literal, $width:literal, $what:literal, $expected:literal) => {
+    ($ty:ident, $prefix:literal, $upper:literal, $width:literal, $what:literal, $expected:literal) => {
         impl fmt::Display for $ty {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, concat!($prefix, "{:0", $width, "}"), self.0)
@@ -128,7 +128,13 @@ macro_rules! numbered_id {
                     given: s.to_owned(),
                     expected: $expected,
                 };
-                let digits = s.strip_prefix($prefix).ok_or_else(err)?;
+                // Refs arrive typed by people and written by models: surrounding space and
+                // an upper-case prefix (`M00003`, ` b3`) name the same id.
+                let trimmed = s.trim();
+                let digits = trimmed
+                    .strip_prefix($prefix)
+                    .or_else(|| trimmed.strip_prefix($upper))
+                    .ok_or_else(err)?;
                 if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(err());
                 }
@@ -158,6 +164,7 @@ macro_rules! numbered_id {
 numbered_id!(
     Ref,
     "m",
+    "M",
     5,
     "message ref",
     "'m' and a positive number, e.g. m00042"
@@ -165,6 +172,7 @@ numbered_id!(
 numbered_id!(
     BlockId,
     "b",
+    "B",
     1,
     "block id",
     "'b' and a positive number, e.g. b7"
@@ -183,9 +191,10 @@ pub enum AnyRef {
 impl FromStr for AnyRef {
     type Err = IdParseError;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        if s.starts_with('b') {
+        let t = s.trim_start();
+        if t.starts_with(['b', 'B']) {
             s.parse().map(AnyRef::Block)
-        } else if s.starts_with('m') {
+        } else if t.starts_with(['m', 'M']) {
             s.parse().map(AnyRef::Message)
         } else {
             Err(IdParseError {
@@ -221,6 +230,31 @@ mod tests {
         assert!("m-1".parse::<Ref>().is_err());
         assert!("x1".parse::<AnyRef>().is_err());
         assert_eq!("b3".parse::<AnyRef>(), Ok(AnyRef::Block(BlockId(3))));
+    }
+
+    #[test]
+    fn refs_parse_trimmed_and_in_any_case() {
+        for given in ["M00003", " m00003", "m00003 ", "\tM3\n"] {
+            assert_eq!(given.parse::<Ref>(), Ok(Ref(3)), "{given:?}");
+            assert_eq!(
+                given.parse::<AnyRef>(),
+                Ok(AnyRef::Message(Ref(3))),
+                "{given:?}"
+            );
+        }
+        for given in ["B3", " b3 ", "B03"] {
+            assert_eq!(given.parse::<BlockId>(), Ok(BlockId(3)), "{given:?}");
+            assert_eq!(
+                given.parse::<AnyRef>(),
+                Ok(AnyRef::Block(BlockId(3))),
+                "{given:?}"
+            );
+        }
+        let json: AnyRef = serde_json::from_str("\" M00007\"").unwrap();
+        assert_eq!(json, AnyRef::Message(Ref(7)));
+        for bad in ["", " ", "m", "m 3", "mm3", "M-3", "x3", "b3x"] {
+            assert!(bad.parse::<AnyRef>().is_err(), "{bad:?} accepted");
+        }
     }
 
     #[test]

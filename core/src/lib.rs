@@ -58,7 +58,7 @@ pub use registry::{
     RegistryError,
 };
 pub use report::{Refusal, StageTiming, TurnReport, Warning};
-pub use stage::{Clock, Stage, StageCx, StageError, SystemClock};
+pub use stage::{Clock, Stage, StageCx, StageError, StrategyUse, SystemClock};
 pub use state::{STATE_VERSION, SessionState, StateFormatError};
 pub use strategy::{
     FoldDemand, FoldPolicy, HeadZone, Layout, LayoutPlan, LayoutRequest, RangeInfo, StrategyError,

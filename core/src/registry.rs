@@ -208,12 +208,14 @@ pub enum RegistryError {
         second: String,
     },
     /// No component by that name.
-    #[error("no {kind} named {name:?} is registered; registered {kind}s: {known}")]
+    #[error("no {kind} named {name:?} is registered{hint}; registered {kind} names: {known}")]
     Unknown {
         /// The kind looked for.
         kind: ComponentKind,
         /// The name.
         name: String,
+        /// A did-you-mean hint (empty when no registered name is close).
+        hint: String,
         /// The registered names of that kind.
         known: String,
     },
@@ -354,10 +356,12 @@ impl Registry {
             entries.get(name).cloned()
         };
         let Some(entry) = entry else {
+            let known = self.names(kind);
             return Err(RegistryError::Unknown {
                 kind,
                 name: name.to_owned(),
-                known: self.names(kind).join(", "),
+                hint: did_you_mean(name, &known),
+                known: known.join(", "),
             });
         };
         if entry.info.kind != kind {
@@ -450,5 +454,46 @@ fn wrong(name: &str, wanted: ComponentKind, actual: ComponentKind) -> RegistryEr
         name: name.to_owned(),
         wanted,
         actual,
+    }
+}
+
+/// The closest registered name, when one is close enough to be a typo.
+pub(crate) fn did_you_mean(name: &str, known: &[String]) -> String {
+    known
+        .iter()
+        .map(|k| (edit_distance(name, k), k))
+        .filter(|(d, _)| *d <= 3)
+        .min()
+        .map(|(_, k)| format!(" (did you mean {k:?}?)"))
+        .unwrap_or_default()
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1; b.len() + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edit_distance_counts_edits() {
+        assert_eq!(edit_distance("fodl", "fold"), 2);
+        assert_eq!(edit_distance("fold", "fold"), 0);
+        assert_eq!(
+            did_you_mean("wire.decod", &["wire.decode".into()]),
+            " (did you mean \"wire.decode\"?)"
+        );
+        assert_eq!(did_you_mean("zzzzzzzzzz", &["wire.decode".into()]), "");
     }
 }

@@ -7,7 +7,7 @@ use async_trait::async_trait;
 
 use crate::archive::{MediaArchive, StoreError};
 use crate::budget::{CharEstimator, TokenEstimator};
-use crate::registry::Registry;
+use crate::registry::{ComponentKind, Params, Registry};
 use crate::report::Refusal;
 use crate::turn::{Fact, Turn};
 
@@ -107,6 +107,21 @@ pub enum StageError {
     },
 }
 
+/// A strategy a stage builds from the registry when it runs, declared so a pipeline can
+/// resolve it when it is built: a misspelled name then fails validation instead of failing
+/// every turn open.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StrategyUse {
+    /// The stage param that names it (`policy`, `summarizer`, `layout`).
+    pub param: &'static str,
+    /// The kind of strategy.
+    pub kind: ComponentKind,
+    /// Its registered name.
+    pub name: String,
+    /// The params it is built with.
+    pub params: Params,
+}
+
 /// One fixed step of the pipeline.
 ///
 /// A stage is a plain value: it can be unit-tested by calling [`Stage::run`] on a [`Turn`]
@@ -127,6 +142,12 @@ pub trait Stage: Send + Sync + 'static {
         &[]
     }
 
+    /// Strategies the stage builds from the registry when it runs; the pipeline builder
+    /// builds each once to check it exists and takes its params.
+    fn strategies(&self) -> Vec<StrategyUse> {
+        Vec::new()
+    }
+
     /// Runs the stage on a turn.
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError>;
 }
@@ -141,6 +162,9 @@ impl<S: Stage + ?Sized> Stage for Arc<S> {
     }
     fn provides(&self) -> &'static [Fact] {
         (**self).provides()
+    }
+    fn strategies(&self) -> Vec<StrategyUse> {
+        (**self).strategies()
     }
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         (**self).run(turn, cx).await

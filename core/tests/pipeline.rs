@@ -270,3 +270,67 @@ fn builder_mixes_host_stages_and_named_stages() {
         "pipeline \"custom\": host.tag requires decoded: add test.decode before host.tag"
     );
 }
+
+/// A folding stage that names its policy in a param, as the built-in `fold` does.
+struct PolicyFolder {
+    policy: String,
+}
+
+#[async_trait]
+impl Stage for PolicyFolder {
+    fn name(&self) -> &'static str {
+        "test.policy_fold"
+    }
+    fn strategies(&self) -> Vec<foldwire_core::StrategyUse> {
+        vec![foldwire_core::StrategyUse {
+            param: "policy",
+            kind: ComponentKind::FoldPolicy,
+            name: self.policy.clone(),
+            params: Params::Null,
+        }]
+    }
+    async fn run(&self, _turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_misspelled_strategy_fails_the_build_with_a_did_you_mean() {
+    let registry = registry();
+    registry
+        .register(
+            ComponentKind::FoldPolicy,
+            "test.oldest_first",
+            "host",
+            |_| Ok(Component::FoldPolicy(Arc::new(Newest))),
+        )
+        .unwrap();
+    let err = Pipeline::builder(&registry)
+        .stage(PolicyFolder {
+            policy: "test.oldets_first".into(),
+        })
+        .build()
+        .unwrap_err();
+    assert!(matches!(err, PipelineError::Strategy { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("param policy")
+            && message.contains("test.oldets_first")
+            && message.contains("did you mean \"test.oldest_first\"?"),
+        "{message}"
+    );
+    // A strategy of another kind is refused too; the right name builds.
+    let wrong = Pipeline::builder(&registry)
+        .stage(PolicyFolder {
+            policy: "test.decode".into(),
+        })
+        .build()
+        .unwrap_err();
+    assert!(wrong.to_string().contains("not a fold_policy"), "{wrong}");
+    Pipeline::builder(&registry)
+        .stage(PolicyFolder {
+            policy: "test.oldest_first".into(),
+        })
+        .build()
+        .unwrap();
+}

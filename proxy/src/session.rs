@@ -1,12 +1,14 @@
 //! Offline access to one session for the CLI commands: its state, the last request it sent
-//! (kept in the archive by `foldwire run`), and that request's view with refs minted — what
-//! the model saw, which fold and inspect check refs against.
+//! (kept in the archive by `foldwire run` and `foldwire serve` alike), and that request's view
+//! with refs minted — what the model saw, which fold and inspect check refs against.
 
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use bytes::Bytes;
 use foldwire_archive::Backends;
+use foldwire_archive::object_store::path::Path as ObjectPath;
+use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _};
 use foldwire_core::{
     Conversation, Registry, SessionId, SessionState, StageCx, StateVersion, Turn, Wire,
 };
@@ -14,10 +16,12 @@ use serde::{Deserialize, Serialize};
 
 use crate::setup;
 
-/// Key of the last-request record in `SessionState::extra`.
+/// Name of the last-request object beside a session's state, and the key of the record
+/// earlier builds of `foldwire run` kept in `SessionState::extra` (still read).
 const LAST_REQUEST: &str = "last_request";
 
-/// Where the session's last request body is archived.
+/// Where an earlier build archived the session's last request body (read for sessions made
+/// before the last request was kept beside the state).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct LastRequest {
     /// The content key in the archive.
@@ -74,33 +78,52 @@ impl OfflineSession {
     /// # Errors
     /// No request recorded yet, or its body is gone from the archive.
     pub async fn view(&self) -> Result<Conversation> {
-        let last: LastRequest = self
-            .state
-            .extra
-            .get(LAST_REQUEST)
-            .cloned()
-            .map(serde_json::from_value)
-            .transpose()
-            .context("reading the last-request record")?
-            .ok_or_else(|| {
-                anyhow!(
-                    "session {} has no recorded request: run one with `foldwire run` first",
-                    self.id
-                )
-            })?;
-        let body = self
-            .backends
-            .media
-            .get_content(&self.id, &last.key)
-            .await
-            .context("reading the session's last request from the archive")?;
+        self.recorded_view().await?.ok_or_else(|| {
+            anyhow!(
+                "session {} has no recorded request (it was made by host code that records none): \
+                 send one through `foldwire serve` or `foldwire run` first",
+                self.id
+            )
+        })
+    }
+
+    /// The view of the last recorded request, or `None` when the session has none (a session
+    /// made by host code through the library records none).
+    ///
+    /// # Errors
+    /// An unreadable record, or a recorded body gone from the archive.
+    pub async fn recorded_view(&self) -> Result<Option<Conversation>> {
+        let (wire, body) = match load_last_request(self.backends.store.as_ref(), &self.id).await? {
+            Some(kept) => kept,
+            None => {
+                let Some(last) = self
+                    .state
+                    .extra
+                    .get(LAST_REQUEST)
+                    .cloned()
+                    .map(serde_json::from_value::<LastRequest>)
+                    .transpose()
+                    .context("reading the last-request record")?
+                else {
+                    return Ok(None);
+                };
+                let body = self
+                    .backends
+                    .media
+                    .get_content(&self.id, &last.key)
+                    .await
+                    .context("reading the session's last request from the archive")?;
+                (last.wire, body)
+            }
+        };
         let pipeline = setup::view_pipeline(&self.registry)?;
-        let mut turn = Turn::new(self.id.clone(), last.wire, body, self.state.clone());
+        let mut turn = Turn::new(self.id.clone(), wire, body, self.state.clone());
         pipeline
             .run(&mut turn, &self.cx())
             .await
             .map_err(|f| anyhow!("{}: {}", f.stage, f.error))?;
         turn.conversation
+            .map(Some)
             .ok_or_else(|| anyhow!("the view pipeline produced no conversation"))
     }
 
@@ -122,30 +145,73 @@ impl OfflineSession {
     }
 }
 
-/// Archives a request body and returns the record `view` finds it by.
-///
-/// # Errors
-/// The archive refused the write.
-pub async fn archive_request(
-    backends: &Backends,
-    session: &SessionId,
-    wire: Wire,
-    body: Bytes,
-) -> Result<LastRequest> {
-    let stored = backends
-        .media
-        .put_content(session, "application/json", body)
-        .await
-        .context("archiving the request body")?;
-    Ok(LastRequest {
-        key: stored.key,
-        wire,
-    })
+/// Where a session's last request is kept, beside its state: one object, overwritten every
+/// turn, so a long session keeps one body and not one per turn.
+fn last_request_path(session: &SessionId) -> ObjectPath {
+    ObjectPath::from(format!("sessions/{}/{LAST_REQUEST}", session.as_str()))
 }
 
-/// Records the last request in a state.
-pub fn record_last_request(state: &mut SessionState, last: &LastRequest) {
-    if let Ok(v) = serde_json::to_value(last) {
-        state.extra.insert(LAST_REQUEST.to_owned(), v);
+/// Keeps a request `foldwire run` or `foldwire serve` processed as the session's last, so
+/// `inspect` and `fold` see what the model saw whichever way the session was made. The
+/// object is the wire's name, a newline, then the body exactly as received.
+///
+/// # Errors
+/// The store refused the write.
+pub async fn store_last_request(
+    store: &dyn ObjectStore,
+    session: &SessionId,
+    wire: Wire,
+    body: &Bytes,
+) -> Result<()> {
+    let mut payload = Vec::with_capacity(wire.as_str().len() + 1 + body.len());
+    payload.extend_from_slice(wire.as_str().as_bytes());
+    payload.push(b'\n');
+    payload.extend_from_slice(body);
+    store
+        .put(&last_request_path(session), Bytes::from(payload).into())
+        .await
+        .with_context(|| format!("keeping the last request of session {session}"))?;
+    Ok(())
+}
+
+/// The session's last request and its wire, when one was kept.
+///
+/// # Errors
+/// The store failed, or the object is not one [`store_last_request`] wrote.
+pub async fn load_last_request(
+    store: &dyn ObjectStore,
+    session: &SessionId,
+) -> Result<Option<(Wire, Bytes)>> {
+    let bytes = match store.get(&last_request_path(session)).await {
+        Ok(r) => r.bytes().await?,
+        Err(foldwire_archive::object_store::Error::NotFound { .. }) => return Ok(None),
+        Err(e) => {
+            return Err(anyhow::Error::new(e)
+                .context(format!("reading the last request of session {session}")));
+        }
+    };
+    let newline = bytes
+        .iter()
+        .position(|&b| b == b'\n')
+        .ok_or_else(|| anyhow!("the last request of session {session} has no wire line"))?;
+    let wire: Wire = std::str::from_utf8(&bytes[..newline])
+        .ok()
+        .and_then(|w| w.parse().ok())
+        .ok_or_else(|| anyhow!("the last request of session {session} names no known wire"))?;
+    Ok(Some((wire, bytes.slice(newline + 1..))))
+}
+
+/// An empty view of a session's wire, for sessions with no recorded request: refs and
+/// blocks come from the state alone.
+pub fn empty_view(wire: Wire) -> Conversation {
+    Conversation {
+        wire,
+        source: Bytes::new(),
+        messages_span: 0..0,
+        entries: Vec::new(),
+        messages: Vec::new(),
+        overrides: Vec::new(),
+        model: None,
+        stream: false,
     }
 }

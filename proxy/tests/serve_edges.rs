@@ -88,3 +88,85 @@ async fn redirects_are_relayed_and_credentials_never_follow_them() {
         "the redirect target received requests (with the client's credentials)"
     );
 }
+
+/// Reads until the server closes the connection (or `limit` passes); true when it closed.
+async fn closed_by_server(stream: &mut tokio::net::TcpStream, limit: std::time::Duration) -> bool {
+    use tokio::io::AsyncReadExt as _;
+    let mut buf = [0u8; 256];
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            Ok(Ok(_)) => continue,
+            Err(_) => return false,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_are_cut_off_and_the_connection_cap_holds() {
+    use std::time::Duration;
+    use tokio::io::AsyncWriteExt as _;
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| {
+        c.header_timeout_secs = 1;
+        c.max_connections = 4;
+    })
+    .await;
+    // Four clients that start a request and never finish its headers fill the cap.
+    let mut slow = Vec::new();
+    for _ in 0..4 {
+        let mut s = tokio::net::TcpStream::connect(proxy).await.unwrap();
+        s.write_all(b"POST /v1/messages HTTP/1.1\r\nhost: x\r\n")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    // A fifth, well-behaved client waits for a free slot, then is served.
+    let served = tokio::spawn(async move {
+        reqwest::Client::new()
+            .get(format!("http://{proxy}/metrics"))
+            .send()
+            .await
+            .map(|r| r.status())
+    });
+    for (i, s) in slow.iter_mut().enumerate() {
+        assert!(
+            closed_by_server(s, Duration::from_secs(10)).await,
+            "slow client {i} was still connected after 10 s"
+        );
+    }
+    let status = tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("the waiting client was never served")
+        .unwrap()
+        .unwrap();
+    assert_eq!(status, 200);
+    // An idle keep-alive connection is closed the same way once its request is answered.
+    let mut idle = tokio::net::TcpStream::connect(proxy).await.unwrap();
+    idle.write_all(b"GET /metrics HTTP/1.1\r\nhost: x\r\n\r\n")
+        .await
+        .unwrap();
+    assert!(closed_by_server(&mut idle, Duration::from_secs(10)).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_content_encoding_is_refused_with_the_accepted_ones_named() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}/v1/messages"))
+        .header("content-encoding", "lzma")
+        .body("not really lzma")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 415);
+    let body: serde_json::Value = resp.json().await.unwrap();
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("\"lzma\""), "{message}");
+    assert!(message.contains("gzip"), "{message}");
+    assert!(mock.bodies().is_empty());
+}

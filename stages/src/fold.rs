@@ -23,8 +23,8 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    AnyRef, BuildError, Component, Fact, FoldDemand, Params, Stage, StageCx, StageError,
-    SummaryRequest, Turn, async_trait,
+    AnyRef, BuildError, Component, ComponentKind, Fact, FoldDemand, Params, Stage, StageCx,
+    StageError, StrategyUse, SummaryRequest, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -254,10 +254,32 @@ impl Stage for Fold {
         NAME
     }
     fn requires(&self) -> &'static [Fact] {
-        &[Fact::RangesBuilt]
+        // Folding takes units off the wire: media in them must be classified (what cannot
+        // be fetched again is pinned) and archived first, or a folded payload is lost.
+        &[Fact::RangesBuilt, Fact::MediaClassified, Fact::Archived]
     }
     fn provides(&self) -> &'static [Fact] {
         &[Fact::Folded]
+    }
+    fn strategies(&self) -> Vec<StrategyUse> {
+        // Both are built only for automatic folds.
+        if !self.config.auto {
+            return Vec::new();
+        }
+        vec![
+            StrategyUse {
+                param: "policy",
+                kind: ComponentKind::FoldPolicy,
+                name: self.config.policy.clone(),
+                params: self.config.policy_params.clone(),
+            },
+            StrategyUse {
+                param: "summarizer",
+                kind: ComponentKind::Summarizer,
+                name: self.config.summarizer.clone(),
+                params: self.config.summarizer_params.clone(),
+            },
+        ]
     }
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         if turn.conversation.is_none() {

@@ -64,16 +64,30 @@ pub enum PipelineError {
         /// How to fix it.
         fix: String,
     },
+    /// A strategy a stage names (a fold policy, summarizer, layout) could not be built.
+    #[error("pipeline {pipeline:?}, stage #{position} {stage}, param {param}: {error}")]
+    Strategy {
+        /// The pipeline name.
+        pipeline: String,
+        /// 1-based position of the stage.
+        position: usize,
+        /// The stage.
+        stage: String,
+        /// The param naming the strategy.
+        param: &'static str,
+        /// The registry error (unknown name with a did-you-mean, wrong kind, bad params); in
+        /// the message, not a source, so chained error printing says it once.
+        error: Box<RegistryError>,
+    },
     /// A named component could not be built.
-    #[error("pipeline {pipeline:?}, stage #{position}: {source}")]
+    #[error("pipeline {pipeline:?}, stage #{position}: {error}")]
     Build {
         /// The pipeline name.
         pipeline: String,
         /// 1-based position.
         position: usize,
-        /// The registry error.
-        #[source]
-        source: RegistryError,
+        /// The registry error (in the message, so chained printing says it once).
+        error: RegistryError,
     },
 }
 
@@ -209,17 +223,17 @@ impl<'r> PipelineBuilder<'r> {
     pub fn stage_named(mut self, name: &str, params: Params) -> Result<Self, PipelineError> {
         let position = self.stages.len() + 1;
         let stage = self.registry.stage(name, &params).map_err(|e| match e {
-            RegistryError::Unknown { known, .. } => PipelineError::UnknownStage {
+            RegistryError::Unknown { known, hint, .. } => PipelineError::UnknownStage {
                 pipeline: self.name.clone(),
                 position,
                 name: name.to_owned(),
-                hint: did_you_mean(name, &self.registry.names(crate::ComponentKind::Stage)),
+                hint,
                 known,
             },
             other => PipelineError::Build {
                 pipeline: self.name.clone(),
                 position,
-                source: other,
+                error: other,
             },
         })?;
         self.stages.push(stage);
@@ -247,6 +261,21 @@ impl<'r> PipelineBuilder<'r> {
                     first: j + 1,
                     second: i + 1,
                 });
+            }
+        }
+        // Strategies are built once here so a misspelled name or bad params fail now, not
+        // on every turn (where the stage could only fail open).
+        for (i, s) in stages.iter().enumerate() {
+            for used in s.strategies() {
+                if let Err(error) = registry.build(used.kind, &used.name, &used.params) {
+                    return Err(PipelineError::Strategy {
+                        pipeline: name,
+                        position: i + 1,
+                        stage: s.name().to_owned(),
+                        param: used.param,
+                        error: Box::new(error),
+                    });
+                }
             }
         }
         let mut provided: BTreeSet<Fact> = BTreeSet::new();
@@ -280,45 +309,5 @@ impl<'r> PipelineBuilder<'r> {
             provided.extend(s.provides().iter().copied());
         }
         Ok(Pipeline { name, stages })
-    }
-}
-
-/// The closest registered name, when one is close enough to be a typo.
-fn did_you_mean(name: &str, known: &[String]) -> String {
-    known
-        .iter()
-        .map(|k| (edit_distance(name, k), k))
-        .filter(|(d, _)| *d <= 3)
-        .min()
-        .map(|(_, k)| format!(" (did you mean {k:?}?)"))
-        .unwrap_or_default()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("fodl", "fold"), 2);
-        assert_eq!(edit_distance("fold", "fold"), 0);
-        assert_eq!(
-            did_you_mean("wire.decod", &["wire.decode".into()]),
-            " (did you mean \"wire.decode\"?)"
-        );
     }
 }

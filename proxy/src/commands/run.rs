@@ -20,6 +20,12 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let body = read_body(args.input.as_deref())?;
     let registry = setup::registry()?;
     let pipeline = setup::pipeline(&args.pipeline, &registry)?;
+    // A misspelled --layout is a bad argument, not a turn that fails open.
+    if let Some(layout) = &args.layout {
+        registry
+            .layout(layout, &serde_json::Value::Null)
+            .context("--layout")?;
+    }
     let backends = setup::backends(args.state.state.as_deref())?;
     let cx = StageCx::new(registry.clone()).with_archive(backends.media.clone());
     // One worker: a single request needs no parallelism, and one thread starts fastest.
@@ -37,20 +43,11 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         request.budget = request.budget.with_window(window);
     }
     let outcome = runtime.block_on(async {
-        // The body is archived first so `fold`, `inspect` and `restore` can see what the
-        // model saw on this turn.
-        let last =
-            session::archive_request(&backends, &session, args.wire, request.body.clone()).await?;
-        let outcome = engine.run_turn(&session, request).await?;
-        engine
-            .update(
-                &session,
-                Box::new(move |state| {
-                    session::record_last_request(state, &last);
-                    serde_json::Value::Null
-                }),
-            )
+        // The body is kept first so `fold`, `inspect` and `restore` can see what the model
+        // saw on this turn.
+        session::store_last_request(backends.store.as_ref(), &session, args.wire, &request.body)
             .await?;
+        let outcome = engine.run_turn(&session, request).await?;
         anyhow::Ok(outcome)
     })?;
     if let Some(path) = &args.report {

@@ -172,7 +172,17 @@ pub fn restore(session: &str, state: Option<&str>, target: RestoreTarget) -> Res
 pub fn inspect(session: &str, state: Option<&str>) -> Result<ExitCode> {
     runtime()?.block_on(async {
         let s = OfflineSession::open(session, state).await?;
-        let view = s.view().await?;
+        // A session with no recorded request still has refs and blocks to show.
+        let view = match s.recorded_view().await? {
+            Some(view) => view,
+            None => {
+                eprintln!(
+                    "foldwire: session {} has no recorded request; refs and blocks come from its state alone (no roles, previews or ranges)",
+                    s.id
+                );
+                crate::session::empty_view(foldwire_core::Wire::Anthropic)
+            }
+        };
         let cx = s.cx();
         print_json(&kernel::inspect(
             &s.state,

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use foldwire_core::{Pipeline, PipelineSpec, SessionId};
 use serde_json::json;
 
-use super::AppState;
+use super::{AppState, newtopic};
 
 /// Refuses non-loopback peers and foreign Host headers.
 pub async fn loopback_only(
@@ -86,6 +86,47 @@ pub async fn session(State(app): State<Arc<AppState>>, Path(id): Path<String>) -
             Json(json!({ "session": id, "state": state, "reports": reports })).into_response()
         }
         Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+}
+
+/// `POST /admin/sessions/{id}/reset`: resets the session's topic. The body is the
+/// transition text (plain text, or JSON `{"transition": "..."}`); a new head starts at it on
+/// the session's next turn and the old head becomes history that can fold.
+pub async fn reset_session(
+    State(app): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: String,
+) -> Response {
+    let id = match SessionId::new(id) {
+        Ok(id) => id,
+        Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
+    };
+    match app.engine.snapshot(&id).await {
+        Ok(state) if state.turns == 0 => {
+            let message = format!("session {id} has had no turn on this server's state");
+            return (StatusCode::NOT_FOUND, Json(json!({ "error": message }))).into_response();
+        }
+        Ok(_) => {}
+        Err(e) => return (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+    }
+    let transition = serde_json::from_str::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get("transition")?.as_str().map(str::to_owned))
+        .unwrap_or(body);
+    match newtopic::reset(&app.engine, &id, transition.trim(), None).await {
+        Ok(generation) => {
+            Json(json!({ "session": id, "reset_generation": generation })).into_response()
+        }
+        Err(e @ newtopic::ResetError::Empty(_)) => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
     }
 }
 

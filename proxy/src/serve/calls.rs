@@ -565,6 +565,85 @@ pub fn strip_json(wire: Wire, body: &mut Value) -> bool {
 mod tests {
     use super::*;
 
+    /// A session with one turn through the default pipeline, and the model's view of it.
+    async fn session_with_history() -> (Engine, SessionId, Arc<Conversation>, Vec<(Ref, Ref)>) {
+        let registry = crate::setup::registry().unwrap();
+        let pipeline = crate::setup::pipeline("default", &registry).unwrap();
+        let backends = foldwire_archive::Backends::memory();
+        let cx = foldwire_core::StageCx::new(registry.clone()).with_archive(backends.media);
+        let engine = Engine::builder(pipeline, backends.state, registry.clone())
+            .context(cx)
+            .workers(1)
+            .start()
+            .unwrap();
+        let mut messages = Vec::new();
+        for i in 0..20 {
+            messages.push(json!({"role": "user", "content": format!("user note {i}: {}", "lorem ipsum ".repeat(170))}));
+            messages.push(json!({"role": "assistant", "content": format!("assistant note {i}: {}", "dolor sit ".repeat(200))}));
+        }
+        messages.push(json!({"role": "user", "content": "Now finish."}));
+        let body = bytes::Bytes::from(
+            json!({"model": "m", "max_tokens": 64, "messages": messages}).to_string(),
+        );
+        let session = SessionId::new("calls-refs").unwrap();
+        engine
+            .run_turn(
+                &session,
+                foldwire_core::TurnRequest::new(Wire::Anthropic, body.clone()),
+            )
+            .await
+            .unwrap();
+        let state = engine.snapshot(&session).await.unwrap();
+        let mut turn = foldwire_core::Turn::new(session.clone(), Wire::Anthropic, body, state);
+        crate::setup::view_pipeline(&registry)
+            .unwrap()
+            .run(&mut turn, engine.context())
+            .await
+            .unwrap();
+        let ranges = turn.ranges.iter().map(|r| (r.start, r.end)).collect();
+        (
+            engine,
+            session,
+            Arc::new(turn.conversation.unwrap()),
+            ranges,
+        )
+    }
+
+    fn call(name: &str, arguments: Value) -> HiddenCall {
+        HiddenCall {
+            index: 0,
+            id: "c1".into(),
+            name: name.into(),
+            arguments: arguments.to_string(),
+            complete: true,
+        }
+    }
+
+    #[tokio::test]
+    async fn the_models_refs_are_read_in_any_case_and_with_space_around_them() {
+        let (engine, session, view, ranges) = session_with_history().await;
+        let (start, end) = ranges[0];
+        let args = json!({"ranges": [{
+            "start": format!(" {}", start.to_string().to_uppercase()),
+            "end": format!("{end} "),
+            "summary": "Old notes.",
+        }]});
+        let folded = run(&engine, &session, Some(&view), &call(COMPRESS, args)).await;
+        assert!(folded.text.contains("folded into b1"), "{}", folded.text);
+        let restored = run(
+            &engine,
+            &session,
+            Some(&view),
+            &call(RESTORE, json!({"id": " B1"})),
+        )
+        .await;
+        assert!(
+            restored.text.starts_with(&format!("[{start}]")),
+            "{}",
+            restored.text
+        );
+    }
+
     #[test]
     fn strip_json_removes_proxy_calls_and_fixes_the_stop() {
         let mut a = json!({"content": [{"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t", "name": "compress", "input": {}}], "stop_reason": "tool_use"});

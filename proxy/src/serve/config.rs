@@ -85,6 +85,16 @@ pub struct ServeConfig {
     pub retention_media_days: u64,
     /// Seconds between retention runs (the first runs at start; at least 60).
     pub retention_interval_secs: u64,
+    /// Connections held at once; further clients wait in the listen backlog.
+    pub max_connections: usize,
+    /// Seconds a connection may take to send a request's headers, counted from when it
+    /// waits for one (a new connection, or an idle keep-alive one); then it is closed.
+    pub header_timeout_secs: u64,
+    /// Opt-in: a user message `/newtopic TEXT` typed in any client resets the session's
+    /// topic (a new head starts at a transition saying TEXT), as `POST
+    /// /admin/sessions/{id}/reset` does. Off by default, so no message is ever read as a
+    /// command unless asked for.
+    pub newtopic_command: bool,
 }
 
 impl Default for ServeConfig {
@@ -111,6 +121,9 @@ impl Default for ServeConfig {
             retention_session_days: 30,
             retention_media_days: 7,
             retention_interval_secs: 6 * 3600,
+            max_connections: 1024,
+            header_timeout_secs: 30,
+            newtopic_command: false,
         }
     }
 }

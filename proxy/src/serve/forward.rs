@@ -124,8 +124,17 @@ async fn process(
     body: Bytes,
 ) -> Result<Processed, Box<Response>> {
     app.metrics.request(wire);
-    let session = identity::resolve(headers, wire, &route.upstream, &body, &app.identity_key)
-        .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
+    let session = identity::resolve_by_history(
+        &app.engine,
+        headers,
+        wire,
+        &route.upstream,
+        &body,
+        &app.identity_key,
+    )
+    .await
+    .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
+    super::newtopic::apply_command(app, &session, wire, &body).await;
     let mut request = TurnRequest::new(wire, body.clone());
     let window = window_for(app, &session).await;
     request.budget = request.budget.with_window(window);
@@ -136,6 +145,20 @@ async fn process(
             let failed = outcome.report.fail_open.is_some();
             if failed {
                 app.metrics.fail_open();
+            } else if !app.metrics.store_circuit_open() {
+                // Kept for the session commands (`foldwire inspect` …), off the request's
+                // path: the client does not wait on a write only a later command reads.
+                let store = Arc::clone(&app.store);
+                let (session, body) = (session.clone(), body.clone());
+                tokio::spawn(async move {
+                    if let Err(e) =
+                        crate::session::store_last_request(store.as_ref(), &session, wire, &body)
+                            .await
+                    {
+                        // The session commands then see the previous request; nothing else.
+                        tracing::warn!(session = %session, error = %format!("{e:#}"), "The request could not be recorded for the session commands.");
+                    }
+                });
             }
             let estimated = match outcome.report.counter("request_tokens") {
                 0 => (outcome.output.len() as u64).div_ceil(4),

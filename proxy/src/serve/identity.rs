@@ -4,9 +4,19 @@
 //! send; else a fingerprint of (wire, upstream, keyed hash of the credential, first user
 //! message). Credentials are never stored or logged: only a keyed SHA-256 of them enters the
 //! fingerprint, so two users sharing an opener still get different sessions.
+//!
+//! A fingerprint alone merges every conversation that opens alike (an agent whose first
+//! message is the date and the directory), so anonymous requests are told apart by their
+//! history ([`resolve_by_history`]): a request continues the session whose last history it
+//! extends; one that extends none (another conversation, or an edited or rewound one) forks a
+//! session of its own. The known histories live in the fingerprint session's state, so
+//! restarts and replicas sharing a state location agree.
 
 use axum::http::HeaderMap;
-use foldwire_core::{Role, SessionId, Wire};
+use foldwire_core::{
+    Conversation, Engine, HostError, MessageKind, Role, SessionId, SessionState, Wire,
+};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 
 /// The explicit header.
@@ -34,6 +44,19 @@ pub fn resolve(
     wire: Wire,
     upstream: &str,
     body: &bytes::Bytes,
+    key: &[u8],
+) -> Result<SessionId, String> {
+    let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
+    resolve_decoded(headers, wire, upstream, body, decoded.as_ref(), key)
+}
+
+/// [`resolve`] on a body already decoded (`None`: it does not decode).
+fn resolve_decoded(
+    headers: &HeaderMap,
+    wire: Wire,
+    upstream: &str,
+    body: &bytes::Bytes,
+    decoded: Option<&Conversation>,
     key: &[u8],
 ) -> Result<SessionId, String> {
     if let Some(v) = headers.get(SESSION_HEADER) {
@@ -66,7 +89,7 @@ pub fn resolve(
             "client"
         }
         None => {
-            h.update(first_user_message(wire, body));
+            h.update(first_user_message(decoded, body));
             "fp"
         }
     };
@@ -77,22 +100,270 @@ pub fn resolve(
 
 /// The raw bytes of the first user unit, or the whole body when it does not decode (the
 /// pipeline will then fail open; identity just needs to be deterministic).
-fn first_user_message(wire: Wire, body: &bytes::Bytes) -> bytes::Bytes {
-    match foldwire_wire::request::decode(wire, body.clone()) {
-        Ok(conv) => conv
+fn first_user_message(decoded: Option<&Conversation>, body: &bytes::Bytes) -> bytes::Bytes {
+    match decoded {
+        Some(conv) => conv
             .messages
             .iter()
             .find(|m| m.role == Role::User)
             .map(|m| m.raw.clone())
             .unwrap_or_default(),
-        Err(_) => body.clone(),
+        None => body.clone(),
     }
+}
+
+/// Key in the fingerprint session's `SessionState::extra` of the histories its requests
+/// were last seen with.
+const KNOWN_HISTORIES: &str = "identity_histories";
+
+/// Histories kept per fingerprint; the least recently continued is forgotten first (its
+/// conversation then forks a new session if it ever comes back).
+pub const MAX_KNOWN_HISTORIES: usize = 64;
+
+/// Shorter prefixes of a history kept beside it (see `KnownHistory::recent`).
+const RECENT_PREFIXES: usize = 8;
+
+/// Attempts at recording a choice when another replica writes the same fingerprint state.
+const RECORD_ATTEMPTS: usize = 8;
+
+/// One conversation's history as of its last request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct KnownHistory {
+    /// The session it belongs to.
+    session: SessionId,
+    /// How many units the history had.
+    units: usize,
+    /// The rolling hash of those units.
+    hash: u64,
+    /// The rolling hashes of its last few shorter prefixes, oldest first, so a request that
+    /// resends an earlier state of the conversation (the real request after a side request
+    /// that appended to it) still finds it.
+    #[serde(default)]
+    recent: Vec<u64>,
+    /// When it was last continued (a counter of this fingerprint's requests).
+    stamp: u64,
+}
+
+/// Rolling hashes of a request's history: entry `i` covers units `0..=i`. Each unit counts
+/// by its role, kind and text (and the bytes of media), not its raw JSON, so markers a
+/// client moves between requests (`cache_control`) do not break the chain.
+pub fn history_hashes(conversation: &Conversation) -> Vec<u64> {
+    let mut rolling = Sha256::new();
+    let mut out = Vec::with_capacity(conversation.messages.len());
+    for unit in &conversation.messages {
+        let mut h = Sha256::new();
+        h.update(format!("{:?}/{:?}", unit.role, unit.kind));
+        h.update([0]);
+        h.update(unit.text.as_str());
+        if unit.kind == MessageKind::Media {
+            h.update([0]);
+            h.update(&unit.raw);
+        }
+        rolling.update(h.finalize());
+        let digest = rolling.clone().finalize();
+        let mut word = [0u8; 8];
+        word.copy_from_slice(&digest[..8]);
+        out.push(u64::from_be_bytes(word));
+    }
+    out
+}
+
+/// Chooses the session of an anonymous request by its history among those recorded in the
+/// fingerprint session's state, and records the request's history as that session's last.
+fn choose_and_record(state: &mut SessionState, base: &SessionId, history: &[u64]) -> SessionId {
+    let mut known: Vec<KnownHistory> = state
+        .extra
+        .get(KNOWN_HISTORIES)
+        .and_then(|v| serde_json::from_value(v.clone()).ok())
+        .unwrap_or_default();
+    let stamp = known.iter().map(|k| k.stamp).max().unwrap_or(0) + 1;
+    let (Some(&last), units) = (history.last(), history.len()) else {
+        // Nothing to tell conversations apart by.
+        return base.clone();
+    };
+    // The longest recorded history this request extends (a resent request extends its own).
+    let extended = known
+        .iter()
+        .enumerate()
+        .filter(|(_, k)| k.units >= 1 && history.get(k.units - 1) == Some(&k.hash))
+        .max_by_key(|(_, k)| (k.units, k.stamp))
+        .map(|(i, _)| i);
+    // Else the history a request is a recent part of: an earlier state resent, which
+    // continues that session and leaves its history as it is.
+    let resent = || {
+        known
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| {
+                k.units > units
+                    && k.units - units <= k.recent.len()
+                    && k.recent.get(k.recent.len() - (k.units - units)) == Some(&last)
+            })
+            .max_by_key(|(_, k)| k.stamp)
+            .map(|(i, _)| i)
+    };
+    let recent = history[units.saturating_sub(RECENT_PREFIXES + 1)..units - 1].to_vec();
+    let session = match (extended, resent()) {
+        (Some(i), _) => {
+            let k = &mut known[i];
+            k.units = units;
+            k.hash = last;
+            k.recent = recent;
+            k.stamp = stamp;
+            k.session.clone()
+        }
+        (None, Some(i)) => {
+            let k = &mut known[i];
+            k.stamp = stamp;
+            k.session.clone()
+        }
+        (None, None) => {
+            let session = if known.is_empty() {
+                // The first conversation of a fingerprint keeps the fingerprint's id.
+                base.clone()
+            } else {
+                fork_id(base, last, &known)
+            };
+            known.push(KnownHistory {
+                session: session.clone(),
+                units,
+                hash: last,
+                recent,
+                stamp,
+            });
+            session
+        }
+    };
+    if known.len() > MAX_KNOWN_HISTORIES {
+        known.sort_by_key(|k| std::cmp::Reverse(k.stamp));
+        known.truncate(MAX_KNOWN_HISTORIES);
+    }
+    if let Ok(v) = serde_json::to_value(&known) {
+        state.extra.insert(KNOWN_HISTORIES.to_owned(), v);
+    }
+    session
+}
+
+/// A new session for a history that extends none recorded: the fingerprint and the hash of
+/// the history at the fork, so every replica derives the same id; a counter when that id is
+/// taken (a conversation rewound to the same point twice).
+fn fork_id(base: &SessionId, hash: u64, known: &[KnownHistory]) -> SessionId {
+    let stem = format!("{base}-{hash:016x}");
+    let taken = |id: &str| known.iter().any(|k| k.session.as_str() == id);
+    let mut candidate = stem.clone();
+    let mut n = 1u32;
+    while taken(&candidate) {
+        n += 1;
+        candidate = format!("{stem}-{n}");
+    }
+    // Ids are short ASCII by construction; the base is kept if that ever fails.
+    SessionId::new(candidate).unwrap_or_else(|_| base.clone())
+}
+
+/// Resolves the session of a request as [`resolve`] does, then, for requests that name no
+/// session (no explicit or client session header), by their history.
+///
+/// # Errors
+/// An explicit header whose value is not a valid session id. An engine that cannot record
+/// the choice leaves the request on its fingerprint session (logged), as before histories
+/// were told apart.
+pub async fn resolve_by_history(
+    engine: &Engine,
+    headers: &HeaderMap,
+    wire: Wire,
+    upstream: &str,
+    body: &bytes::Bytes,
+    key: &[u8],
+) -> Result<SessionId, String> {
+    let named = headers.contains_key(SESSION_HEADER)
+        || CLIENT_SESSION_HEADERS
+            .iter()
+            .any(|h| headers.contains_key(*h));
+    if named {
+        return resolve_decoded(headers, wire, upstream, body, None, key);
+    }
+    let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
+    let base = resolve_decoded(headers, wire, upstream, body, decoded.as_ref(), key)?;
+    // A body that does not decode fails open on its fingerprint session.
+    let Some(conversation) = decoded else {
+        return Ok(base);
+    };
+    let history = std::sync::Arc::new(history_hashes(&conversation));
+    for _ in 0..RECORD_ATTEMPTS {
+        let (b, h) = (base.clone(), history.clone());
+        let chosen = engine
+            .update(
+                &base,
+                Box::new(move |state| {
+                    serde_json::Value::String(choose_and_record(state, &b, &h).to_string())
+                }),
+            )
+            .await;
+        match chosen {
+            Ok(v) => {
+                return Ok(v
+                    .as_str()
+                    .and_then(|s| SessionId::new(s).ok())
+                    .unwrap_or(base));
+            }
+            // Another writer (a replica) recorded first: choose again on its state.
+            Err(HostError::Contention { .. }) => continue,
+            Err(e) => {
+                tracing::warn!(session = %base, error = %e, "Session identity by history is unavailable; using the fingerprint session.");
+                return Ok(base);
+            }
+        }
+    }
+    tracing::warn!(session = %base, "The fingerprint session's state kept changing underneath this writer; using the fingerprint session.");
+    Ok(base)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use axum::http::HeaderValue;
+
+    #[test]
+    fn histories_continue_their_session_and_divergent_ones_fork() {
+        let base = SessionId::new("fp-base").unwrap();
+        let mut state = SessionState::default();
+        let a1 = [1, 2, 3];
+        assert_eq!(choose_and_record(&mut state, &base, &a1), base);
+        // The same opener, another conversation: forks.
+        let b1 = [1, 2, 9];
+        let b = choose_and_record(&mut state, &base, &b1);
+        assert_ne!(b, base);
+        assert!(b.as_str().starts_with("fp-base-"));
+        // Each continues its own; a resent request continues too.
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 3, 4, 5]), base);
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9, 7]), b);
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9, 7]), b);
+        // A rewind (an edit of the last message) forks, deterministically.
+        let mut replica = state.clone();
+        let rewound = choose_and_record(&mut state, &base, &[1, 2, 3, 6]);
+        assert!(rewound != base && rewound != b);
+        assert_eq!(
+            choose_and_record(&mut replica, &base, &[1, 2, 3, 6]),
+            rewound
+        );
+        // The fork continues as its own session.
+        assert_eq!(
+            choose_and_record(&mut state, &base, &[1, 2, 3, 6, 8]),
+            rewound
+        );
+        // Resent as it was a little earlier, it continues the fork.
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 3, 6]), rewound);
+        // Long after, the same point again is a rewind: a session of its own, not the
+        // first fork.
+        let long: Vec<u64> = [1, 2, 3, 6, 8].into_iter().chain(20..30).collect();
+        assert_eq!(choose_and_record(&mut state, &base, &long), rewound);
+        let twice = choose_and_record(&mut state, &base, &[1, 2, 3, 6]);
+        assert_eq!(twice.as_str(), format!("{rewound}-2"));
+        // An earlier state resent as it was (a request after a side request that appended
+        // to the history) continues its session, which keeps its longer history.
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9]), b);
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9, 7, 11]), b);
+    }
 
     #[test]
     fn explicit_header_wins_and_credentials_separate_sessions() {

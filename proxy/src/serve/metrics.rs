@@ -51,6 +51,11 @@ impl Metrics {
         self.fail_open.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// True while the store's circuit is open (calls to it fail at once).
+    pub fn store_circuit_open(&self) -> bool {
+        self.store_breaker.as_ref().is_some_and(|b| b.stats().open)
+    }
+
     /// Adds what a retention run removed.
     pub fn retention(&self, report: &GcReport) {
         self.retention_objects

@@ -8,8 +8,10 @@ pub mod compress_loop;
 pub mod config;
 pub mod forward;
 pub mod identity;
+pub mod listen;
 pub mod merge;
 pub mod metrics;
+pub mod newtopic;
 pub mod reports;
 pub mod retention;
 pub mod route;
@@ -26,8 +28,7 @@ use std::time::Duration;
 use anyhow::{Context as _, Result};
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{any, get};
-use axum::serve::ListenerExt as _;
+use axum::routing::{any, get, post};
 use dashmap::DashMap;
 use foldwire_archive::object_store::path::Path as ObjectPath;
 use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutOptions};
@@ -59,6 +60,9 @@ pub struct AppState {
     /// The pipeline that rebuilds the model's view of a request (refs and ranges) for the
     /// compress tool.
     pub view_pipeline: Pipeline,
+    /// The state location's object store, where each session's last request is kept for
+    /// the session commands.
+    pub store: Arc<dyn ObjectStore>,
 }
 
 impl AppState {
@@ -89,7 +93,8 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         Some(k) => k.as_bytes().to_vec(),
         None => stored_identity_key(backends.store.as_ref()).await?,
     };
-    let gc_store = (Arc::clone(&backends.store), backends.backend);
+    let store = backends.store.clone();
+    let backend = backends.backend;
     let cx = StageCx::new(registry.clone()).with_archive(backends.media);
     let mut builder = Engine::builder(pipeline, backends.state, registry.clone()).context(cx);
     if config.workers > 0 {
@@ -117,8 +122,9 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         reports,
         windows: DashMap::new(),
         view_pipeline,
+        store,
     });
-    retention::spawn(&app, gc_store.0, gc_store.1);
+    retention::spawn(&app, backend);
     Ok(app)
 }
 
@@ -174,6 +180,7 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route("/admin/", get(admin::panel))
         .route("/admin/sessions", get(admin::sessions))
         .route("/admin/sessions/{id}", get(admin::session))
+        .route("/admin/sessions/{id}/reset", post(admin::reset_session))
         .route(
             "/admin/pipeline",
             get(admin::get_pipeline).put(admin::put_pipeline),
@@ -185,7 +192,37 @@ pub fn router(app: Arc<AppState>) -> Router {
         .fallback(any(forward::handle))
         .layer(DefaultBodyLimit::max(app.config.max_body_bytes))
         .layer(RequestDecompressionLayer::new())
+        .layer(axum::middleware::from_fn(explain_unsupported_encoding))
         .with_state(app)
+}
+
+/// Request `content-encoding`s the decompression layer understands.
+const ACCEPTED_ENCODINGS: &str = "gzip, br, zstd (or none)";
+
+/// The decompression layer answers an unknown `content-encoding` with a bare 415; the client
+/// is told what was refused and what would be accepted.
+async fn explain_unsupported_encoding(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let encoding = request
+        .headers()
+        .get(axum::http::header::CONTENT_ENCODING)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let response = next.run(request).await;
+    if response.status() != axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        return response;
+    }
+    let Some(encoding) = encoding else {
+        return response;
+    };
+    forward::error(
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_content_encoding",
+        &format!(
+            "content-encoding {encoding:?} is not supported; send the body as {ACCEPTED_ENCODINGS}"
+        ),
+    )
 }
 
 /// A running server.
@@ -208,14 +245,10 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
         .await
         .with_context(|| format!("binding {listen}"))?;
     let addr = listener.local_addr()?;
-    // Stream events are small writes; with Nagle's algorithm each one after the first waits
-    // for the client's delayed ACK (~40 ms), which showed up as added time to first byte.
-    let listener = listener.tap_io(|tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "Could not set TCP_NODELAY on a client connection.");
-        }
-    });
-    let service = router(app).into_make_service_with_connect_info::<SocketAddr>();
-    let task = tokio::spawn(async move { axum::serve(listener, service).await });
+    let limits = listen::Limits {
+        max_connections: app.config.max_connections,
+        header_timeout: Duration::from_secs(app.config.header_timeout_secs.max(1)),
+    };
+    let task = tokio::spawn(listen::serve(listener, router(app), limits));
     Ok(Running { addr, task })
 }

@@ -5,14 +5,14 @@
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
-use foldwire_archive::object_store::ObjectStore;
 use foldwire_archive::{RetentionPolicy, retention};
 
 use super::AppState;
 
 /// Starts the job unless the policy keeps everything. It holds the app weakly and ends with
 /// it.
-pub fn spawn(app: &Arc<AppState>, store: Arc<dyn ObjectStore>, backend: &'static str) {
+pub fn spawn(app: &Arc<AppState>, backend: &'static str) {
+    let store = Arc::clone(&app.store);
     let config = &app.config;
     let policy =
         RetentionPolicy::from_days(config.retention_session_days, config.retention_media_days);

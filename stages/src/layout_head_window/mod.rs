@@ -26,9 +26,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, Conversation, Fact, HeadZone, Layout, LayoutRequest, Message, MessageId,
-    Origin, Params, Refusal, SessionId, SessionState, Stage, StageCx, StageError, TokenEstimator,
-    Turn, Wire,
+    BuildError, Component, ComponentKind, Conversation, Fact, HeadZone, Layout, LayoutRequest,
+    Message, MessageId, Origin, Params, Refusal, SessionId, SessionState, Stage, StageCx,
+    StageError, StrategyUse, TokenEstimator, Turn, Wire,
 };
 use serde::Deserialize;
 
@@ -188,6 +188,15 @@ impl Stage for HeadWindowStage {
 
     fn provides(&self) -> &'static [Fact] {
         &[Fact::LaidOut]
+    }
+
+    fn strategies(&self) -> Vec<StrategyUse> {
+        vec![StrategyUse {
+            param: "layout",
+            kind: ComponentKind::Layout,
+            name: self.config.layout.clone(),
+            params: self.config.layout_params.clone(),
+        }]
     }
 
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
