@@ -59,7 +59,7 @@ fn print_probe() {
 fn bench(c: &mut Criterion) {
     print_probe();
     let config = HeadWindowConfig {
-        head_tokens: 400,
+        head_tokens: Some(400),
         recent_tokens: Some(12_000),
         ..HeadWindowConfig::default()
     };

@@ -10,7 +10,8 @@ use crate::text::Text;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
-    /// System or developer instructions that sit among the messages.
+    /// System or developer instructions that sit among the messages (client ones are frame,
+    /// see [`Message::is_frame`]).
     System,
     /// The user (and, on Anthropic and Gemini, tool results).
     User,
@@ -200,6 +201,14 @@ impl Message {
     pub fn replace_raw(&mut self, raw: Bytes) {
         self.raw = raw;
         self.modified = true;
+    }
+
+    /// True for the client's system and developer messages that sit among the messages
+    /// (OpenAI Chat `system`/`developer`, Responses `system`/`developer` items): they are
+    /// the request's frame, like a top-level system prompt, so they never fold, never join
+    /// a range, get no ref and are not counted as history, wherever they sit.
+    pub fn is_frame(&self) -> bool {
+        self.role == Role::System && self.origin == Origin::Client
     }
 
     /// True when the unit carries media whose bytes foldwire cannot store.

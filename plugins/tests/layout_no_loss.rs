@@ -81,7 +81,7 @@ proptest! {
         strategy in any::<u8>(),
     ) {
         let layout = layout(strategy);
-        let config = HeadWindowConfig { head_tokens, recent_tokens: Some(recent), ..HeadWindowConfig::default() };
+        let config = HeadWindowConfig { head_tokens: Some(head_tokens), recent_tokens: Some(recent), ..HeadWindowConfig::default() };
         let all = build(&shapes);
         let split = split.min(all.len());
 

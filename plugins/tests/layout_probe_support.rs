@@ -150,7 +150,7 @@ pub fn fold(
 /// Runs the probe with `layout` at `budget`, then `extra` more requests after the fill.
 pub fn run(layout: &dyn Layout, budget: u64, extra: usize) -> ProbeResult {
     let config = HeadWindowConfig {
-        head_tokens: 400,
+        head_tokens: Some(400),
         recent_tokens: Some(12_000),
         ..HeadWindowConfig::default()
     };

@@ -27,7 +27,7 @@ impl Session {
         Session {
             state: SessionState::default(),
             config: HeadWindowConfig {
-                head_tokens: head,
+                head_tokens: Some(head),
                 recent_tokens: Some(recent),
                 ..HeadWindowConfig::default()
             },
@@ -409,4 +409,112 @@ fn a_second_reset_anchors_after_the_newest_message_in_store_order() {
         .map(|m| m.0.clone())
         .collect();
     assert_eq!(conv_text, ["foldwire-transition-2", "b1"]);
+}
+
+/// Seed rule: a transition bigger than what the budget leaves is refused as the head, with
+/// the numbers, and nothing is cut or dropped.
+#[test]
+fn a_transition_bigger_than_the_budget_is_refused_not_cut() {
+    let big = "t".repeat(34_920);
+    for (name, make) in strategies() {
+        let mut sess = Session::new(make(), 4_000, 1_000);
+        let msgs = history("h", 6, 200);
+        sess.send(&msgs);
+        reset(&mut sess.state, &big).unwrap();
+        let mut t = turn(
+            conversation(Wire::Anthropic, &msgs),
+            std::mem::take(&mut sess.state),
+            5_000,
+        );
+        let err = lay_out(&mut t, sess.layout.as_ref(), &CharEstimator, &sess.config).unwrap_err();
+        let foldwire_core::StageError::Refused(r) = err else {
+            panic!("{name}: expected a refusal, got {err:?}")
+        };
+        assert!(
+            r.numbers["head"] >= 34_920 / 4,
+            "{name}: the transition is counted whole in the head: {:?}",
+            r.numbers
+        );
+        assert_eq!(r.numbers["budget"], 5_000, "{name}");
+        let conv = t.conversation.as_ref().unwrap();
+        assert_eq!(
+            labels(conv),
+            cat(&[hs(), s(&["TT"])]),
+            "{name}: nothing dropped"
+        );
+        assert_eq!(
+            conv.messages.last().unwrap().text.len(),
+            big.len(),
+            "{name}: the transition is whole"
+        );
+    }
+}
+
+/// Seed rule: while a reset head fills (sent last), the cache marker sits at the end of the
+/// history before it; once the head goes first, at the head's end.
+#[test]
+fn the_cache_marker_follows_the_history_while_the_head_fills() {
+    let marked = |sess: &mut Session, msgs: &[(Role, Vec<B>)]| {
+        let mut t = turn(
+            conversation(Wire::Anthropic, msgs),
+            std::mem::take(&mut sess.state),
+            sess.window,
+        );
+        lay_out(&mut t, sess.layout.as_ref(), &CharEstimator, &sess.config).unwrap();
+        let conv = t.conversation.clone().unwrap();
+        sess.state = t.state;
+        let names = labels(&conv);
+        let at: Vec<String> = conv
+            .messages
+            .iter()
+            .zip(&names)
+            .filter(|(m, _)| m.raw.windows(13).any(|w| w == b"cache_control"))
+            .map(|(_, l)| l.clone())
+            .collect();
+        (names, at)
+    };
+    let mut sess = Session::new(
+        Box::new(StoreOrderFill::new(StoreOrderFillConfig {
+            move_head: MoveHead::OnFill,
+        })),
+        4_000,
+        100,
+    );
+    let mut msgs = history("h", 6, 400);
+    sess.send(&msgs);
+    reset(&mut sess.state, "A new topic.").unwrap();
+    sess.send(&msgs);
+    msgs.push((Role::User, vec![text("after1", 400)]));
+    let (sent, at) = marked(&mut sess, &msgs);
+    assert_eq!(sent, cat(&[hs(), s(&["TT", "after1"])]));
+    assert_eq!(
+        at,
+        s(&["h5", "after1"]),
+        "the history's end and the request's end"
+    );
+    let news: Vec<String> = (0..8).map(|i| format!("new{i}")).collect();
+    for (i, label) in news.iter().enumerate() {
+        let role = if i % 2 == 0 {
+            Role::User
+        } else {
+            Role::Assistant
+        };
+        msgs.push((role, vec![text(label, 4_400)]));
+    }
+    let (sent, at) = marked(&mut sess, &msgs);
+    assert_eq!(
+        sent[..4],
+        s(&["TT", "after1", "new0", "new1"]),
+        "the head goes first"
+    );
+    assert_eq!(
+        at.first().map(String::as_str),
+        Some("new2"),
+        "the head's end: {at:?}"
+    );
+    assert_eq!(
+        at.last().map(String::as_str),
+        Some("new7"),
+        "the request's end: {at:?}"
+    );
 }

@@ -170,3 +170,32 @@ async fn an_unknown_content_encoding_is_refused_with_the_accepted_ones_named() {
     assert!(message.contains("gzip"), "{message}");
     assert!(mock.bodies().is_empty());
 }
+
+/// Gemini users who authenticate with `?key=` and open alike are different callers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gemini_query_keys_keep_callers_apart() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let body = history_body(foldwire_core::Wire::Gemini, 1, 50, false).to_string();
+    for key in ["AIza-alice", "AIza-bob"] {
+        let resp = reqwest::Client::new()
+            .post(format!(
+                "http://{proxy}/v1beta/models/g:generateContent?key={key}"
+            ))
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let listed: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sessions = listed["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 2, "{listed}");
+    assert!(!listed.to_string().contains("AIza"));
+}

@@ -155,3 +155,27 @@ async fn two_replicas_behind_round_robin_lose_no_turn_and_mint_no_ref_twice() {
         "the balancer saw too few connections to have alternated replicas"
     );
 }
+
+/// The admin view reads what is stored: a replica that served only the first turn still
+/// shows every turn the other replica made since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admin_view_of_a_replica_shows_what_the_other_stored() {
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let first = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let second = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let client = reqwest::Client::new();
+    for (turn, replica) in [first, second, second, second].into_iter().enumerate() {
+        let resp = client
+            .post(format!("http://{replica}/v1/messages"))
+            .header("x-foldwire-session", "viewed")
+            .body(history_body(Wire::Anthropic, turn + 1, 100, false).to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+    }
+    let seen = admin(first, "viewed").await;
+    assert_eq!(seen["state"]["turns"], 4, "{}", seen["state"]["turns"]);
+    assert_eq!(seen["source"], "stored");
+}

@@ -1,12 +1,16 @@
 //! Stage `fold`: applies the session's active blocks to the request and, when the request is
 //! over its policy's threshold, first makes new blocks.
 //!
-//! 1. **Automatic folds** (param `auto`, default on): the request's tokens (frame plus the
-//!    units no active block covers) are put to the `FoldPolicy` named by `policy` (default
-//!    `fold.oldest_first`) over `turn.ranges`; every range it picks is summarized by the
-//!    `Summarizer` named by `summarizer` (default `summarizer.extractive`) and applied with
-//!    [`apply_compression`]. A range whose summary or application fails is reported and
-//!    left unfolded.
+//! 1. **Automatic folds** (param `auto`, default on): the request's tokens (frame, the
+//!    units no active block covers, and the rendered summaries of the blocks that show) are
+//!    put to the `FoldPolicy` named by `policy` (default `fold.oldest_first`) over
+//!    `turn.ranges`; the ranges it picks are merged where they are adjacent, summarized by
+//!    the `Summarizer` named by `summarizer` (default `summarizer.extractive`) and applied
+//!    with [`apply_compression`]. While the request is still over the policy's threshold,
+//!    the summaries on the wire fold again: the runs of them ([`summary_runs`]) the policy
+//!    picks are folded by block ids into one block a tier up each (nested blocks, which
+//!    restore down to the originals). A range whose summary or application fails is
+//!    reported and left unfolded.
 //! 2. **Fold** ([`fold_view`]): covered units leave the wire, each active block's summary is
 //!    rendered once where its range began, the first-user pin is decided (its held and
 //!    residual cases are reported as warnings `first_user_pin_held` /
@@ -23,15 +27,15 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    AnyRef, BuildError, Component, ComponentKind, Fact, FoldDemand, Params, Stage, StageCx,
-    StageError, StrategyUse, SummaryRequest, Turn, async_trait,
+    AnyRef, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand, Message, Origin,
+    Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse, Summarizer,
+    SummaryRequest, TokenEstimator, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::units::{coverage, unit_tokens};
 use crate::kernel::{
-    CompressConfig, CompressRequest, FirstUserPin, Protection, apply_compression,
-    archive_originals, fold_view,
+    CompressConfig, CompressRequest, FirstUserPin, Protection, SummaryRun, apply_compression,
+    archive_originals, fold_view, folded_request_tokens, summary_runs, summary_text,
 };
 use crate::ranges_build::PROTECTION_NOTE;
 
@@ -134,11 +138,14 @@ impl Fold {
         }
     }
 
+    /// The most summary tokens one automatic fold is assumed to put back on the wire: the
+    /// summary at its cap (dense text: three characters a token) plus its header line.
+    fn summary_tokens(&self) -> u64 {
+        (self.config.max_summary_chars as u64).div_ceil(3) + SUMMARY_HEADER_TOKENS
+    }
+
     async fn auto_fold(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         let compress = self.compress_config(turn);
-        let Some(conversation) = turn.conversation.as_ref() else {
-            return Err(StageError::NotDecoded { stage: NAME });
-        };
         let failed = |e: &dyn std::fmt::Display| StageError::Failed {
             stage: NAME,
             message: e.to_string(),
@@ -147,104 +154,226 @@ impl Fold {
             .registry
             .fold_policy(&self.config.policy, &self.config.policy_params)
             .map_err(|e| failed(&e))?;
-        let covered = coverage(&turn.state);
-        let estimator = cx.estimator.as_ref();
-        let frame = conversation
-            .source
-            .get(..conversation.messages_span.start)
-            .map_or(0, |b| estimator.raw_tokens(b))
-            + conversation
-                .source
-                .get(conversation.messages_span.end..)
-                .map_or(0, |b| estimator.raw_tokens(b));
-        let visible: u64 = conversation
-            .messages
-            .iter()
-            .filter(|u| !u.r#ref.is_some_and(|r| covered.contains_key(&r)))
-            .map(|u| unit_tokens(u, estimator))
-            .sum();
-        let demand = FoldDemand {
-            request_tokens: frame + visible,
-            budget: turn.budget,
-            // The summary text at its cap (dense text: three characters a token) plus the
-            // block's header line.
-            summary_tokens: (self.config.max_summary_chars as u64).div_ceil(3)
-                + SUMMARY_HEADER_TOKENS,
-        };
-        let mut chosen = policy.choose(&turn.ranges, &demand);
-        chosen.sort_unstable();
-        chosen.dedup();
-        chosen.retain(|&i| i < turn.ranges.len());
-        if chosen.is_empty() {
-            return Ok(());
-        }
         let summarizer = cx
             .registry
             .summarizer(&self.config.summarizer, &self.config.summarizer_params)
             .map_err(|e| failed(&e))?;
-        let mut requests = Vec::with_capacity(chosen.len());
-        for &i in &chosen {
-            let Some(range) = turn.ranges.get(i) else {
+        let estimator = cx.estimator.as_ref();
+        let Some(conversation) = turn.conversation.take() else {
+            return Err(StageError::NotDecoded { stage: NAME });
+        };
+        let mut folds = Folds {
+            turn,
+            conversation: &conversation,
+            compress: &compress,
+            estimator,
+            summarizer: summarizer.as_ref(),
+            max_chars: self.config.max_summary_chars,
+        };
+
+        // Each round measures the request as it would now be sent and asks the policy again:
+        // fresh history first (the ranges it picks, adjacent ones merged so that one summary
+        // stands for them all); once no fresh range is picked, the summaries on the wire
+        // fold again (each run of them the policy picks becomes one block a tier up). The
+        // rounds stop when the policy is satisfied or a round folds nothing.
+        for _ in 0..FOLD_ROUNDS {
+            let demand = folds.demand(self.summary_tokens());
+            let mut chosen = policy.choose(&folds.turn.ranges, &demand);
+            chosen.sort_unstable();
+            chosen.dedup();
+            chosen.retain(|&i| i < folds.turn.ranges.len());
+            if !chosen.is_empty() {
+                let picked: Vec<RangeInfo> = chosen
+                    .iter()
+                    .filter_map(|&i| folds.turn.ranges.get(i).cloned())
+                    .collect();
+                let mut requests = Vec::new();
+                for (start, end) in folds.merged(&picked) {
+                    requests.extend(folds.fresh_request(start, end).await);
+                }
+                folds.apply(&requests);
+                // Picked ranges leave the queue whether or not they applied, so every round
+                // makes progress.
+                let mut index = 0;
+                folds.turn.ranges.retain(|_| {
+                    let keep = !chosen.contains(&index);
+                    index += 1;
+                    keep
+                });
                 continue;
-            };
-            let (Some(s), Some(e)) = (
-                conversation.position_of_ref(range.start),
-                conversation.position_of_ref(range.end),
-            ) else {
-                continue;
-            };
-            let Some(units) = conversation.messages.get(s..=e) else {
-                continue;
-            };
-            match summarizer
-                .summarize(SummaryRequest {
-                    wire: conversation.wire,
-                    messages: units,
-                    max_chars: self.config.max_summary_chars,
-                })
-                .await
-            {
-                Ok(summary) => requests.push(CompressRequest {
-                    start: AnyRef::Message(range.start),
-                    end: AnyRef::Message(range.end),
-                    summary: summary.text,
-                    topic: summary.topic,
-                    author: Some(summary.author),
-                }),
-                Err(e) => turn.report.warn(
-                    NAME,
-                    "summarizer_failed",
-                    format!("{}..{} left unfolded: {e}", range.start, range.end),
-                ),
+            }
+            let runs: Vec<(SummaryRun, RangeInfo)> = summary_runs(
+                &conversation,
+                &folds.turn.state,
+                &compress.protection,
+                estimator,
+            )
+            .into_iter()
+            .filter_map(|run| {
+                let info = run.as_range(&folds.turn.state)?;
+                Some((run, info))
+            })
+            .collect();
+            let infos: Vec<RangeInfo> = runs.iter().map(|(_, r)| r.clone()).collect();
+            let mut picked = policy.choose(&infos, &demand);
+            picked.sort_unstable();
+            picked.dedup();
+            let mut requests = Vec::new();
+            for i in picked {
+                if let Some((run, _)) = runs.get(i) {
+                    requests.extend(folds.tier_request(run).await);
+                }
+            }
+            if requests.is_empty() || folds.apply(&requests) == 0 {
+                break;
             }
         }
+        turn.conversation = Some(conversation);
+        Ok(())
+    }
+}
+
+/// Rounds of automatic folds one turn may make: each folds the ranges or runs of summaries
+/// the policy picks, and the next measures again.
+const FOLD_ROUNDS: usize = 8;
+
+/// One turn's automatic folds: the turn, its (unfolded) conversation and how to summarize.
+struct Folds<'a> {
+    turn: &'a mut Turn,
+    conversation: &'a Conversation,
+    compress: &'a CompressConfig,
+    estimator: &'a dyn TokenEstimator,
+    summarizer: &'a dyn Summarizer,
+    max_chars: usize,
+}
+
+impl Folds<'_> {
+    /// The request as it would be sent with the blocks as they stand: the frame, every unit
+    /// no active block covers, and the rendered summary of every block that shows.
+    fn request_tokens(&self) -> u64 {
+        folded_request_tokens(self.conversation, &self.turn.state, self.estimator)
+    }
+
+    fn demand(&self, summary_tokens: u64) -> FoldDemand {
+        FoldDemand {
+            request_tokens: self.request_tokens(),
+            budget: self.turn.budget,
+            summary_tokens,
+        }
+    }
+
+    /// The picked ranges as spans of refs, adjacent ones (nothing between them in the view)
+    /// merged into one.
+    fn merged(&self, picked: &[RangeInfo]) -> Vec<(Ref, Ref)> {
+        let pos = |r: Ref| self.conversation.position_of_ref(r);
+        let mut spans: Vec<(usize, usize, Ref, Ref)> = picked
+            .iter()
+            .filter_map(|r| Some((pos(r.start)?, pos(r.end)?, r.start, r.end)))
+            .collect();
+        spans.sort_by_key(|s| s.0);
+        let mut out: Vec<(usize, usize, Ref, Ref)> = Vec::new();
+        for s in spans {
+            match out.last_mut() {
+                Some(last) if s.0 == last.1 + 1 => {
+                    last.1 = s.1;
+                    last.3 = s.3;
+                }
+                _ => out.push(s),
+            }
+        }
+        out.into_iter().map(|(_, _, a, b)| (a, b)).collect()
+    }
+
+    /// A message range summarized from its units.
+    async fn fresh_request(&mut self, start: Ref, end: Ref) -> Option<CompressRequest> {
+        let s = self.conversation.position_of_ref(start)?;
+        let e = self.conversation.position_of_ref(end)?;
+        let units = self.conversation.messages.get(s..=e)?;
+        self.summarize(units, AnyRef::Message(start), AnyRef::Message(end))
+            .await
+    }
+
+    /// A run of summaries, summarized from their summaries (and the fresh units between
+    /// them), folded by block ids into one block a tier up.
+    async fn tier_request(&mut self, run: &SummaryRun) -> Option<CompressRequest> {
+        let (first, last) = (run.first()?, run.last()?);
+        let state = &self.turn.state;
+        let units: Vec<Message> = run
+            .blocks
+            .iter()
+            .filter_map(|id| state.blocks.iter().find(|b| b.id == *id))
+            .map(|b| {
+                Message::synthesized(
+                    0,
+                    Role::User,
+                    summary_text(b),
+                    Origin::Summary(b.id),
+                    bytes::Bytes::new(),
+                )
+            })
+            .collect();
+        self.summarize(&units, AnyRef::Block(first), AnyRef::Block(last))
+            .await
+    }
+
+    async fn summarize(
+        &mut self,
+        units: &[Message],
+        start: AnyRef,
+        end: AnyRef,
+    ) -> Option<CompressRequest> {
+        let asked = SummaryRequest {
+            wire: self.conversation.wire,
+            messages: units,
+            max_chars: self.max_chars,
+        };
+        match self.summarizer.summarize(asked).await {
+            Ok(summary) => Some(CompressRequest {
+                start,
+                end,
+                summary: summary.text,
+                topic: summary.topic,
+                author: Some(summary.author),
+            }),
+            Err(e) => {
+                self.turn.report.warn(
+                    NAME,
+                    "summarizer_failed",
+                    format!("{start}..{end} left unfolded: {e}"),
+                );
+                None
+            }
+        }
+    }
+
+    /// Applies a batch, reports it, and returns the number of blocks created.
+    fn apply(&mut self, requests: &[CompressRequest]) -> usize {
+        if requests.is_empty() {
+            return 0;
+        }
         let result = apply_compression(
-            &mut turn.state,
-            conversation,
-            &requests,
-            &compress,
-            estimator,
+            &mut self.turn.state,
+            self.conversation,
+            requests,
+            self.compress,
+            self.estimator,
         );
+        let report = &mut self.turn.report;
         for outcome in &result.ranges {
             if let Some(message) = &outcome.message {
-                turn.report.warn(
+                report.warn(
                     NAME,
                     "auto_fold_range_refused",
                     format!("{}..{}: {message}", outcome.start, outcome.end),
                 );
             }
+            if outcome.tier.is_some_and(|t| t > 1) {
+                report.count("fold.tier_blocks_created", 1);
+            }
         }
-        turn.report
-            .count("fold.blocks_created", result.blocks_created.len() as u64);
-        turn.report
-            .count("fold.tokens_compressed", result.tokens_compressed);
-        let mut index = 0;
-        turn.ranges.retain(|_| {
-            let keep = !chosen.contains(&index);
-            index += 1;
-            keep
-        });
-        Ok(())
+        report.count("fold.blocks_created", result.blocks_created.len() as u64);
+        report.count("fold.tokens_compressed", result.tokens_compressed);
+        result.blocks_created.len()
     }
 }
 
@@ -285,7 +414,7 @@ impl Stage for Fold {
         if turn.conversation.is_none() {
             return Err(StageError::NotDecoded { stage: NAME });
         }
-        if self.config.auto && !turn.ranges.is_empty() {
+        if self.config.auto {
             self.auto_fold(turn, cx).await?;
         }
         if let Some(archive) = cx.archive.as_ref()

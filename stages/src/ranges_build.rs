@@ -8,6 +8,12 @@
 //!
 //! The protection it used is recorded on the turn under [`PROTECTION_NOTE`] so the `fold`
 //! stage validates its automatic folds with the same settings (one source of truth).
+//!
+//! On a session's first turn (no head recorded yet) it leaves the head window out of every
+//! range as the layout will record it ([`with_first_head`]), sized by the turn option
+//! `head_tokens` or the layout's default for the budget ([`default_head_tokens`]), so the
+//! opening messages never fold before the layout has seen them. A `head_tokens` set as a
+//! param of `layout.head_window` in a pipeline spec takes effect from the layout's first run.
 
 use std::sync::Arc;
 
@@ -16,6 +22,7 @@ use foldwire_core::{
 };
 
 use crate::kernel::{RangesConfig, compressible_ranges};
+use crate::layout_head_window::{default_head_tokens, with_first_head};
 
 /// Stage name.
 pub const NAME: &str = "ranges.build";
@@ -48,9 +55,36 @@ impl Stage for RangesBuild {
             .conversation
             .as_ref()
             .ok_or(StageError::NotDecoded { stage: NAME })?;
+        // A fresh session has no head recorded yet (the layout records it after `fold`):
+        // build the ranges as if it had, so the head window holds from the first turn.
+        let head_tokens = match turn.options.get("head_tokens") {
+            Some(v) => v.as_u64().ok_or_else(|| StageError::Failed {
+                stage: NAME,
+                message: format!("turn option `head_tokens` must be a token count, got {v}"),
+            })?,
+            None => default_head_tokens(turn.budget.available()),
+        };
+        let first_head = match with_first_head(
+            &turn.state,
+            conversation,
+            cx.estimator.as_ref(),
+            head_tokens,
+        ) {
+            Ok(s) => s,
+            Err(e) => {
+                turn.report.warn(
+                    NAME,
+                    "first_head_unknown",
+                    format!("{e}; the head window is not protected until the layout records it"),
+                );
+                None
+            }
+        };
+        turn.report
+            .count("ranges.first_turn_head", u64::from(first_head.is_some()));
+        let state = first_head.as_ref().unwrap_or(&turn.state);
         let config = self.config_for(turn.budget);
-        turn.ranges =
-            compressible_ranges(conversation, &turn.state, &config, cx.estimator.as_ref());
+        turn.ranges = compressible_ranges(conversation, state, &config, cx.estimator.as_ref());
         match serde_json::to_value(&config.protection) {
             Ok(v) => {
                 turn.stage_notes.insert(PROTECTION_NOTE.to_owned(), v);

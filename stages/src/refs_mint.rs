@@ -7,6 +7,9 @@
 //! - A unit held back from folding gets no ref this turn: it has a pin (hard protection,
 //!   unrecoverable media, a failed archive write — `archive.spill` pins those), carries
 //!   unrecoverable media, is an opaque item, or was made by foldwire (summaries, stubs).
+//! - System and developer messages among the messages are frame
+//!   ([`foldwire_core::Message::is_frame`]): never foldable, so they never get a ref and
+//!   no range, fold or note can name them.
 //!   No number is consumed for it; once it becomes foldable it is minted then, so its
 //!   number is fresh (higher than every number issued before). A unit that already had a
 //!   ref and is pinned for one turn gets that same ref back afterwards: a ref names one
@@ -36,6 +39,8 @@ pub struct MintReport {
     pub known: usize,
     /// Client units held back (pinned, opaque, unrecoverable media).
     pub held_back: usize,
+    /// System and developer messages, which are frame and never get a ref.
+    pub frame: usize,
 }
 
 /// Assigns refs to the conversation's units, minting new ones in `state`.
@@ -49,6 +54,10 @@ pub fn mint_refs(state: &mut SessionState, conversation: &mut Conversation) -> M
     for unit in &mut conversation.messages {
         unit.r#ref = None;
         if unit.origin != Origin::Client || unit.id.0.is_empty() {
+            continue;
+        }
+        if unit.is_frame() {
+            report.frame += 1;
             continue;
         }
         let held = unit.pin.is_some()
@@ -95,6 +104,7 @@ impl Stage for RefsMint {
         turn.report.count("refs.minted", report.minted as u64);
         turn.report.count("refs.known", report.known as u64);
         turn.report.count("refs.held_back", report.held_back as u64);
+        turn.report.count("refs.frame", report.frame as u64);
         Ok(())
     }
 }

@@ -707,3 +707,215 @@ fn the_compress_tool_is_protected_by_default() {
     assert!(r.errors().next().is_none(), "{r:?}");
     assert_eq!(state.blocks[0].direct, vec![Ref(1), Ref(4)]);
 }
+
+// acp §26 #54, #56, #58
+#[test]
+fn a_folded_range_is_named_as_folded_whatever_else_is_in_the_batch() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    for i in 0..6 {
+        conv.user(&sized(&format!("u{i}"), 300));
+    }
+    let mut state = SessionState::default();
+    let view = minted(&conv, &mut state);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "first")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let folded = |r: &foldwire_stages::kernel::CompressionResult, i: usize| {
+        matches!(
+            r.ranges[i].error,
+            Some(CompressError::AlreadyFolded {
+                block: BlockId(1),
+                ..
+            })
+        )
+    };
+    let mut cfg = cfg0();
+    cfg.min_tokens = 5000;
+    // #54: a retry under a size minimum is "already folded", never "too small".
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "again")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(folded(&r, 0), "{r:?}");
+    // #56: with an unknown range beside it, still "already folded".
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "again"), req(m(50), m(60), "unknown")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(folded(&r, 0), "{r:?}");
+    assert!(matches!(
+        r.ranges[1].error,
+        Some(CompressError::UnknownRef { .. })
+    ));
+    // #58: fresh content past the minimum folds; the folded range is refused beside it.
+    cfg.min_tokens = 500;
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "again"), req(m(3), m(6), "fresh")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(folded(&r, 0), "{r:?}");
+    assert_eq!(r.blocks_created, vec![BlockId(2)]);
+    assert_eq!(state.blocks[1].direct, vec![Ref(3), Ref(4), Ref(5), Ref(6)]);
+}
+
+// acp §26 #75
+#[test]
+fn the_default_zone_refuses_a_range_inside_it() {
+    let mut state = SessionState::default();
+    let mut conv = four();
+    conv.user("epsilon");
+    let view = minted(&conv, &mut state);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(4), m(5), "newest")],
+        &CompressConfig::default(),
+        &CharEstimator,
+    );
+    assert!(
+        matches!(r.ranges[0].error, Some(CompressError::Protected { .. })),
+        "{r:?}"
+    );
+    assert!(state.blocks.is_empty());
+}
+
+// acp §26 #85
+#[test]
+fn a_block_reached_only_by_widening_is_nested() {
+    let mut state = SessionState::default();
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("start")
+        .turn(None, None, &[("c1", "bash", "{}")])
+        .user("x")
+        .user("y")
+        .results(&[("c1", "out")])
+        .user("end");
+    let view = minted(&conv, &mut state);
+    // m1 start, m2 call, m3 x, m4 y, m5 result, m6 end. b1 folds x and y.
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(3), m(4), "inner")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    // m1..m2 widens to the result at m5, over b1: b1 is nested, not overlapped.
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "outer")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert!(r.errors().next().is_none(), "{r:?}");
+    let outer = state.blocks.last().unwrap();
+    assert_eq!(outer.consumed, vec![BlockId(1)], "{outer:?}");
+    assert_eq!(outer.direct, vec![Ref(1), Ref(2), Ref(5)]);
+    assert_eq!(outer.effective, (1..=5).map(Ref).collect::<Vec<_>>());
+    assert!(!state.blocks[0].active);
+}
+
+// acp §26 #79, #80
+#[test]
+fn a_tool_result_with_an_image_folds_with_its_call_only_when_the_image_is_stored() {
+    use foldwire_core::{MediaClass, MediaRef};
+    let image = |class: MediaClass| MediaRef {
+        kind: "image".into(),
+        media_type: Some("image/png".into()),
+        class,
+        pointer: "/content/0/source".into(),
+        size: Some(10),
+    };
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("take a screenshot")
+        .turn(None, None, &[("c1", "screenshot", "{}")])
+        .results(&[("c1", "shot")])
+        .user("thanks");
+    let run = |class: MediaClass| {
+        let mut c = conv.build();
+        c.messages[2].media.push(image(class));
+        let mut state = SessionState::default();
+        foldwire_stages::refs_mint::mint_refs(&mut state, &mut c);
+        let last = state.next_ref - 1;
+        let r = apply_compression(
+            &mut state,
+            &c,
+            &[req(m(1), m(last), "s")],
+            &cfg0(),
+            &CharEstimator,
+        );
+        (state, r)
+    };
+    // #79: an inline (stored) image: call and result fold together, no pair warning.
+    let (state, r) = run(MediaClass::Archivable);
+    assert!(r.errors().next().is_none(), "{r:?}");
+    assert_eq!(state.blocks[0].direct, (1..=4).map(Ref).collect::<Vec<_>>());
+    assert!(
+        !r.ranges[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("tool call/result")),
+        "{r:?}"
+    );
+    // #80: a remote image: the result stays, and its call is withdrawn with it.
+    let (state, r) = run(MediaClass::Unrecoverable {
+        reason: "remote URL https://h/x.png".into(),
+    });
+    assert_eq!(state.blocks[0].direct, vec![Ref(1), Ref(3)], "{r:?}");
+    let warnings = r.ranges[0].warnings.join(" | ");
+    assert!(
+        warnings.contains("tool call/result") && warnings.contains("unrecoverable media"),
+        "{warnings}"
+    );
+}
+
+// acp §26 #83
+#[test]
+fn folding_half_of_a_chat_reasoning_pair_folds_both() {
+    use foldwire_core::MessageKind;
+    let body = br#"{"model":"deepseek-reasoner","messages":[{"role":"user","content":"question"},{"role":"assistant","content":"the answer","reasoning_content":"long thought"},{"role":"user","content":"next"}]}"#;
+    for half in [MessageKind::Reasoning, MessageKind::Text] {
+        let mut view =
+            foldwire_wire::request::decode(Wire::OpenAiChat, bytes::Bytes::from_static(body))
+                .unwrap();
+        let mut state = SessionState::default();
+        foldwire_stages::refs_mint::mint_refs(&mut state, &mut view);
+        let target = view
+            .messages
+            .iter()
+            .find(|u| u.role == foldwire_core::Role::Assistant && u.kind == half)
+            .and_then(|u| u.r#ref)
+            .unwrap();
+        let r = apply_compression(
+            &mut state,
+            &view,
+            &[req(AnyRef::Message(target), AnyRef::Message(target), "s")],
+            &cfg0(),
+            &CharEstimator,
+        );
+        assert_eq!(r.blocks_created.len(), 1, "{half:?}: {r:?}");
+        assert_eq!(state.blocks[0].direct.len(), 2, "{half:?}: both halves");
+        let mut out = view.clone();
+        foldwire_stages::kernel::fold_view(&mut out, &state);
+        let sent = foldwire_wire::request::encode(&out).unwrap();
+        let sent = std::str::from_utf8(&sent).unwrap();
+        assert!(
+            !sent.contains("long thought") && !sent.contains("the answer"),
+            "{half:?}: {sent}"
+        );
+        assert!(sent.contains("question") && sent.contains("next"), "{sent}");
+    }
+}

@@ -448,3 +448,31 @@ fn folding_an_already_folded_view_changes_nothing() {
     assert_eq!(c, once);
     assert!(outcome.summaries.is_empty() && outcome.removed == 0);
 }
+
+// seed 001: the one image the first-user pin keeps on the wire.
+#[test]
+fn an_image_on_the_pinned_opening_message_stays_on_the_wire() {
+    use foldwire_core::{MediaClass, MediaRef};
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("opening with a screenshot").assistant("a1");
+    let mut c = conv.build();
+    c.messages[0].media.push(MediaRef {
+        kind: "image".into(),
+        media_type: Some("image/png".into()),
+        class: MediaClass::Archivable,
+        pointer: "/source/data".into(),
+        size: Some(10),
+    });
+    let mut state = SessionState::default();
+    foldwire_stages::refs_mint::mint_refs(&mut state, &mut c);
+    assert_eq!(
+        c.messages[0].r#ref,
+        Some(Ref(1)),
+        "archivable media is foldable"
+    );
+    state.blocks.push(block(1, &[1, 2]));
+    let outcome = fold_view(&mut c, &state);
+    assert_eq!(outcome.first_user, FirstUserPin::Residual);
+    assert_eq!(texts(&c)[1], "opening with a screenshot");
+    assert_eq!(c.messages[1].media.len(), 1, "the image is still sent");
+}

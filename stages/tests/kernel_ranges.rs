@@ -145,6 +145,98 @@ fn small_fragments_are_dropped_and_long_runs_cut_at_user_messages() {
     }
 }
 
+// acp §26 #91
+#[test]
+fn ranges_span_archivable_media_and_leave_an_unrecoverable_result_with_its_call() {
+    use foldwire_core::{MediaClass, MediaRef};
+    let media = |class: MediaClass| MediaRef {
+        kind: "image".into(),
+        media_type: Some("image/png".into()),
+        class,
+        pointer: "/source".into(),
+        size: Some(10),
+    };
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("a")
+        .user("inline image")
+        .user("b")
+        .turn(None, None, &[("c1", "screenshot", "{}")])
+        .results(&[("c1", "remote image")])
+        .user("c");
+    let mut c = conv.build();
+    c.messages[1].media.push(media(MediaClass::Archivable));
+    c.messages[4].media.push(media(MediaClass::Unrecoverable {
+        reason: "remote URL https://h/x.png".into(),
+    }));
+    let mut state = SessionState::default();
+    foldwire_stages::refs_mint::mint_refs(&mut state, &mut c);
+    // a, inline, b, call get m1..m4; the result holds unrecoverable media (no ref); c is m5.
+    assert_eq!(c.messages[4].r#ref, None);
+    let r = compressible_ranges(&c, &state, &open(), &CharEstimator);
+    assert_eq!(
+        spans(&r),
+        vec![(1, 3), (5, 5)],
+        "the call m00004 is never offered"
+    );
+}
+
+// acp §26 #87
+#[test]
+fn the_count_and_token_rules_protect_their_union_with_the_counter_given() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    for i in 0..6 {
+        conv.user(&sized(&format!("u{i}"), 100));
+    }
+    let mut cfg = open();
+    cfg.protection.recent_tokens = 250;
+    cfg.protection.recent_messages = 1;
+    assert_eq!(
+        spans(&ranges_of(&conv, &cfg)),
+        vec![(1, 3)],
+        "tokens reach further"
+    );
+    cfg.protection.recent_messages = 4;
+    assert_eq!(
+        spans(&ranges_of(&conv, &cfg)),
+        vec![(1, 2)],
+        "the count reaches further"
+    );
+    // A counter that sees twice the tokens shrinks the token zone to half the messages.
+    #[derive(Debug)]
+    struct Double;
+    impl foldwire_core::TokenEstimator for Double {
+        fn name(&self) -> &'static str {
+            "double"
+        }
+        fn text_tokens(&self, text: &str) -> u64 {
+            2 * CharEstimator.text_tokens(text)
+        }
+    }
+    cfg.protection.recent_messages = 0;
+    let mut state = SessionState::default();
+    let c = minted(&conv, &mut state);
+    let by_chars = compressible_ranges(&c, &state, &cfg, &CharEstimator);
+    let doubled = compressible_ranges(&c, &state, &cfg, &Double);
+    assert_eq!(spans(&by_chars), vec![(1, 3)]);
+    assert_eq!(spans(&doubled), vec![(1, 4)]);
+}
+
+// acp §26 #92
+#[test]
+fn ranges_at_the_minimum_are_kept_and_one_token_less_is_dropped() {
+    let conv = chat(6);
+    let size = ranges_of(&conv, &open())[0].tokens;
+    let mut cfg = open();
+    cfg.min_tokens = size;
+    assert_eq!(
+        spans(&ranges_of(&conv, &cfg)),
+        vec![(1, 6)],
+        "exactly the minimum"
+    );
+    cfg.min_tokens = size + 1;
+    assert!(ranges_of(&conv, &cfg).is_empty(), "one token short");
+}
+
 #[test]
 fn folded_units_are_not_offered_again_and_ranges_never_overlap() {
     let conv = chat(8);
@@ -173,6 +265,8 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
     let mut state = SessionState::default();
     let c = minted(&chat(6), &mut state);
     let mut turn = turn_for(c, state);
+    // No head window: on a first turn the opening messages would be the head.
+    turn.options.insert("head_tokens".into(), 0.into());
     stage.run(&mut turn, &cx()).await.unwrap();
     assert_eq!(spans(&turn.ranges), vec![(1, 4)]);
     assert_eq!(turn.report.counter("ranges.compressible"), 1);
@@ -190,6 +284,7 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
         let mut state = SessionState::default();
         let c = minted(&conv, &mut state);
         let mut turn = turn_for(c, state);
+        turn.options.insert("head_tokens".into(), 0.into());
         turn.budget = turn.budget.with_window(window);
         let available = turn.budget.available();
         let stage = &stage;

@@ -108,3 +108,35 @@ fn inspect_lists_refs_blocks_and_ranges() {
     assert_eq!(json["refs"][0]["ref"], "m00001");
     assert_eq!(json["refs"][0]["role"], "user");
 }
+
+// acp §26 #132 (in part)
+#[test]
+fn search_finds_blocks_a_higher_tier_consumed() {
+    let (mut state, view) = session();
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[CompressRequest {
+            start: AnyRef::Block(BlockId(1)),
+            end: AnyRef::Block(BlockId(1)),
+            summary: "earlier work".into(),
+            topic: Some("history".into()),
+            author: None,
+        }],
+        &CompressConfig {
+            protection: Protection {
+                recent_messages: 0,
+                recent_tokens: 0,
+                last_user: false,
+                protected_tools: vec![],
+            },
+            min_tokens: 0,
+            max_summary_chars: 1000,
+        },
+        &CharEstimator,
+    );
+    assert_eq!(r.blocks_created, vec![BlockId(4)]);
+    let hits = search(&state, "login");
+    assert_eq!(hits.len(), 1);
+    assert_eq!((hits[0].block, hits[0].active), (BlockId(1), false));
+}

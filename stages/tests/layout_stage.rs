@@ -61,7 +61,7 @@ impl Layout for Splitter {
 
 fn config(head: u64, recent: u64) -> HeadWindowConfig {
     HeadWindowConfig {
-        head_tokens: head,
+        head_tokens: Some(head),
         recent_tokens: Some(recent),
         ..HeadWindowConfig::default()
     }
@@ -241,8 +241,9 @@ fn a_turn_that_only_appends_rewrites_nothing_and_an_edit_rewrites_from_it() {
     let mut t = turn(conversation(Wire::Anthropic, &msgs), t.state, 100_000);
     let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &plain).unwrap();
     assert_eq!(t.report.counter("rewritten_tokens"), 0);
+    // A unit's tokens as sent: its bytes and its wire message's envelope.
     let unit = |conv: &foldwire_core::Conversation, i: usize| {
-        (conv.messages[i].raw.len() as u64).div_ceil(4)
+        foldwire_stages::kernel::measure(conv, &CharEstimator).units[i]
     };
     let conv = t.conversation.as_ref().unwrap();
     assert_eq!(out.rewrite.appended_tokens, unit(conv, 6) + unit(conv, 7));
@@ -330,14 +331,32 @@ fn a_request_over_budget_is_refused_with_numbers_and_levers_and_nothing_dropped(
     assert_eq!(n["budget"], 1_000);
     let last = t.conversation.as_ref().unwrap().messages.last().unwrap();
     assert!(n["request"] > 1_000);
-    assert_eq!(n["pinned"], (last.raw.len() as u64).div_ceil(4));
-    assert!(r.levers.iter().any(|l| l.starts_with("fold queued ranges")));
+    let measured =
+        foldwire_stages::kernel::measure(t.conversation.as_ref().unwrap(), &CharEstimator);
+    assert_eq!(n["pinned"], *measured.units.last().unwrap());
+    assert!(
+        n["pinned"] > (last.raw.len() as u64).div_ceil(4),
+        "its envelope counts"
+    );
+    // No range is queued (no ranges.build ran): no fold lever; the pinned unit and a reset
+    // are named with what they free.
+    assert!(!r.levers.iter().any(|l| l.starts_with("fold")), "{r}");
     assert!(
         r.levers
             .iter()
-            .any(|l| l.starts_with("a smaller recent window"))
+            .any(|l| l.starts_with("unpin pinned (") && l.contains("frees about")),
+        "{r}"
     );
-    assert!(r.levers.iter().any(|l| l == "unpin pinned"));
+    assert!(r.levers.iter().any(|l| l.starts_with("a new reset")), "{r}");
+    // Neither frees the tokens over: the refusal says so and names the window that fits.
+    assert!(r.reason.contains("nothing that can fold frees the"), "{r}");
+    assert!(
+        r.levers.last().unwrap().starts_with(&format!(
+            "a larger context window: {} tokens or more",
+            n["request"]
+        )),
+        "{r}"
+    );
     assert_eq!(t.report.refusal.as_ref(), Some(&r));
     assert_eq!(
         labels(t.conversation.as_ref().unwrap()),
@@ -368,7 +387,7 @@ fn turn_options_override_window_and_head() {
     let cfg = config(300, 10)
         .with_options(&serde_json::from_str(r#"{"head_tokens": 700, "recent_tokens": 5}"#).unwrap())
         .unwrap();
-    assert_eq!((cfg.head_tokens, cfg.recent_tokens), (700, Some(5)));
+    assert_eq!((cfg.head_tokens, cfg.recent_tokens), (Some(700), Some(5)));
     lay_out(&mut t, &StoreOrder, &CharEstimator, &cfg).unwrap();
     assert_eq!(head_fingerprints(&t.state).len(), 6);
 
@@ -482,8 +501,9 @@ fn cache_markers_go_at_the_boundaries_within_the_rules() {
         .filter(|(_, m)| m.raw.windows(13).any(|w| w == b"cache_control"))
         .map(|(i, _)| i)
         .collect();
-    // Head = h0,h1 (≈216 tokens of 300); recent = the last 9 (≈972 of 1,000).
-    assert_eq!(marked, [1, 10, 19]);
+    // Head = h0,h1 (≈231 tokens of 300); recent = the last 8 (≈924 of 1,000: each message
+    // is ≈115 tokens with its envelope).
+    assert_eq!(marked, [1, 11, 19]);
     // Key order is kept, the marker appended.
     assert!(
         conv.messages[1]
@@ -619,7 +639,8 @@ fn replay_reports_tokens_and_rewrite_per_turn() {
     assert_eq!(turns[1].rewrite.rewritten_tokens, 0);
     assert_eq!(
         turns[1].rewrite.request_tokens,
-        turns[0].rewrite.request_tokens + 107
+        turns[0].rewrite.request_tokens + 115,
+        "107 tokens of text and 8 of envelope"
     );
     // The reset's transition lands before m0 (after n0): an append, no rewrite.
     assert_eq!(turns[2].rewrite.rewritten_tokens, 0);
@@ -644,4 +665,56 @@ fn replay_reports_tokens_and_rewrite_per_turn() {
     )
     .unwrap();
     assert!(turns[0].refusal.is_some());
+}
+
+#[test]
+fn the_default_head_is_a_share_of_the_budget_capped_at_4000() {
+    assert_eq!(lh::default_head_tokens(6_000), 900);
+    assert_eq!(lh::default_head_tokens(184_000), lh::DEFAULT_HEAD_TOKENS);
+    let msgs = history("h", 40, 400);
+    for (window, max_head) in [(8_000u64, 1_200u64), (200_000, 4_000)] {
+        let mut t = turn(
+            conversation(Wire::Anthropic, &msgs),
+            SessionState::default(),
+            window,
+        );
+        let cfg = HeadWindowConfig::default();
+        let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &cfg).unwrap_or_else(|e| {
+            panic!("{window}: {e}");
+        });
+        let head = out.zones.head;
+        assert!(
+            head <= max_head && head + 120 > max_head,
+            "{window}: head of {head} tokens"
+        );
+    }
+}
+
+#[test]
+fn ranges_build_sees_the_head_before_the_first_layout() {
+    let msgs = history("h", 12, 400);
+    let conv = conversation(Wire::Anthropic, &msgs);
+    let state = SessionState::default();
+    let seen = lh::with_first_head(&state, &conv, &CharEstimator, 300)
+        .unwrap()
+        .unwrap();
+    let head: Vec<String> = head_fingerprints(&seen).into_iter().map(|m| m.0).collect();
+    assert_eq!(head, ["h0", "h1"], "whole messages within 300 tokens");
+    // The layout records the same head.
+    let mut t = turn(conv.clone(), state, 100_000);
+    lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 10)).unwrap();
+    assert_eq!(head_fingerprints(&t.state), head_fingerprints(&seen));
+    // Once recorded, or while a reset waits, the state is used as it is.
+    assert!(
+        lh::with_first_head(&t.state, &conv, &CharEstimator, 3_000)
+            .unwrap()
+            .is_none()
+    );
+    let mut fresh = SessionState::default();
+    reset(&mut fresh, "New topic.").unwrap();
+    assert!(
+        lh::with_first_head(&fresh, &conv, &CharEstimator, 300)
+            .unwrap()
+            .is_none()
+    );
 }

@@ -1,8 +1,10 @@
 //! # foldwire-wire
 //!
 //! The four provider wires: lossless request decode/encode ([`request`]), response-stream
-//! parsers and encoders ([`stream`]), and token estimators ([`tokens`]).
+//! parsers and encoders ([`stream`]), token estimators ([`tokens`]) and
+//! the image header readers they price images with ([`image_size`]).
 
+pub mod image_size;
 pub mod request;
 pub mod stream;
 pub mod tokens;

@@ -10,7 +10,7 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use foldwire_core::{Pipeline, PipelineSpec, SessionId};
+use foldwire_core::{Pipeline, PipelineSpec, SessionId, SessionState};
 use serde_json::json;
 
 use super::{AppState, newtopic};
@@ -80,12 +80,31 @@ pub async fn session(State(app): State<Arc<AppState>>, Path(id): Path<String>) -
         Ok(id) => id,
         Err(e) => return (StatusCode::BAD_REQUEST, e.to_string()).into_response(),
     };
-    match app.engine.snapshot(&id).await {
-        Ok(state) => {
-            let reports = app.reports.of(&id);
-            Json(json!({ "session": id, "state": state, "reports": reports })).into_response()
+    let reports = app.reports.of(&id);
+    // What is stored, not this replica's cached copy: another replica may have served the
+    // session's later turns. Only when the store cannot be read is the cached copy shown,
+    // and then the view says so.
+    match app.engine.store().load(&id).await {
+        Ok(stored) => {
+            let (state, version) = match stored {
+                Some((state, version)) => (state, Some(version.0)),
+                None => (SessionState::new(id.clone()), None),
+            };
+            Json(json!({
+                "session": id, "state": state, "source": "stored", "version": version,
+                "reports": reports
+            }))
+            .into_response()
         }
-        Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        Err(store_error) => match app.engine.snapshot(&id).await {
+            Ok(state) => Json(json!({
+                "session": id, "state": state, "source": "cached",
+                "stale": format!("the stored state could not be read ({store_error}); this is this replica's copy as of its last turn here"),
+                "reports": reports
+            }))
+            .into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        },
     }
 }
 

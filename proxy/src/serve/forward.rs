@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use foldwire_core::{SessionId, Turn, TurnReport, TurnRequest, Wire};
+use foldwire_core::{CharEstimator, SessionId, Turn, TurnReport, TurnRequest, Wire};
 use serde_json::json;
 
 use super::AppState;
@@ -124,9 +124,11 @@ async fn process(
     body: Bytes,
 ) -> Result<Processed, Box<Response>> {
     app.metrics.request(wire);
+    let query = route.path_and_query.split_once('?').map(|(_, q)| q);
     let session = identity::resolve_by_history(
         &app.engine,
         headers,
+        query,
         wire,
         &route.upstream,
         &body,
@@ -161,13 +163,16 @@ async fn process(
                 });
             }
             let estimated = match outcome.report.counter("request_tokens") {
-                0 => (outcome.output.len() as u64).div_ceil(4),
+                0 => foldwire_wire::tokens::raw_tokens(wire, &outcome.output, &CharEstimator),
                 n => n,
             };
             let mut report = outcome.report;
-            // What the client sent, in the same bytes/4 units the pipeline estimates with, so
-            // the panel can chart sent vs raw tokens.
-            report.count("raw_tokens", (body.len() as u64).div_ceil(4));
+            // What the client sent, in the same units the pipeline estimates with (bytes/4,
+            // images by pixel size), so the panel can chart sent vs raw tokens.
+            report.count(
+                "raw_tokens",
+                foldwire_wire::tokens::raw_tokens(wire, &body, &CharEstimator),
+            );
             app.remember(&session, report);
             if let Some(refusal) = refusal {
                 app.metrics.refused();
@@ -248,8 +253,14 @@ async fn inject_tools(
     let view = match app.engine.snapshot(session).await {
         Ok(state) => {
             let mut turn = Turn::new(session.clone(), wire, client_body, state);
+            // The ranges offered are built for the session's window, as the turn's were.
+            turn.budget = turn.budget.with_window(window);
             match app.view_pipeline.run(&mut turn, app.engine.context()).await {
-                Ok(()) => Some((turn.conversation, turn.ranges)),
+                Ok(()) => {
+                    let runs =
+                        tools::summary_runs_of(&turn, app.engine.context().estimator.as_ref());
+                    Some((turn.conversation, turn.ranges, runs))
+                }
                 Err(f) => {
                     tracing::warn!(session = %session, stage = %f.stage, error = %f.error, "The compress tool's view could not be built.");
                     None
@@ -258,8 +269,14 @@ async fn inject_tools(
         }
         Err(_) => None,
     };
-    let (conversation, ranges) = view.unwrap_or_default();
-    let note = tools::turn_note(&ranges, conversation.as_ref(), processed.estimated, window);
+    let (conversation, ranges, runs) = view.unwrap_or_default();
+    let note = tools::turn_note(
+        &ranges,
+        &runs,
+        conversation.as_ref(),
+        processed.estimated,
+        window,
+    );
     if let Err(e) = tools::inject(wire, &mut value, note.as_deref()) {
         tracing::debug!(session = %session, reason = %e, "Proxy tools not injected.");
         return;

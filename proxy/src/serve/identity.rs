@@ -32,8 +32,37 @@ pub const CLIENT_SESSION_HEADERS: [&str; 6] = [
     "session_id",
 ];
 
-/// Headers that carry credentials.
-const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "x-api-key", "x-goog-api-key"];
+/// Headers that carry credentials (bearer tokens ride in `authorization`).
+const CREDENTIAL_HEADERS: [&str; 4] = ["authorization", "x-api-key", "x-goog-api-key", "api-key"];
+
+/// Query parameters that carry credentials (Gemini's `?key=`, and the usual others).
+const CREDENTIAL_PARAMS: [&str; 4] = ["key", "api_key", "api-key", "access_token"];
+
+/// A keyed hash of every credential the request carries, in headers and in the query, so
+/// callers with different keys never share an anonymous session and no key is kept.
+fn credential_digest(key: &[u8], headers: &HeaderMap, query: Option<&str>) -> [u8; 32] {
+    let mut keyed = Sha256::new();
+    keyed.update(key);
+    for name in CREDENTIAL_HEADERS {
+        if let Some(v) = headers.get(name) {
+            keyed.update(name);
+            keyed.update([0]);
+            keyed.update(v.as_bytes());
+            keyed.update([0]);
+        }
+    }
+    for pair in query.unwrap_or_default().split('&') {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        if CREDENTIAL_PARAMS.contains(&name) {
+            keyed.update(b"?");
+            keyed.update(name);
+            keyed.update([0]);
+            keyed.update(value);
+            keyed.update([0]);
+        }
+    }
+    keyed.finalize().into()
+}
 
 /// Resolves the session of a request.
 ///
@@ -41,18 +70,20 @@ const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "x-api-key", "x-goog-api
 /// An explicit header whose value is not a valid session id (the message says why).
 pub fn resolve(
     headers: &HeaderMap,
+    query: Option<&str>,
     wire: Wire,
     upstream: &str,
     body: &bytes::Bytes,
     key: &[u8],
 ) -> Result<SessionId, String> {
     let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
-    resolve_decoded(headers, wire, upstream, body, decoded.as_ref(), key)
+    resolve_decoded(headers, query, wire, upstream, body, decoded.as_ref(), key)
 }
 
 /// [`resolve`] on a body already decoded (`None`: it does not decode).
 fn resolve_decoded(
     headers: &HeaderMap,
+    query: Option<&str>,
     wire: Wire,
     upstream: &str,
     body: &bytes::Bytes,
@@ -70,15 +101,7 @@ fn resolve_decoded(
     h.update([0]);
     h.update(upstream);
     h.update([0]);
-    let mut keyed = Sha256::new();
-    keyed.update(key);
-    for name in CREDENTIAL_HEADERS {
-        if let Some(v) = headers.get(name) {
-            keyed.update(name);
-            keyed.update(v.as_bytes());
-        }
-    }
-    h.update(keyed.finalize());
+    h.update(credential_digest(key, headers, query));
     let client = CLIENT_SESSION_HEADERS
         .iter()
         .find_map(|name| headers.get(*name).map(|v| (name, v)));
@@ -270,6 +293,7 @@ fn fork_id(base: &SessionId, hash: u64, known: &[KnownHistory]) -> SessionId {
 pub async fn resolve_by_history(
     engine: &Engine,
     headers: &HeaderMap,
+    query: Option<&str>,
     wire: Wire,
     upstream: &str,
     body: &bytes::Bytes,
@@ -280,10 +304,10 @@ pub async fn resolve_by_history(
             .iter()
             .any(|h| headers.contains_key(*h));
     if named {
-        return resolve_decoded(headers, wire, upstream, body, None, key);
+        return resolve_decoded(headers, query, wire, upstream, body, None, key);
     }
     let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
-    let base = resolve_decoded(headers, wire, upstream, body, decoded.as_ref(), key)?;
+    let base = resolve_decoded(headers, query, wire, upstream, body, decoded.as_ref(), key)?;
     // A body that does not decode fails open on its fingerprint session.
     let Some(conversation) = decoded else {
         return Ok(base);
@@ -373,29 +397,57 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(SESSION_HEADER, HeaderValue::from_static("mine"));
         assert_eq!(
-            resolve(&h, Wire::Anthropic, "u", &body, b"k")
+            resolve(&h, None, Wire::Anthropic, "u", &body, b"k")
                 .unwrap()
                 .as_str(),
             "mine"
         );
         h.insert(SESSION_HEADER, HeaderValue::from_static("../x"));
-        assert!(resolve(&h, Wire::Anthropic, "u", &body, b"k").is_err());
+        assert!(resolve(&h, None, Wire::Anthropic, "u", &body, b"k").is_err());
 
         let mut a = HeaderMap::new();
         a.insert("x-api-key", HeaderValue::from_static("sk-a"));
         let mut b = HeaderMap::new();
         b.insert("x-api-key", HeaderValue::from_static("sk-b"));
-        let sa = resolve(&a, Wire::Anthropic, "u", &body, b"k").unwrap();
-        let sb = resolve(&b, Wire::Anthropic, "u", &body, b"k").unwrap();
+        let sa = resolve(&a, None, Wire::Anthropic, "u", &body, b"k").unwrap();
+        let sb = resolve(&b, None, Wire::Anthropic, "u", &body, b"k").unwrap();
         assert_ne!(sa, sb);
-        assert_eq!(sa, resolve(&a, Wire::Anthropic, "u", &body, b"k").unwrap());
+        assert_eq!(
+            sa,
+            resolve(&a, None, Wire::Anthropic, "u", &body, b"k").unwrap()
+        );
         assert!(!sa.as_str().contains("sk-a"));
         a.insert("x-claude-code-session-id", HeaderValue::from_static("abc"));
         assert!(
-            resolve(&a, Wire::Anthropic, "u", &body, b"k")
+            resolve(&a, None, Wire::Anthropic, "u", &body, b"k")
                 .unwrap()
                 .as_str()
                 .starts_with("client-")
         );
+    }
+
+    #[test]
+    fn every_credential_form_tells_callers_apart() {
+        let body = bytes::Bytes::from_static(
+            br#"{"contents":[{"role":"user","parts":[{"text":"same opener"}]}]}"#,
+        );
+        let none = HeaderMap::new();
+        let at =
+            |q: Option<&str>, h: &HeaderMap| resolve(h, q, Wire::Gemini, "u", &body, b"k").unwrap();
+        // Gemini's ?key= (alone or among other parameters) counts like a header.
+        let a = at(Some("key=AIza-one"), &none);
+        let b = at(Some("alt=sse&key=AIza-two"), &none);
+        assert_ne!(a, b);
+        assert_eq!(a, at(Some("key=AIza-one"), &none));
+        assert_ne!(a, at(None, &none));
+        // Parameters that are not credentials do not split a caller's session.
+        assert_eq!(at(Some("key=AIza-one&alt=sse"), &none), a);
+        let mut bearer = HeaderMap::new();
+        bearer.insert("authorization", HeaderValue::from_static("Bearer t1"));
+        let mut other = HeaderMap::new();
+        other.insert("authorization", HeaderValue::from_static("Bearer t2"));
+        assert_ne!(at(None, &bearer), at(None, &other));
+        // The key itself never appears in the session id.
+        assert!(!a.as_str().contains("AIza"));
     }
 }

@@ -6,7 +6,9 @@
 //! provider's prompt cache stays warm; the per-turn range list is appended as trailing user
 //! text, after everything cached.
 
-use foldwire_core::{Conversation, RangeInfo, Wire};
+use foldwire_core::{Conversation, RangeInfo, TokenEstimator, Turn, Wire};
+use foldwire_stages::kernel::{Protection, SummaryRun, summary_runs};
+use foldwire_stages::ranges_build::PROTECTION_NOTE;
 use serde_json::{Map, Value, json};
 
 /// The compress tool's name.
@@ -18,13 +20,21 @@ pub const SEARCH: &str = "search_context";
 /// All the tool names the proxy owns (and hides from the client).
 pub const NAMES: [&str; 3] = [COMPRESS, RESTORE, SEARCH];
 
-/// The system note that explains the tools; stable across turns.
-pub const SYSTEM_NOTE: &str = "Context management (foldwire): every earlier message has a \
-ref (m00001, m00002, ... in order); a note after the conversation lists the ranges that can \
-be compressed, with a preview of where each starts. When old material is no longer needed verbatim, call `compress` with \
-ranges of refs and a faithful summary; the originals stay recoverable with `restore` (a block \
-id like b3, or the ref an archived image's placeholder names) and searchable with `search_context`. These calls are handled for you and are not \
-part of the user's task; after them, continue the task.";
+/// The system note that explains the tools; stable across turns. It describes refs as
+/// `refs.mint` issues them: one per foldable content part (a text, a tool call, a tool
+/// result), numbered in first-seen order, with parts that cannot fold left unnumbered.
+pub const SYSTEM_NOTE: &str = "Context management (foldwire): earlier conversation content \
+is numbered with refs (m00001, m00002, ...), one per content part (a text, a tool call, a tool \
+result, an image), so one message can hold several refs. Refs are numbered per session in the \
+order parts first arrived and are not shown inside the messages. Parts that cannot be folded \
+(system instructions, pinned parts such as media that cannot be archived, items foldwire cannot \
+read) get no ref, so the numbers skip them. Folded content appears as one summary headed \
+[foldwire bN]; bN is that block's id. When a note after the conversation lists ranges that can \
+be compressed (ref spans, or block spans like b2..b5 that fold summaries into one), call \
+`compress` with such ranges and a faithful summary; only the ranges listed can fold. The \
+originals stay recoverable with `restore` (a block id like b3, or the ref an archived image's \
+placeholder names) and searchable with `search_context`. These calls are handled for you and \
+are not part of the user's task; after them, continue the task.";
 
 /// Names, descriptions and JSON schemas of the three tools.
 fn definitions() -> [(&'static str, &'static str, Value); 3] {
@@ -106,11 +116,30 @@ pub fn tool_entries(wire: Wire) -> Vec<Value> {
 /// Characters of a range's first message shown in the note.
 const PREVIEW_CHARS: usize = 80;
 
+/// The runs of summaries the model may fold a tier up, found in a view turn (the client's
+/// conversation with refs, the session's state after the turn, and the protection
+/// `ranges.build` recorded), with the same rules automatic folds use.
+pub fn summary_runs_of(turn: &Turn, estimator: &dyn TokenEstimator) -> Vec<SummaryRun> {
+    let Some(view) = turn.conversation.as_ref() else {
+        return Vec::new();
+    };
+    let protection = turn
+        .stage_notes
+        .get(PROTECTION_NOTE)
+        .and_then(|v| serde_json::from_value::<Protection>(v.clone()).ok())
+        .unwrap_or_default();
+    summary_runs(view, &turn.state, &protection, estimator)
+}
+
 /// The per-turn note: which ranges can be compressed right now, each with a preview of its
 /// first message (found in `view`, the conversation with refs) so the model can tell them
-/// apart.
-pub fn ranges_note(ranges: &[RangeInfo], view: Option<&Conversation>) -> Option<String> {
-    if ranges.is_empty() {
+/// apart, then the runs of summaries that can fold into one a tier up (by block ids).
+pub fn ranges_note(
+    ranges: &[RangeInfo],
+    runs: &[SummaryRun],
+    view: Option<&Conversation>,
+) -> Option<String> {
+    if ranges.is_empty() && runs.is_empty() {
         return None;
     }
     let mut note = String::from("[foldwire] Compressible ranges now:");
@@ -136,6 +165,17 @@ pub fn ranges_note(ranges: &[RangeInfo], view: Option<&Conversation>) -> Option<
             }
         }
     }
+    for run in runs {
+        let (Some(first), Some(last)) = (run.first(), run.last()) else {
+            continue;
+        };
+        note.push_str(&format!(
+            "\n- {first}..{last}: {} summaries, ~{} tokens (folds them into one tier-{} summary)",
+            run.blocks.len(),
+            run.tokens,
+            run.tier
+        ));
+    }
     Some(note)
 }
 
@@ -155,18 +195,22 @@ pub fn pressure_note(request_tokens: u64, window: u64) -> Option<String> {
     ))
 }
 
-/// The trailing note of a turn: the pressure nudge (if any) and the compressible ranges.
+/// The trailing note of a turn: the compressible ranges and, when some are offered and the
+/// request fills a pressure band, the nudge to compress them. Without a range to offer there
+/// is no nudge: the model is never asked for a fold it cannot make.
 pub fn turn_note(
     ranges: &[RangeInfo],
+    runs: &[SummaryRun],
     view: Option<&Conversation>,
     request_tokens: u64,
     window: u64,
 ) -> Option<String> {
+    let listed = ranges_note(ranges, runs, view)?;
     let parts: Vec<String> = pressure_note(request_tokens, window)
         .into_iter()
-        .chain(ranges_note(ranges, view))
+        .chain(Some(listed))
         .collect();
-    (!parts.is_empty()).then(|| parts.join("\n"))
+    Some(parts.join("\n"))
 }
 
 /// Tool names the request already declares, whatever the wire.
@@ -386,10 +430,29 @@ mod tests {
             messages: 4,
             tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
         };
-        let note = turn_note(std::slice::from_ref(&r), None, 100, 1000).unwrap();
+        let note = turn_note(std::slice::from_ref(&r), &[], None, 100, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
-        assert!(turn_note(&[], None, 100, 1000).is_none());
-        assert!(turn_note(&[], None, 600, 1000).unwrap().contains("50%"));
+        assert!(turn_note(&[], &[], None, 100, 1000).is_none());
+        // Past a band with nothing to offer: no nudge asks for a fold that cannot be made.
+        assert!(turn_note(&[], &[], None, 600, 1000).is_none());
+        let pressed = turn_note(std::slice::from_ref(&r), &[], None, 600, 1000).unwrap();
+        assert!(pressed.contains("50%") && pressed.contains("m00001..m00004"));
+        // Summaries side by side are offered by block ids, and count as an offer.
+        let run = SummaryRun {
+            blocks: vec![
+                foldwire_core::BlockId(2),
+                foldwire_core::BlockId(3),
+                foldwire_core::BlockId(5),
+            ],
+            tokens: 240,
+            tier: 2,
+        };
+        let note = turn_note(&[], std::slice::from_ref(&run), None, 600, 1000).unwrap();
+        assert!(note.contains("50%"), "{note}");
+        assert!(
+            note.contains("b2..b5: 3 summaries, ~240 tokens (folds them into one tier-2 summary)"),
+            "{note}"
+        );
     }
 
     #[test]

@@ -123,6 +123,15 @@ fn all_ranges(text: &str) -> Vec<(String, String)> {
     out
 }
 
+/// The first run of summaries the trailing note offers (`- bN..bM:`).
+fn first_block_run(text: &str) -> Option<(String, String)> {
+    let at = text.find("- b")? + 2;
+    let rest = &text[at..];
+    let (start, rest) = rest.split_once("..")?;
+    let end: String = rest.chars().take_while(|c| *c != ':').collect();
+    Some((start.to_owned(), end))
+}
+
 /// The ref named by the first `[image mNNNNN archived` placeholder line.
 fn archived_ref(text: &str) -> Option<String> {
     let at = text.find("[image m")? + "[image ".len();
@@ -155,6 +164,15 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             compress_call(n, body),
         ],
         "compress" => vec![Piece::Text("All done.".into())],
+        "compress-summaries" if !done => match first_block_run(body) {
+            Some((start, end)) => vec![Piece::Call {
+                id: format!("fwcall_{n}"),
+                name: "compress".into(),
+                args: json!({"ranges": [{"start": start, "end": end, "summary": "Earlier notes, folded again.", "topic": "notes"}]}),
+            }],
+            None => vec![Piece::Text("Nothing to fold.".into())],
+        },
+        "compress-summaries" => vec![Piece::Text("All done.".into())],
         "restore" if !done => vec![Piece::Call {
             id: format!("fwcall_{n}"),
             name: "restore".into(),

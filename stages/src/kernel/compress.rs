@@ -8,6 +8,7 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 
 use super::protect::Protection;
+use super::tiers::MAX_TIER;
 use super::units::{Links, coverage, foldable, unit_tokens};
 
 /// One range the caller (the model through the compress tool, the CLI, a fold policy) asks
@@ -212,6 +213,7 @@ struct Ctx<'a> {
     head: HashSet<usize>,
     config: &'a CompressConfig,
     estimator: &'a dyn TokenEstimator,
+    wire: foldwire_core::Wire,
 }
 
 /// Applies a batch of ranges to the session's state, checked against `view` (the
@@ -237,7 +239,9 @@ pub fn apply_compression(
     let units = view.messages.as_slice();
     let covered = coverage(state);
     let links = Links::new(units);
-    let zone = config.protection.zone(units, &covered, estimator);
+    let zone = config
+        .protection
+        .zone(view.wire, units, &covered, estimator);
     let tools = config.protection.protected_tools(units, &links);
     let head = config.protection.head(units, state);
     let pos_by_ref = units
@@ -257,6 +261,7 @@ pub fn apply_compression(
         head,
         config,
         estimator,
+        wire: view.wire,
     };
 
     let mut outcomes: Vec<RangeOutcome> = requests
@@ -360,6 +365,7 @@ fn pin_reason(unit: &Message) -> String {
         }
         (Some(foldwire_core::Pin::ArchiveFailed(d)), None) => format!("archive write failed ({d})"),
         (Some(foldwire_core::Pin::Protected(d)), None) => format!("protected ({d})"),
+        (None, None) if unit.is_frame() => "a system/developer message (frame)".to_owned(),
         (None, None) => format!("{:?} item", unit.kind).to_lowercase(),
     }
 }
@@ -537,28 +543,25 @@ impl Ctx<'_> {
             }
         }
         nested.sort_by_key(|id| self.state.blocks.iter().position(|b| b.id == *id));
-        let target_tier = if is_block {
-            nested
-                .iter()
-                .filter_map(|id| self.block(*id).map(|b| b.tier))
-                .min()
-                .unwrap_or(1)
-        } else {
-            1
-        };
-        let tier = if is_block {
-            (target_tier + 1).min(3)
-        } else {
-            1
-        };
+        // A block range consumes every active block showing in it, whatever its tier, and
+        // makes the tier above the highest (up to MAX_TIER); a message range absorbs only
+        // the tier-1 blocks nested in it and stays tier 1.
+        let consumable = |b: &Block| b.active && (is_block || b.tier == 1);
         let consumed: Vec<BlockId> = nested
             .iter()
             .copied()
-            .filter(|id| {
-                self.block(*id)
-                    .is_some_and(|b| b.active && b.tier == target_tier)
-            })
+            .filter(|id| self.block(*id).is_some_and(consumable))
             .collect();
+        let tier = if is_block {
+            let highest = consumed
+                .iter()
+                .filter_map(|id| self.block(*id).map(|b| b.tier))
+                .max()
+                .unwrap_or(0);
+            (highest + 1).min(MAX_TIER)
+        } else {
+            1
+        };
         let consumed_refs: HashSet<Ref> = consumed
             .iter()
             .filter_map(|id| self.block(*id))
@@ -697,7 +700,7 @@ impl Ctx<'_> {
         let fresh_tokens = direct
             .iter()
             .filter_map(|&i| self.units.get(i))
-            .map(|u| unit_tokens(u, self.estimator))
+            .map(|u| unit_tokens(self.wire, u, self.estimator))
             .sum();
         Ok(Plan {
             first,

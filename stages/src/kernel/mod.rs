@@ -9,15 +9,18 @@
 //! - [`units`]: coverage, linked groups (call ↔ results, reasoning ↔ act), tool globs.
 //! - [`protect`]: the protected zone and protected tools.
 //! - [`ranges`]: compressible ranges.
+//! - [`measure`]: what a request costs as it will be encoded.
 //! - [`compress`]: [`apply_compression`] — ranges of refs into blocks.
 //! - [`prune`]: [`fold_view`] — covered units off the wire, summaries rendered, first-user pin.
 //! - [`render`]: the fixed shape of a rendered summary.
 //! - [`pairing_rules`] and [`repair`]: each wire's pairing rules and their repair.
 //! - [`originals`]: [`archive_originals`] — folded originals from the state into the archive.
+//! - [`tiers`]: [`summary_runs`] — runs of summaries that fold again into a higher tier.
 //! - [`restore`], [`search`], [`inspect`]: reading blocks back.
 
 pub mod compress;
 pub mod inspect;
+pub mod measure;
 pub mod originals;
 pub mod pairing_rules;
 pub mod protect;
@@ -27,6 +30,7 @@ pub mod render;
 pub mod repair;
 pub mod restore;
 pub mod search;
+pub mod tiers;
 pub mod units;
 
 pub use compress::{
@@ -34,6 +38,7 @@ pub use compress::{
     apply_compression,
 };
 pub use inspect::{BlockView, Inspection, RefView, inspect};
+pub use measure::{RequestTokens, folded_request_tokens, measure};
 pub use originals::{OriginalsArchived, archive_originals, original_key};
 pub use protect::Protection;
 pub use prune::{FirstUserPin, FoldOutcome, fold_view};
@@ -42,3 +47,4 @@ pub use render::{archived_media_lines, rendered_text, summary_text};
 pub use repair::{RepairReport, repair};
 pub use restore::{RestoreError, Restored, RestoredUnit, restore, restore_with_archive};
 pub use search::{SearchHit, search};
+pub use tiers::{MAX_TIER, SummaryRun, summary_runs};

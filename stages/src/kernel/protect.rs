@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use foldwire_core::{
-    BlockId, Message, MessageId, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
+    BlockId, Message, MessageId, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator, Wire,
 };
 use serde::{Deserialize, Serialize};
 
@@ -42,6 +42,7 @@ impl Protection {
     /// with a ref that no active block covers count as visible.
     pub fn zone(
         &self,
+        wire: Wire,
         units: &[Message],
         covered: &HashMap<Ref, BlockId>,
         estimator: &dyn TokenEstimator,
@@ -61,7 +62,7 @@ impl Protection {
             }
             zone.insert(i);
             counted += 1;
-            tokens += unit_tokens(u, estimator);
+            tokens += unit_tokens(wire, u, estimator);
         }
         if self.last_user {
             let last_user = units.iter().rposition(|u| {
@@ -77,7 +78,9 @@ impl Protection {
     /// Positions of the units that form the head window the layout recorded in `state`
     /// (matched by fingerprint; see [`crate::layout_head_window::head_fingerprints`]). The
     /// head is kept verbatim by `layout.head_window`, so these units never fold, whatever
-    /// the other settings say. Empty when no head is recorded.
+    /// the other settings say. Empty when no head is recorded (on a session's first turn
+    /// `ranges.build` passes the head the layout will record, see
+    /// [`crate::layout_head_window::with_first_head`]).
     pub fn head(&self, units: &[Message], state: &SessionState) -> HashSet<usize> {
         let ids: HashSet<MessageId> = crate::layout_head_window::head_fingerprints(state)
             .into_iter()

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use foldwire_core::{Conversation, Message};
-use foldwire_core::{MessageKind, RangeInfo, Role, SessionState, TokenEstimator};
+use foldwire_core::{MessageKind, RangeInfo, Role, SessionState, TokenEstimator, Wire};
 use serde::{Deserialize, Serialize};
 
 use super::protect::Protection;
@@ -55,7 +55,8 @@ pub fn compressible_ranges(
     let units = &conversation.messages;
     let covered = coverage(state);
     let links = Links::new(units);
-    let zone = config.protection.zone(units, &covered, estimator);
+    let wire = conversation.wire;
+    let zone = config.protection.zone(wire, units, &covered, estimator);
     let tools = config.protection.protected_tools(units, &links);
     let head = config.protection.head(units, state);
     let mut candidate: Vec<bool> = units
@@ -70,7 +71,10 @@ pub fn compressible_ranges(
         })
         .collect();
     let groups = links.groups();
-    let tokens: Vec<u64> = units.iter().map(|u| unit_tokens(u, estimator)).collect();
+    let tokens: Vec<u64> = units
+        .iter()
+        .map(|u| unit_tokens(wire, u, estimator))
+        .collect();
     // A cut before `i` is clean when every group that starts before `i` ends before it.
     let mut clean_cut = Vec::with_capacity(units.len());
     let mut reach = 0;
@@ -122,7 +126,7 @@ pub fn compressible_ranges(
         if !changed {
             return segments
                 .into_iter()
-                .filter_map(|seg| describe(units.get(seg)?, estimator))
+                .filter_map(|seg| describe(wire, units.get(seg)?, estimator))
                 .filter(|r| r.tokens >= config.min_tokens && r.tokens > 0)
                 .collect();
         }
@@ -176,7 +180,7 @@ fn segment(units: &[Message], candidate: &[bool], cuts: &Cuts<'_>) -> Vec<std::o
 }
 
 /// The range a run of units forms.
-fn describe(units: &[Message], estimator: &dyn TokenEstimator) -> Option<RangeInfo> {
+fn describe(wire: Wire, units: &[Message], estimator: &dyn TokenEstimator) -> Option<RangeInfo> {
     let start = units.first()?.r#ref?;
     let end = units.last()?.r#ref?;
     let mut tool_calls: BTreeMap<String, u32> = BTreeMap::new();
@@ -198,7 +202,7 @@ fn describe(units: &[Message], estimator: &dyn TokenEstimator) -> Option<RangeIn
     Some(RangeInfo {
         start,
         end,
-        tokens: units.iter().map(|u| unit_tokens(u, estimator)).sum(),
+        tokens: units.iter().map(|u| unit_tokens(wire, u, estimator)).sum(),
         messages: units.len(),
         tool_calls,
     })

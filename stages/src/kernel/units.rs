@@ -5,8 +5,10 @@
 use std::collections::HashMap;
 
 use foldwire_core::{
-    BlockId, Message, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
+    BlockId, MediaClass, Message, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
+    Wire,
 };
+use foldwire_wire::tokens::{default_image_tokens, raw_tokens};
 
 /// Refs hidden by active blocks, each mapped to the active block that hides it.
 ///
@@ -22,9 +24,11 @@ pub fn coverage(state: &SessionState) -> HashMap<Ref, BlockId> {
 }
 
 /// True when a unit may ever be folded: it came from the client, carries a ref (so it is
-/// not pinned) and is not an opaque pass-through item.
+/// not pinned), is not an opaque pass-through item and is not frame (a system or developer
+/// message).
 pub fn foldable(unit: &Message) -> bool {
     unit.r#ref.is_some()
+        && !unit.is_frame()
         && unit.pin.is_none()
         && unit.origin == Origin::Client
         && unit.kind != MessageKind::Opaque
@@ -62,13 +66,23 @@ pub fn result_id(unit: &Message) -> Option<&str> {
     }
 }
 
-/// Estimated tokens of one unit: its exact bytes, or its text for synthesized units.
-pub fn unit_tokens(unit: &Message, estimator: &dyn TokenEstimator) -> u64 {
-    if unit.raw.is_empty() {
+/// Estimated tokens of one unit on `wire`: its exact bytes (inline images priced by their
+/// pixel size, see [`raw_tokens`]), or its text for synthesized units; an image the unit
+/// only references (a remote URL, a provider file) costs the wire's default image price,
+/// since the provider reads the image even though foldwire never sees it. The wire
+/// message around the unit is not counted here; [`super::measure`] adds it.
+pub fn unit_tokens(wire: Wire, unit: &Message, estimator: &dyn TokenEstimator) -> u64 {
+    let own = if unit.raw.is_empty() {
         estimator.text_tokens(&unit.text)
     } else {
-        estimator.raw_tokens(&unit.raw)
-    }
+        raw_tokens(wire, &unit.raw, estimator)
+    };
+    let referenced = unit
+        .media
+        .iter()
+        .filter(|m| m.kind == "image" && matches!(m.class, MediaClass::Unrecoverable { .. }))
+        .count() as u64;
+    own + referenced * default_image_tokens(wire)
 }
 
 /// Groups of units that must stay together: a tool call with every result carrying its call
@@ -262,6 +276,40 @@ mod tests {
         assert!(!glob_match("mcp_*", "search_mcp"));
         assert!(!glob_match("read", "reader"));
         assert!(glob_match("*_file", "write_file"));
+    }
+
+    #[test]
+    fn referenced_images_cost_the_wire_default_and_synthesized_units_their_text() {
+        use foldwire_core::{MediaRef, MessageId, UnitSlot};
+        let mut unit = Message::synthesized(
+            0,
+            Role::User,
+            "a summary of forty characters, or so....",
+            Origin::Injected,
+            bytes::Bytes::new(),
+        );
+        let est = foldwire_core::CharEstimator;
+        assert_eq!(unit_tokens(Wire::Anthropic, &unit, &est), 10);
+        let url = r#"{"type":"image","source":{"type":"url","url":"https://x.test/a.png"}}"#;
+        unit.raw = bytes::Bytes::from_static(url.as_bytes());
+        unit.id = MessageId("u".into());
+        unit.slot = UnitSlot::Content(1);
+        unit.media.push(MediaRef {
+            kind: "image".into(),
+            media_type: None,
+            class: MediaClass::Unrecoverable {
+                reason: "remote URL".into(),
+            },
+            pointer: "/source/url".into(),
+            size: None,
+        });
+        for wire in Wire::ALL {
+            assert_eq!(
+                unit_tokens(wire, &unit, &est),
+                (url.len() as u64).div_ceil(4) + default_image_tokens(wire),
+                "{wire}"
+            );
+        }
     }
 
     #[test]

@@ -7,10 +7,15 @@
 //! the call); a [`Layout`] strategy from the registry (`layout.store_order_fill` by default,
 //! or `layout.head_first`, both in `foldwire-plugins`) decides the order the units go out in.
 //!
-//! Params (all optional): `layout` (strategy name), `layout_params`, `head_tokens` (4,000),
-//! `recent_tokens` (else `recent_fraction` of the budget, 0.3), `cache_markers` (true),
-//! `calibration_alpha` (0.3). Per-turn overrides in `turn.options`: `layout`, `window`
-//! (replaces `turn.budget.window`), `head_tokens`, `recent_tokens`.
+//! Params (all optional): `layout` (strategy name), `layout_params`, `head_tokens` (else
+//! `head_fraction` of the budget, 0.15, at most 4,000), `recent_tokens` (else
+//! `recent_fraction` of the budget, 0.3), `cache_markers` (true), `calibration_alpha` (0.3).
+//! Per-turn overrides in `turn.options`: `layout`, `window` (replaces `turn.budget.window`),
+//! `head_tokens`, `recent_tokens`.
+//!
+//! Sizes are measured as the request will be encoded ([`crate::kernel::measure`]): each
+//! wire message's envelope, rendered summaries and the frame included, and system or
+//! developer messages among the messages count as frame, never as head or history.
 //!
 //! Kernel integration: [`head_fingerprints`] lists the head's units; `ranges.build` and
 //! `apply_compression` keep them out of every range ([`crate::kernel::Protection::head`]).
@@ -42,8 +47,17 @@ pub use rewrite::Rewrite;
 pub const NAME: &str = "layout.head_window";
 /// The default layout strategy.
 pub const DEFAULT_LAYOUT: &str = "layout.store_order_fill";
-/// The default head window, in tokens.
+/// The largest default head window, in tokens (the head when the budget is large).
 pub const DEFAULT_HEAD_TOKENS: u64 = 4_000;
+/// The default head window as a share of the budget, when that is below
+/// [`DEFAULT_HEAD_TOKENS`].
+///
+/// Why 0.15: a fold policy brings a request down to about 60% of its budget, and the recent
+/// window protects 30% of it; a head of 15% keeps what is protected under half the budget,
+/// so history between the two can always fold. A fixed 4,000 tokens was most of a small
+/// window (6,000 available at an 8k window) and left nothing foldable; above about 27,000
+/// available tokens the cap applies and large windows keep the 4,000-token head.
+pub const DEFAULT_HEAD_FRACTION: f64 = 0.15;
 /// The default recent window, as a share of the budget.
 pub const DEFAULT_RECENT_FRACTION: f64 = 0.3;
 
@@ -55,8 +69,11 @@ pub struct HeadWindowConfig {
     pub layout: String,
     /// Params for the strategy.
     pub layout_params: serde_json::Value,
-    /// The head window, in tokens.
-    pub head_tokens: u64,
+    /// The head window, in tokens (overrides `head_fraction`).
+    pub head_tokens: Option<u64>,
+    /// The head window as a share of the budget, capped at [`DEFAULT_HEAD_TOKENS`], when
+    /// `head_tokens` is not set.
+    pub head_fraction: f64,
     /// The recent window, in tokens (overrides `recent_fraction`).
     pub recent_tokens: Option<u64>,
     /// The recent window as a share of the budget, when `recent_tokens` is not set.
@@ -72,7 +89,8 @@ impl Default for HeadWindowConfig {
         HeadWindowConfig {
             layout: DEFAULT_LAYOUT.to_owned(),
             layout_params: serde_json::Value::Null,
-            head_tokens: DEFAULT_HEAD_TOKENS,
+            head_tokens: None,
+            head_fraction: DEFAULT_HEAD_FRACTION,
             recent_tokens: None,
             recent_fraction: DEFAULT_RECENT_FRACTION,
             cache_markers: true,
@@ -93,6 +111,15 @@ impl HeadWindowConfig {
                 format!(
                     "recent_fraction must be between 0 and 1, got {}",
                     self.recent_fraction
+                ),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.head_fraction) {
+            return Err(BuildError::new(
+                NAME,
+                format!(
+                    "head_fraction must be between 0 and 1, got {}",
+                    self.head_fraction
                 ),
             ));
         }
@@ -131,9 +158,10 @@ impl HeadWindowConfig {
             }
         }
         if let Some(v) = options.get("head_tokens") {
-            out.head_tokens = v
-                .as_u64()
-                .ok_or_else(|| bad_option("head_tokens", "a token count", v))?;
+            out.head_tokens = Some(
+                v.as_u64()
+                    .ok_or_else(|| bad_option("head_tokens", "a token count", v))?,
+            );
         }
         if let Some(v) = options.get("recent_tokens") {
             out.recent_tokens = Some(
@@ -143,6 +171,23 @@ impl HeadWindowConfig {
         }
         Ok(out)
     }
+
+    /// The head window in tokens for a request with `available` tokens: `head_tokens` when
+    /// set, else [`default_head_tokens`] with this config's fraction.
+    pub fn head_tokens_for(&self, available: u64) -> u64 {
+        self.head_tokens
+            .unwrap_or_else(|| fraction_of(available, self.head_fraction).min(DEFAULT_HEAD_TOKENS))
+    }
+}
+
+/// The default head window for a request with `available` tokens: [`DEFAULT_HEAD_FRACTION`]
+/// of it, at most [`DEFAULT_HEAD_TOKENS`].
+pub fn default_head_tokens(available: u64) -> u64 {
+    fraction_of(available, DEFAULT_HEAD_FRACTION).min(DEFAULT_HEAD_TOKENS)
+}
+
+fn fraction_of(tokens: u64, fraction: f64) -> u64 {
+    (tokens as f64 * fraction) as u64
 }
 
 fn bad_option(key: &str, expected: &str, got: &serde_json::Value) -> StageError {
@@ -324,12 +369,13 @@ pub fn lay_out(
         head_start_unit = at;
     }
 
-    let tokens: Vec<u64> = conv
-        .messages
-        .iter()
-        .map(|m| estimator.raw_tokens(&m.raw))
-        .collect();
-    let frame_tokens = (conv.frame_len() as u64).div_ceil(4);
+    // As the request will be encoded: envelopes on each wire message's first unit, frame
+    // units (system / developer messages) in the frame.
+    let crate::kernel::RequestTokens {
+        frame: frame_tokens,
+        units: tokens,
+    } = crate::kernel::measure(conv, estimator);
+    let head_tokens = config.head_tokens_for(available);
     let groups = windows::groups(&conv.messages);
     let group_tokens = windows::group_tokens(&groups, &tokens);
     let start_g = windows::group_of(&groups, head_start_unit);
@@ -347,7 +393,7 @@ pub fn lay_out(
             &groups,
             &group_tokens,
             start_g,
-            config.head_tokens,
+            head_tokens,
             after_reset,
         )
     };
@@ -358,7 +404,6 @@ pub fn lay_out(
         .max(head_units.end);
     let n = conv.messages.len();
 
-    let pinned: Vec<&Message> = conv.messages.iter().filter(|m| m.pin.is_some()).collect();
     let zones = refusal::ZoneTokens {
         budget: available,
         frame: frame_tokens,
@@ -376,7 +421,15 @@ pub fn lay_out(
         after_reset,
     };
     if zones.request() > available {
-        let refused = refusal::refusal(NAME, &zones, &pinned);
+        let relief = refusal::Relief::of(
+            &turn.ranges,
+            conv,
+            &turn.state,
+            &turn.stage_notes,
+            estimator,
+            budget,
+        );
+        let refused = refusal::refusal(NAME, &zones, &relief);
         turn.report.refusal = Some(refused.clone());
         // Keep the transition's anchor; nothing else of this turn is remembered.
         if let Err(e) = head.store(&mut turn.state) {
@@ -454,7 +507,7 @@ pub fn lay_out(
     let digest = frame_digest(conv);
     let frame_changed = head.previous_frame.is_some_and(|d| d != digest)
         || head.previous_frame.is_none() && !head.previous.is_empty();
-    let measured = rewrite::measure(
+    let mut measured = rewrite::measure(
         &head.previous,
         &sent,
         frame_tokens,
@@ -481,6 +534,16 @@ pub fn lay_out(
             Err(e) => turn
                 .report
                 .warn(NAME, "cache_markers_skipped", e.to_string()),
+        }
+        if markers.placed + markers.dropped > 0 {
+            // The markers changed bytes: count the request as it now goes out. Their bytes
+            // ride on a rewrite when there is one (they sit at the zone boundaries it moves).
+            let total = crate::kernel::measure(conv, estimator).total();
+            let added = total.saturating_sub(measured.request_tokens);
+            if measured.rewritten_tokens > 0 {
+                measured.rewritten_tokens += added;
+            }
+            measured.request_tokens = total;
         }
     }
 
@@ -513,6 +576,55 @@ pub fn lay_out(
         reordered,
         markers,
     })
+}
+
+/// The session state as the layout will see it once it has laid out this turn, when the
+/// session has no head recorded yet (its first turn): a copy of `state` with the head window
+/// `conv` opens with. `ranges.build` builds its ranges against it, so the head holds from
+/// the first turn although the layout runs after `fold`. The head is measured the way
+/// [`lay_out`] measures it (whole wire messages from the start, `head_tokens` at most, a
+/// call never split from its result), so the layout records the same head. `None` (use
+/// `state` as it is) once a head is recorded or sealed, while a reset's transition waits to
+/// be placed (the layout starts the new head there), or when the head would be empty.
+///
+/// The copy is not kept: only the layout records a head, so a pipeline without it never
+/// protects one beyond the ranges it offers.
+///
+/// # Errors
+/// The state's `head` field holds something that is not this stage's state.
+pub fn with_first_head(
+    state: &SessionState,
+    conv: &Conversation,
+    estimator: &dyn TokenEstimator,
+    head_tokens: u64,
+) -> Result<Option<SessionState>, LayoutStateError> {
+    let mut head = HeadState::load(state)?;
+    if !head.head_ids.is_empty() || head.sealed || head.transition.is_some() {
+        return Ok(None);
+    }
+    let tokens = crate::kernel::measure(conv, estimator).units;
+    let groups = windows::groups(&conv.messages);
+    let group_tokens = windows::group_tokens(&groups, &tokens);
+    let (end, _) = windows::head_walk(
+        &conv.messages,
+        &groups,
+        &group_tokens,
+        0,
+        head_tokens,
+        false,
+    );
+    let units = windows::units_of(&groups, 0..end);
+    head.head_ids = conv
+        .messages
+        .get(units)
+        .map(|u| u.iter().map(|m| m.id.clone()).collect())
+        .unwrap_or_default();
+    if head.head_ids.is_empty() {
+        return Ok(None);
+    }
+    let mut with_head = state.clone();
+    head.store(&mut with_head)?;
+    Ok(Some(with_head))
 }
 
 /// Checks a strategy's order: a permutation of `0..n` that keeps each wire message's units

@@ -236,32 +236,97 @@ fn build_array(conv: &Conversation, groups: &[Group<'_>]) -> Result<Vec<u8>, Wir
         empty: true,
     };
     out.buf.push(b'[');
-    for (entry_index, base, units) in groups {
-        let Some(entry) = conv.entries.get(*entry_index) else {
-            continue;
-        };
-        if let Some(raw) = &entry.raw
-            && raw.first() == Some(&b'{')
-            && verbatim(entry, units)
-        {
-            out.push(raw);
-            continue;
-        }
-        let template = entry.raw.as_deref().filter(|r| r.first() == Some(&b'{'));
-        let mut run: Vec<Piece<'_>> = Vec::new();
-        for (k, unit) in units.iter().enumerate() {
-            match piece(conv, base + k, unit, entry.role)? {
-                Piece::Item(bytes) => {
-                    flush(conv, *entry_index, entry, template, &mut run, &mut out)?;
-                    out.push(&bytes);
-                }
-                p => run.push(p),
-            }
-        }
-        flush(conv, *entry_index, entry, template, &mut run, &mut out)?;
+    for group in groups {
+        emit_group(conv, group, &mut out)?;
     }
     out.buf.push(b']');
     Ok(out.buf)
+}
+
+/// Appends the wire message(s) one group encodes to.
+fn emit_group(
+    conv: &Conversation,
+    (entry_index, base, units): &Group<'_>,
+    out: &mut ArrayOut,
+) -> Result<(), WireError> {
+    let Some(entry) = conv.entries.get(*entry_index) else {
+        return Ok(());
+    };
+    if let Some(raw) = &entry.raw
+        && raw.first() == Some(&b'{')
+        && verbatim(entry, units)
+    {
+        out.push(raw);
+        return Ok(());
+    }
+    let template = entry.raw.as_deref().filter(|r| r.first() == Some(&b'{'));
+    let mut run: Vec<Piece<'_>> = Vec::new();
+    for (k, unit) in units.iter().enumerate() {
+        match piece(conv, base + k, unit, entry.role)? {
+            Piece::Item(bytes) => {
+                flush(conv, *entry_index, entry, template, &mut run, out)?;
+                out.push(&bytes);
+            }
+            p => run.push(p),
+        }
+    }
+    flush(conv, *entry_index, entry, template, &mut run, out)
+}
+
+/// The size of one wire message of the encoded body: the units it holds and its bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MessageSize {
+    /// The units of [`Conversation::messages`] it encodes.
+    pub units: Range<usize>,
+    /// Its bytes in the encoded messages array, the separating comma included.
+    pub bytes: usize,
+}
+
+/// The encoded size of every wire message, in order: what [`encode`] would write for each
+/// run of units sharing an entry. Untouched wire messages are measured without copying;
+/// only rebuilt ones are rendered.
+///
+/// # Errors
+/// The same as [`encode`].
+pub fn message_sizes(conv: &Conversation) -> Result<Vec<MessageSize>, WireError> {
+    let groups = groups(conv)?;
+    let mut out = Vec::with_capacity(groups.len());
+    let mut scratch = ArrayOut {
+        buf: Vec::new(),
+        empty: true,
+    };
+    for group in &groups {
+        let (entry_index, base, units) = group;
+        let range = *base..base + units.len();
+        let verbatim_len = conv.entries.get(*entry_index).and_then(|entry| {
+            let raw = entry.raw.as_ref()?;
+            (raw.first() == Some(&b'{') && verbatim(entry, units)).then_some(raw.len())
+        });
+        let bytes = match verbatim_len {
+            Some(len) => len + 1,
+            None => {
+                scratch.buf.clear();
+                // Not empty: every message pays its comma, as the verbatim ones do.
+                scratch.empty = false;
+                emit_group(conv, group, &mut scratch)?;
+                scratch.buf.len()
+            }
+        };
+        out.push(MessageSize {
+            units: range,
+            bytes,
+        });
+    }
+    Ok(out)
+}
+
+/// The body [`encode`] would write with an empty messages array: the frame (system, tools,
+/// params) with every top-level override applied.
+///
+/// # Errors
+/// The same as [`encode`].
+pub fn frame(conv: &Conversation) -> Result<Bytes, WireError> {
+    assemble(conv, b"[]")
 }
 
 /// Wraps a run of content pieces into one wire message and appends it.
@@ -585,4 +650,67 @@ fn assemble(conv: &Conversation, array: &[u8]) -> Result<Bytes, WireError> {
     }
     out.extend_from_slice(src.get(pos..).unwrap_or_default());
     Ok(Bytes::from(out))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use foldwire_core::{FieldOverride, Origin};
+
+    /// The sizes add up to the encoded body, untouched, rebuilt and synthesized messages
+    /// and overrides alike (the first message pays no comma).
+    #[test]
+    fn message_sizes_and_frame_add_up_to_the_encoded_body() {
+        for wire in Wire::ALL {
+            let body = match wire {
+                Wire::Anthropic => {
+                    r#"{"model":"m","system":"be brief","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":"ok"}]}"#
+                }
+                Wire::OpenAiChat => {
+                    r#"{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":"ok"}]}"#
+                }
+                Wire::OpenAiResponses => {
+                    r#"{"model":"m","input":[{"role":"developer","content":"be brief"},{"role":"user","content":[{"type":"input_text","text":"a"},{"type":"input_text","text":"b"}]}]}"#
+                }
+                Wire::Gemini => {
+                    r#"{"contents":[{"role":"user","parts":[{"text":"a"},{"text":"b"}]},{"role":"model","parts":[{"text":"ok"}]}]}"#
+                }
+            };
+            let mut conv = crate::request::decode(wire, Bytes::from(body)).unwrap();
+            let check = |conv: &Conversation| {
+                let sizes = message_sizes(conv).unwrap();
+                let total: usize = sizes.iter().map(|s| s.bytes).sum();
+                let encoded = encode(conv).unwrap();
+                assert_eq!(
+                    frame(conv).unwrap().len() + total - 1,
+                    encoded.len(),
+                    "{wire}: {}",
+                    String::from_utf8_lossy(&encoded)
+                );
+                let units: usize = sizes.iter().map(|s| s.units.len()).sum();
+                assert_eq!(units, conv.messages.len());
+            };
+            check(&conv);
+            // Drop a unit (its message is rebuilt), add a summary and an override.
+            let gone = conv.messages.iter().position(|m| m.text == "b").unwrap();
+            conv.messages.remove(gone);
+            let entry = conv.push_entry(Role::User);
+            conv.messages.insert(
+                0,
+                Message::synthesized(
+                    entry,
+                    Role::User,
+                    "[foldwire b1]\nsaid \"hi\"",
+                    Origin::Summary(foldwire_core::BlockId(1)),
+                    Bytes::new(),
+                ),
+            );
+            conv.overrides.push(FieldOverride {
+                key: "tools".into(),
+                value: Bytes::from_static(br#"[{"name":"compress"}]"#),
+            });
+            check(&conv);
+        }
+    }
 }
