@@ -387,18 +387,24 @@ async fn two_hundred_sessions_in_parallel_all_arrive() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unknown_paths_get_a_404_naming_the_routes() {
-    let (upstream, _mock) = start_mock().await;
+async fn unknown_paths_are_forwarded_untouched() {
+    let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
     let resp = reqwest::Client::new()
-        .post(format!("http://{proxy}/v2/whatever"))
+        .post(format!("http://{proxy}/v2/whatever?x=1"))
+        .header("x-custom", "kept")
         .body("{}")
         .send()
         .await
         .unwrap();
-    assert_eq!(resp.status(), 404);
-    assert!(resp.text().await.unwrap().contains("/v1/chat/completions"));
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.text().await.unwrap(), r#"{"ok":true}"#);
+    let got = mock.received.lock().unwrap().clone();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].path, "/v2/whatever?x=1");
+    assert_eq!(got[0].headers["x-custom"], "kept");
+    assert_eq!(&got[0].body[..], b"{}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -156,9 +156,11 @@ async fn the_models_compress_call_is_applied_hidden_and_stitched_on_every_wire()
             if stream {
                 assert!(text.contains("Let me tidy up."), "{wire}: {text:?}");
                 assert_one_answer(wire, &got);
-                assert!(
+                // Gemini clients parse every SSE line as JSON: no comments on that wire.
+                assert_eq!(
                     shown.contains(": keep-alive"),
-                    "{wire}: keep-alive during the loop"
+                    wire != Wire::Gemini,
+                    "{wire}: keep-alive during the loop where the wire takes comments"
                 );
             }
             assert!(

@@ -6,7 +6,9 @@
 //! Without injected tools the upstream bytes go to the client exactly as they arrive and are
 //! parsed on the side for usage only. With them, SSE streams are parsed, filtered (proxy
 //! calls hidden) and stitched across rounds (see [`super::stitch`]); JSON answers are
-//! buffered, and the client gets the last round's body with the proxy calls removed.
+//! buffered, and the client gets the last round's body with the proxy calls removed and the
+//! earlier rounds' visible content in front (see [`super::merge`]). Gemini streams get no
+//! keep-alive comments: its clients parse every SSE line as JSON.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +29,7 @@ use super::AppState;
 use super::array_stream::ArrayFramer;
 use super::calls;
 use super::forward::{self, error};
+use super::merge;
 use super::route::Route;
 use super::stitch::Stitcher;
 use super::tools::NAMES;
@@ -426,6 +429,11 @@ async fn stream_rounds(
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
     let mut stitcher = Stitcher::new(wire);
+    // Gemini clients parse every SSE line as JSON (real Gemini never sends comments), so
+    // keep-alives go only where the client's framing takes them: the other wires' SSE, and
+    // the JSON array (where they become whitespace).
+    let comments_allowed =
+        wire != Wire::Gemini || ex.looped.as_ref().is_some_and(|l| l.array_stream);
     let mut upstream = first;
     let mut round = 0;
     loop {
@@ -487,12 +495,12 @@ async fn stream_rounds(
         let hidden = filter.finish();
         if goes_on(&ex, round, &seen, &hidden) {
             let every = Duration::from_secs(ex.app.config.keepalive_secs);
-            let next = with_keepalive(
-                next_round(&mut ex, wire, round, &seen.text, &hidden),
-                &tx,
-                every,
-            )
-            .await;
+            let work = next_round(&mut ex, wire, round, &seen.text, &hidden);
+            let next = if comments_allowed {
+                with_keepalive(work, &tx, every).await
+            } else {
+                work.await
+            };
             if let Some(next) = next {
                 for frame in stitcher.next_round() {
                     if tx.send(Ok(frame)).await.is_err() {
@@ -556,6 +564,8 @@ async fn json_rounds(
 ) -> Response {
     let mut upstream = first;
     let mut round = 0;
+    // What the client would have seen of the earlier rounds, in order.
+    let mut earlier: Vec<Value> = Vec::new();
     loop {
         let bytes = match upstream.bytes().await {
             Ok(b) => b,
@@ -579,19 +589,24 @@ async fn json_rounds(
         if goes_on(&ex, round, &seen, &hidden)
             && let Some(next) = next_round(&mut ex, wire, round, &seen.text, &hidden).await
         {
+            if let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) {
+                calls::strip_json(wire, &mut value);
+                earlier.extend(merge::visible(wire, &value));
+            }
             upstream = next;
             round += 1;
             continue;
         }
         ex.app.metrics.rounds(round as u64 + 1);
         apply_only(&ex, &seen, &hidden).await;
-        if hidden.is_empty() {
+        if hidden.is_empty() && earlier.is_empty() {
             return build(status, headers, Body::from(bytes));
         }
         let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) else {
             return build(status, headers, Body::from(bytes));
         };
         calls::strip_json(wire, &mut value);
+        merge::prepend(wire, &mut value, earlier);
         let body = serde_json::to_vec(&value).map_or(bytes, Bytes::from);
         return build(status, headers, Body::from(body));
     }

@@ -13,6 +13,7 @@ use super::AppState;
 use super::compress_loop::{self, Exchange, LoopState};
 use super::identity;
 use super::route::{self, Route};
+use super::side;
 use super::tools;
 use super::usage;
 
@@ -41,7 +42,7 @@ pub async fn handle(
     body: Bytes,
 ) -> Response {
     let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str());
-    let route = match route::resolve(path_and_query, &app.config.upstreams) {
+    let route = match route::resolve(path_and_query, &app.config.upstreams, &headers) {
         Ok(r) => r,
         Err(e) => return error(StatusCode::NOT_FOUND, "not_found", &e.to_string()),
     };
@@ -231,7 +232,8 @@ fn loop_applies(app: &AppState) -> bool {
 }
 
 /// Adds the proxy's tools, the system note and the per-turn note (pressure nudge and range
-/// list, appended after everything cached) to the forwarded body. Any problem leaves the body as the pipeline made it.
+/// list, appended after everything cached) to the forwarded body, unless it is a side request
+/// (see [`side`]). Any problem leaves the body as the pipeline made it.
 async fn inject_tools(
     app: &AppState,
     session: &SessionId,
@@ -243,6 +245,11 @@ async fn inject_tools(
     let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&processed.body) else {
         return;
     };
+    // The pipeline leaves output constraints and tool choices as the client sent them.
+    if let Some(why) = side::side_request(wire, &value) {
+        tracing::debug!(session = %session, why, "Side request: proxy tools not injected.");
+        return;
+    }
     let view = match app.engine.snapshot(session).await {
         Ok(state) => {
             let mut turn = Turn::new(session.clone(), wire, client_body, state);

@@ -1,5 +1,6 @@
 //! Which wire a request path speaks and where it goes upstream.
 
+use axum::http::HeaderMap;
 use foldwire_core::Wire;
 
 use super::config::Upstreams;
@@ -20,21 +21,22 @@ pub struct Route {
 /// Why a path has no route.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RouteError {
-    /// Not one of the provider paths.
-    #[error(
-        "no route for {0:?}: foldwire serves POST /v1/messages, /v1/messages/count_tokens, /v1/chat/completions, /v1/responses, /v1beta/models/{{model}}:generateContent and :streamGenerateContent, each also under /u/{{upstream base URL}}/"
-    )]
-    Unknown(String),
     /// A `/u/` prefix without a usable URL.
     #[error("bad upstream in {0:?}: expected /u/http(s)://host[:port]/<provider path>")]
     BadUpstream(String),
 }
 
-/// Classifies a path (with query) against the provider routes.
+/// Classifies a path (with query) against the provider routes. A path foldwire does not
+/// process (`GET /v1/models`, file uploads, …) still has a route: it is forwarded untouched
+/// to the upstream its path and `headers` point at (see [`passthrough_upstream`]).
 ///
 /// # Errors
-/// An unknown path or a malformed `/u/` upstream.
-pub fn resolve(path_and_query: &str, upstreams: &Upstreams) -> Result<Route, RouteError> {
+/// A malformed `/u/` upstream.
+pub fn resolve(
+    path_and_query: &str,
+    upstreams: &Upstreams,
+    headers: &HeaderMap,
+) -> Result<Route, RouteError> {
     let (explicit, rest) = match path_and_query.strip_prefix("/u/") {
         Some(after) => {
             let (base, rest) = split_upstream(after)
@@ -55,7 +57,7 @@ pub fn resolve(path_and_query: &str, upstreams: &Upstreams) -> Result<Route, Rou
     } else if let Some(model) = gemini_model(path) {
         (Some(Wire::Gemini), &upstreams.gemini, Some(model))
     } else {
-        return Err(RouteError::Unknown(path_and_query.to_owned()));
+        (None, passthrough_upstream(path, headers, upstreams), None)
     };
     Ok(Route {
         wire,
@@ -94,6 +96,29 @@ impl Route {
     }
 }
 
+/// The upstream of a route foldwire only forwards: Gemini for its API versions and upload
+/// paths (or its key header), Anthropic when the client sends Anthropic's headers, else
+/// OpenAI (whose paths share `/v1` with Anthropic's).
+pub fn passthrough_upstream<'u>(
+    path: &str,
+    headers: &HeaderMap,
+    upstreams: &'u Upstreams,
+) -> &'u String {
+    let gemini_path = ["/v1beta", "/v1alpha", "/upload/"]
+        .iter()
+        .any(|p| path.starts_with(p));
+    if gemini_path || headers.contains_key("x-goog-api-key") {
+        &upstreams.gemini
+    } else if ["anthropic-version", "anthropic-beta", "x-api-key"]
+        .iter()
+        .any(|h| headers.contains_key(*h))
+    {
+        &upstreams.anthropic
+    } else {
+        &upstreams.openai
+    }
+}
+
 /// `models/{model}:generateContent` or `:streamGenerateContent` anywhere under a version.
 fn gemini_model(path: &str) -> Option<String> {
     let idx = path.find("/models/")?;
@@ -127,12 +152,14 @@ mod tests {
     #[test]
     fn provider_paths_and_prefix_form_resolve() {
         let u = Upstreams::default();
-        let r = resolve("/v1/messages", &u).unwrap();
+        let h = HeaderMap::new();
+        let r = resolve("/v1/messages", &u, &h).unwrap();
         assert_eq!(r.wire, Some(Wire::Anthropic));
         assert_eq!(r.upstream, "https://api.anthropic.com");
         let r = resolve(
             "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",
             &u,
+            &h,
         )
         .unwrap();
         assert_eq!(r.wire, Some(Wire::Gemini));
@@ -141,15 +168,32 @@ mod tests {
             r.path_and_query,
             "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
         );
-        let r = resolve("/u/http://127.0.0.1:9000/v1/chat/completions", &u).unwrap();
+        let r = resolve("/u/http://127.0.0.1:9000/v1/chat/completions", &u, &h).unwrap();
         assert_eq!(r.upstream, "http://127.0.0.1:9000");
         assert_eq!(r.path_and_query, "/v1/chat/completions");
         assert_eq!(r.wire, Some(Wire::OpenAiChat));
-        let r = resolve("/u/https:/api.example.com/v1/responses", &u).unwrap();
+        let r = resolve("/u/https:/api.example.com/v1/responses", &u, &h).unwrap();
         assert_eq!(r.upstream, "https://api.example.com");
-        assert_eq!(resolve("/v1/messages/count_tokens", &u).unwrap().wire, None);
-        assert!(matches!(resolve("/nope", &u), Err(RouteError::Unknown(_))));
-        let array = resolve("/v1beta/models/g:streamGenerateContent?key=k", &u).unwrap();
+        assert_eq!(
+            resolve("/v1/messages/count_tokens", &u, &h).unwrap().wire,
+            None
+        );
+        let nope = resolve("/nope", &u, &h).unwrap();
+        assert_eq!(
+            (nope.wire, nope.upstream.as_str()),
+            (None, "https://api.openai.com")
+        );
+        let models = resolve("/v1beta/models?pageSize=5", &u, &h).unwrap();
+        assert_eq!(models.upstream, u.gemini);
+        assert_eq!(models.path_and_query, "/v1beta/models?pageSize=5");
+        let mut anthropic = HeaderMap::new();
+        anthropic.insert("anthropic-version", "2023-06-01".parse().unwrap());
+        let models = resolve("/v1/models", &u, &anthropic).unwrap();
+        assert_eq!((models.wire, models.upstream), (None, u.anthropic.clone()));
+        let models = resolve("/u/http://127.0.0.1:9000/v1/models?x=1", &u, &anthropic).unwrap();
+        assert_eq!(models.upstream, "http://127.0.0.1:9000");
+        assert_eq!(models.path_and_query, "/v1/models?x=1");
+        let array = resolve("/v1beta/models/g:streamGenerateContent?key=k", &u, &h).unwrap();
         assert!(array.is_gemini_array_stream());
         let sse = array.with_alt_sse();
         assert_eq!(
@@ -158,19 +202,19 @@ mod tests {
         );
         assert!(!sse.is_gemini_array_stream());
         assert_eq!(sse.with_alt_sse(), sse);
-        let bare = resolve("/v1beta/models/g:streamGenerateContent", &u).unwrap();
+        let bare = resolve("/v1beta/models/g:streamGenerateContent", &u, &h).unwrap();
         assert!(
             bare.with_alt_sse()
                 .path_and_query
                 .ends_with(":streamGenerateContent?alt=sse")
         );
         assert!(
-            !resolve("/v1beta/models/g:generateContent", &u)
+            !resolve("/v1beta/models/g:generateContent", &u, &h)
                 .unwrap()
                 .is_gemini_array_stream()
         );
         assert!(matches!(
-            resolve("/u/ftp://x/v1/messages", &u),
+            resolve("/u/ftp://x/v1/messages", &u, &h),
             Err(RouteError::BadUpstream(_))
         ));
     }

@@ -13,6 +13,10 @@
 //!   `response.created`/`response.in_progress`), and their positions continue after the
 //!   earlier rounds': Anthropic content-block `index` and Responses `output_index` are
 //!   shifted by the blocks/items already sent, and Responses `sequence_number` continues.
+//! - The answer keeps one identity: later rounds' events carry the first round's response id
+//!   (Chat chunk `id`, Responses `response.id`, Gemini `responseId`), and the Responses
+//!   stream's final `response.output` lists the items of every round, since clients check
+//!   both against what the stream opened with.
 
 use bytes::Bytes;
 use foldwire_core::Wire;
@@ -32,6 +36,12 @@ pub struct Stitcher {
     sent: u64,
     /// Events held back, with whether each closes the round.
     held: Vec<(bool, Bytes)>,
+    /// The response id the client's stream opened with.
+    first_id: Option<String>,
+    /// Responses output items the client got completed in earlier rounds.
+    earlier_items: Vec<Value>,
+    /// Responses output items the client got completed in this round.
+    round_items: Vec<Value>,
 }
 
 impl Stitcher {
@@ -44,6 +54,9 @@ impl Stitcher {
             opened: 0,
             sent: 0,
             held: Vec::new(),
+            first_id: None,
+            earlier_items: Vec::new(),
+            round_items: Vec::new(),
         }
     }
 
@@ -66,6 +79,7 @@ impl Stitcher {
         } else {
             out
         };
+        self.observe(kind.as_deref(), &out);
         if opens {
             self.opened += 1;
         }
@@ -84,6 +98,7 @@ impl Stitcher {
         self.round += 1;
         self.offset += self.opened;
         self.opened = 0;
+        self.earlier_items.append(&mut self.round_items);
         let mut out = Vec::new();
         for (closing, frame) in held {
             if !closing {
@@ -156,12 +171,36 @@ impl Stitcher {
         }
     }
 
-    /// Shifts positions of a later round's event after the earlier rounds'.
+    /// Notes what later rounds must agree with: the response id the stream opened with,
+    /// and the Responses items the client saw completed.
+    fn observe(&mut self, kind: Option<&str>, out: &[u8]) {
+        let wants_id = self.first_id.is_none() && self.wire != Wire::Anthropic;
+        let item_done =
+            self.wire == Wire::OpenAiResponses && kind == Some("response.output_item.done");
+        if !wants_id && !item_done {
+            return;
+        }
+        let Some(value) = frame_data(out).and_then(|d| serde_json::from_str::<Value>(&d).ok())
+        else {
+            return;
+        };
+        if wants_id {
+            self.first_id = id_slot(self.wire, &value)
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        if item_done && let Some(item) = value.get("item") {
+            self.round_items.push(item.clone());
+        }
+    }
+
+    /// Shifts positions of a later round's event after the earlier rounds', and gives it
+    /// the answer's identity.
     fn renumber(&self, frame: Bytes) -> Bytes {
         let (field, shift) = match self.wire {
             Wire::Anthropic => ("index", self.offset),
             Wire::OpenAiResponses => ("output_index", self.offset),
-            _ => return frame,
+            Wire::OpenAiChat | Wire::Gemini => ("", 0),
         };
         let Some(data) = frame_data(&frame) else {
             return frame;
@@ -176,6 +215,26 @@ impl Stitcher {
             value[field] = Value::from(i + shift);
             changed = true;
         }
+        if let Some(first) = &self.first_id
+            && let Some(slot) = id_slot_mut(self.wire, &mut value)
+            && slot.as_str() != Some(first)
+        {
+            *slot = Value::from(first.as_str());
+            changed = true;
+        }
+        if self.wire == Wire::OpenAiResponses
+            && !self.earlier_items.is_empty()
+            && let Some(output) = value
+                .get_mut("response")
+                .and_then(|r| r.get_mut("output"))
+                .and_then(Value::as_array_mut)
+        {
+            // The final snapshot lists every round's items, in the order the client got them.
+            let later = std::mem::take(output);
+            output.extend(self.earlier_items.iter().cloned());
+            output.extend(later);
+            changed = true;
+        }
         if self.wire == Wire::OpenAiResponses && value.get("sequence_number").is_some() {
             // `sent` counts the events before this one.
             value["sequence_number"] = Value::from(self.sent);
@@ -186,6 +245,27 @@ impl Stitcher {
         } else {
             frame
         }
+    }
+}
+
+/// Where an event carries the response id: the Chat chunk's `id`, the Responses lifecycle
+/// event's `response.id`, Gemini's `responseId` (Anthropic names it only in `message_start`,
+/// which later rounds drop).
+fn id_slot(wire: Wire, value: &Value) -> Option<&Value> {
+    match wire {
+        Wire::OpenAiChat => value.get("id"),
+        Wire::OpenAiResponses => value.get("response").and_then(|r| r.get("id")),
+        Wire::Gemini => value.get("responseId"),
+        Wire::Anthropic => None,
+    }
+}
+
+fn id_slot_mut(wire: Wire, value: &mut Value) -> Option<&mut Value> {
+    match wire {
+        Wire::OpenAiChat => value.get_mut("id"),
+        Wire::OpenAiResponses => value.get_mut("response").and_then(|r| r.get_mut("id")),
+        Wire::Gemini => value.get_mut("responseId"),
+        Wire::Anthropic => None,
     }
 }
 

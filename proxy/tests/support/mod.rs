@@ -10,6 +10,8 @@
 //! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
 //! - `overflow`: the wire's context-overflow error (limit 12000);
 //! - `agent`: a `bash` call every turn, with a `compress` call first every 7th client turn;
+//! - `sdk`: the SDK suite's conversation (see [`sdk_turn`]): per client turn `Turn N:`, text,
+//!   a client `bash` call then text, or text and a `compress` call then text;
 //! - `cli`: a real agent CLI's session (see [`cli_script`]): its own shell tool six times,
 //!   a `compress` call once a range is listed, then [`CLI_FINAL`];
 //! - anything else: the text `ok`.
@@ -36,6 +38,8 @@ pub const PROMPT_TOKENS: u64 = 4321;
 pub struct Received {
     pub path: String,
     pub body: Bytes,
+    pub method: String,
+    pub headers: HeaderMap,
 }
 
 #[derive(Clone, Default)]
@@ -217,7 +221,63 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             }
             out
         }
+        "sdk" => sdk_turn(wire, n, body),
+        "side" => vec![Piece::Text("{\"route\": \"main\"}".into())],
         _ => vec![Piece::Text("ok".into())],
+    }
+}
+
+/// A Gemini search result carried back to the model.
+const SEARCH_RESULT: &str = "\"functionResponse\":{\"name\":\"search_context\"";
+
+/// The answer text of SDK-suite turn `t` (tests/sdk/clients.py computes the same).
+pub fn sdk_answer(t: usize) -> String {
+    format!("Answer {t}. {}", "lorem ipsum dolor sit amet ".repeat(40))
+}
+
+/// One answer of the SDK suite's conversation. The turn is the highest `Turn N:` in the
+/// request; by `N % 5`: 1 a client `bash` call (`Running step N.`), answered with
+/// `Ran step N.` once its result is back; 3 `Let me tidy up. ` and a `compress` call (a
+/// `search_context` call after `Let me look back. ` when `N % 10 == 8`), then the answer
+/// once the proxy's result is back; otherwise the answer.
+fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
+    let t = body
+        .match_indices("Turn ")
+        .filter_map(|(i, _)| {
+            let digits: String = body[i + 5..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            (body[i + 5 + digits.len()..].starts_with(':')).then(|| digits.parse::<usize>().ok())?
+        })
+        .max()
+        .unwrap_or(0);
+    let step = format!("step-{t}-run");
+    match if t % 10 == 8 { 8 } else { t % 5 } {
+        1 if body.contains(&step) => vec![Piece::Text(format!("Ran step {t}."))],
+        1 => vec![
+            Piece::Text(format!("Running step {t}.")),
+            Piece::Call {
+                id: format!("client_{n}"),
+                name: "bash".into(),
+                args: json!({ "cmd": step }),
+            },
+        ],
+        3 if !has_proxy_result(wire, body) => {
+            vec![
+                Piece::Text("Let me tidy up. ".into()),
+                compress_call(n, body),
+            ]
+        }
+        8 if !body.contains("fwcall_") && !body.contains(SEARCH_RESULT) => vec![
+            Piece::Text("Let me look back. ".into()),
+            Piece::Call {
+                id: format!("fwcall_{n}"),
+                name: "search_context".into(),
+                args: json!({"query": "step"}),
+            },
+        ],
+        _ => vec![Piece::Text(sdk_answer(t))],
     }
 }
 
@@ -347,7 +407,7 @@ fn has_calls(pieces: &[Piece]) -> bool {
     pieces.iter().any(|p| matches!(p, Piece::Call { .. }))
 }
 
-fn anthropic(pieces: &[Piece], stream: bool) -> String {
+fn anthropic(pieces: &[Piece], stream: bool, n: usize) -> String {
     let stop = if has_calls(pieces) {
         "tool_use"
     } else {
@@ -363,11 +423,11 @@ fn anthropic(pieces: &[Piece], stream: bool) -> String {
                 }
             })
             .collect();
-        return json!({"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": stop, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 9}}).to_string();
+        return json!({"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": stop, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 9}}).to_string();
     }
     let mut out = sse(
         Some("message_start"),
-        &json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}}),
+        &json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}}),
     );
     out += &sse(Some("ping"), &json!({"type": "ping"}));
     for (i, p) in pieces.iter().enumerate() {
@@ -406,7 +466,8 @@ fn anthropic(pieces: &[Piece], stream: bool) -> String {
     out
 }
 
-fn chat(pieces: &[Piece], stream: bool) -> String {
+fn chat(pieces: &[Piece], stream: bool, n: usize) -> String {
+    let cid = format!("chatcmpl-{n}");
     let finish = if has_calls(pieces) {
         "tool_calls"
     } else {
@@ -441,12 +502,12 @@ fn chat(pieces: &[Piece], stream: bool) -> String {
                 .collect();
             message["tool_calls"] = Value::from(calls);
         }
-        return json!({"id": "c1", "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}).to_string();
+        return json!({"id": cid, "object": "chat.completion", "choices": [{"index": 0, "message": message, "finish_reason": finish}], "usage": usage}).to_string();
     }
     let chunk = |delta: Value, finish: Value| {
         sse(
             None,
-            &json!({"id": "c1", "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
+            &json!({"id": cid, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}),
         )
     };
     let mut out = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
@@ -459,23 +520,24 @@ fn chat(pieces: &[Piece], stream: bool) -> String {
     out += &chunk(json!({}), Value::from(finish));
     out += &sse(
         None,
-        &json!({"id": "c1", "object": "chat.completion.chunk", "choices": [], "usage": usage}),
+        &json!({"id": cid, "object": "chat.completion.chunk", "choices": [], "usage": usage}),
     );
     out += "data: [DONE]\n\n";
     out
 }
 
-fn responses(pieces: &[Piece], stream: bool) -> String {
+fn responses(pieces: &[Piece], stream: bool, n: usize) -> String {
     let items: Vec<Value> = pieces
         .iter()
         .enumerate()
         .map(|(i, p)| match p {
-            Piece::Text(t) => json!({"type": "message", "id": format!("msg_{i}"), "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": t, "annotations": []}]}),
-            Piece::Call { id, name, args } => json!({"type": "function_call", "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": args.to_string(), "status": "completed"}),
+            Piece::Text(t) => json!({"type": "message", "id": format!("msg_{n}_{i}"), "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": t, "annotations": []}]}),
+            Piece::Call { id, name, args } => json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": id, "name": name, "arguments": args.to_string(), "status": "completed"}),
         })
         .collect();
     let usage = json!({"input_tokens": PROMPT_TOKENS, "output_tokens": 9, "total_tokens": PROMPT_TOKENS + 9});
-    let whole = json!({"id": "resp_1", "object": "response", "status": "completed", "output": items, "usage": usage});
+    let rid = format!("resp_{n}");
+    let whole = json!({"id": rid, "object": "response", "created_at": 0, "model": "m", "status": "completed", "output": items, "usage": usage});
     if !stream {
         return whole.to_string();
     }
@@ -488,30 +550,43 @@ fn responses(pieces: &[Piece], stream: bool) -> String {
         sse(Some(&name), &v)
     };
     let mut out = ev(
-        json!({"type": "response.created", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+        json!({"type": "response.created", "response": {"id": rid, "object": "response", "created_at": 0, "model": "m", "status": "in_progress", "output": []}}),
     );
     out += &ev(
-        json!({"type": "response.in_progress", "response": {"id": "resp_1", "status": "in_progress", "output": []}}),
+        json!({"type": "response.in_progress", "response": {"id": rid, "object": "response", "created_at": 0, "model": "m", "status": "in_progress", "output": []}}),
     );
     for (i, (p, item)) in pieces.iter().zip(&items).enumerate() {
         match p {
             Piece::Text(t) => {
-                out += &ev(
-                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "message", "id": format!("msg_{i}"), "role": "assistant", "status": "in_progress", "content": []}}),
+                let (mid, part) = (
+                    format!("msg_{n}_{i}"),
+                    json!({"type": "output_text", "text": "", "annotations": []}),
                 );
                 out += &ev(
-                    json!({"type": "response.output_text.delta", "item_id": format!("msg_{i}"), "output_index": i, "content_index": 0, "delta": t}),
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "message", "id": mid, "role": "assistant", "status": "in_progress", "content": []}}),
+                );
+                out += &ev(
+                    json!({"type": "response.content_part.added", "item_id": mid, "output_index": i, "content_index": 0, "part": part}),
+                );
+                out += &ev(
+                    json!({"type": "response.output_text.delta", "item_id": mid, "output_index": i, "content_index": 0, "delta": t}),
+                );
+                out += &ev(
+                    json!({"type": "response.output_text.done", "item_id": mid, "output_index": i, "content_index": 0, "text": t}),
+                );
+                out += &ev(
+                    json!({"type": "response.content_part.done", "item_id": mid, "output_index": i, "content_index": 0, "part": {"type": "output_text", "text": t, "annotations": []}}),
                 );
             }
             Piece::Call { id, name, args } => {
                 out += &ev(
-                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "function_call", "id": format!("fc_{i}"), "call_id": id, "name": name, "arguments": "", "status": "in_progress"}}),
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": id, "name": name, "arguments": "", "status": "in_progress"}}),
                 );
                 out += &ev(
-                    json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{i}"), "output_index": i, "delta": args.to_string()}),
+                    json!({"type": "response.function_call_arguments.delta", "item_id": format!("fc_{n}_{i}"), "output_index": i, "delta": args.to_string()}),
                 );
                 out += &ev(
-                    json!({"type": "response.function_call_arguments.done", "item_id": format!("fc_{i}"), "output_index": i, "arguments": args.to_string()}),
+                    json!({"type": "response.function_call_arguments.done", "item_id": format!("fc_{n}_{i}"), "output_index": i, "arguments": args.to_string()}),
                 );
             }
         }
@@ -521,7 +596,8 @@ fn responses(pieces: &[Piece], stream: bool) -> String {
     out
 }
 
-fn gemini(pieces: &[Piece], stream: bool) -> String {
+fn gemini(pieces: &[Piece], stream: bool, n: usize) -> String {
+    let rid = format!("gresp-{n}");
     let usage = json!({"promptTokenCount": PROMPT_TOKENS, "candidatesTokenCount": 9, "totalTokenCount": PROMPT_TOKENS + 9});
     let parts: Vec<Value> = pieces
         .iter()
@@ -531,13 +607,12 @@ fn gemini(pieces: &[Piece], stream: bool) -> String {
         })
         .collect();
     if !stream {
-        return json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}], "usageMetadata": usage}).to_string();
+        return json!({"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}], "usageMetadata": usage, "responseId": rid}).to_string();
     }
     let mut out = String::new();
     let n = parts.len();
     for (i, part) in parts.into_iter().enumerate() {
-        let mut c =
-            json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}]});
+        let mut c = json!({"candidates": [{"content": {"role": "model", "parts": [part]}, "index": 0}], "responseId": rid});
         if i + 1 == n {
             c["candidates"][0]["finishReason"] = json!("STOP");
             c["usageMetadata"] = usage.clone();
@@ -564,6 +639,7 @@ fn overflow(wire: Wire) -> (StatusCode, String) {
 
 async fn handler(
     axum::extract::State(mock): axum::extract::State<Mock>,
+    method: axum::http::Method,
     uri: axum::http::Uri,
     headers: HeaderMap,
     body: Bytes,
@@ -573,9 +649,20 @@ async fn handler(
         r.push(Received {
             path: uri.to_string(),
             body: body.clone(),
+            method: method.to_string(),
+            headers: headers.clone(),
         });
         r.len()
     };
+    if method != axum::http::Method::POST {
+        // Model listings in the shapes of all three providers' SDKs, naming what was asked.
+        let list = json!({"object": "list", "data": [{"id": "m", "object": "model", "created": 0, "owned_by": "mock", "type": "model", "display_name": "m", "created_at": "2025-01-01T00:00:00Z"}], "has_more": false, "first_id": "m", "last_id": "m", "models": [{"name": "models/g", "displayName": "g"}], "asked": format!("{method} {uri}")});
+        return Response::builder()
+            .header("content-type", "application/json")
+            .header("x-mock-answered", "listing")
+            .body(Body::from(list.to_string()))
+            .unwrap();
+    }
     let path = uri.to_string();
     let wire = wire_of_path(&path);
     let text = String::from_utf8_lossy(&body).to_string();
@@ -593,6 +680,19 @@ async fn handler(
             .unwrap();
     }
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let json_mime = parsed["generationConfig"]["responseMimeType"] == "application/json";
+    if wire == Wire::Gemini
+        && json_mime
+        && parsed["tools"].as_array().is_some_and(|t| !t.is_empty())
+    {
+        // What real Gemini answers (Gemini CLI's routing call hit it).
+        let error = json!({"error": {"code": 400, "message": "Function calling with a response mime type: 'application/json' is unsupported", "status": "INVALID_ARGUMENT"}});
+        return Response::builder()
+            .status(StatusCode::BAD_REQUEST)
+            .header("content-type", "application/json")
+            .body(Body::from(error.to_string()))
+            .unwrap();
+    }
     if let Some(fixture) = headers.get("x-mock-fixture").and_then(|v| v.to_str().ok()) {
         let bytes = std::fs::read(fixture).unwrap();
         let content_type = if fixture.ends_with(".sse") {
@@ -608,28 +708,26 @@ async fn handler(
     let stream = parsed["stream"] == json!(true) || path.contains("alt=sse");
     let pieces = script(&name, wire, n, &text);
     let out = match wire {
-        // A message id per answer: Claude Code merges assistant messages that share one.
-        Wire::Anthropic => anthropic(&pieces, stream).replace("\"msg_1\"", &format!("\"msg_{n}\"")),
-        Wire::OpenAiChat => chat(&pieces, stream),
-        Wire::OpenAiResponses => responses(&pieces, stream),
-        Wire::Gemini => gemini(&pieces, stream),
+        Wire::Anthropic => anthropic(&pieces, stream, n),
+        Wire::OpenAiChat => chat(&pieces, stream, n),
+        Wire::OpenAiResponses => responses(&pieces, stream, n),
+        Wire::Gemini => gemini(&pieces, stream, n),
     };
     let content_type = if stream {
         "text/event-stream"
     } else {
         "application/json"
     };
-    if !stream {
-        return Response::builder()
-            .header("content-type", content_type)
-            .body(Body::from(out))
-            .unwrap();
-    }
+    // Streams and JSON bodies alike, in odd sizes with a yield per chunk, so they reach the
+    // proxy as separate reads.
+    let chunks =
+        futures::StreamExt::then(futures::stream::iter(uneven(out.into_bytes())), |c| async {
+            tokio::task::yield_now().await;
+            c
+        });
     Response::builder()
         .header("content-type", content_type)
-        .body(Body::from_stream(futures::stream::iter(uneven(
-            out.into_bytes(),
-        ))))
+        .body(Body::from_stream(chunks))
         .unwrap()
 }
 

@@ -1,0 +1,424 @@
+"""The official SDKs against `foldwire serve` (run by proxy/tests/sdk_conformance.rs).
+
+Each client (anthropic, openai, google-genai) holds a long conversation on each of its wires,
+streaming and not, keeping the whole history client-side like an agent does. The mock
+provider behind the proxy follows the `sdk` script (proxy/tests/support/mod.rs, `sdk_turn`):
+per turn a text answer, a client `bash` call, or text and a call to the proxy's `compress`
+tool. Every turn checks that the SDK parses the answer, that no proxy tool is visible, that
+the text is exact and that client tool calls arrive intact.
+
+Usage: clients.py BASE_URL TURNS [ONLY]   (ONLY: e.g. "openai-responses-stream")
+Prints one JSON object: {"rows": [...], "listings": {...}}.
+"""
+
+import json
+import sys
+import traceback
+
+PROXY_TOOLS = {"compress", "restore", "search_context"}
+SYSTEM = "You are a careful assistant working through numbered steps."
+# Sized so 40 turns hold about 1.5 times the largest window the suite uses (24k).
+FILLER = "The quick brown fox jumps over the lazy dog while we keep notes. " * 40
+BASH_SCHEMA = {
+    "type": "object",
+    "properties": {"cmd": {"type": "string"}},
+    "required": ["cmd"],
+}
+
+
+def answer(t):
+    return f"Answer {t}. " + "lorem ipsum dolor sit amet " * 40
+
+
+def expected(t, after_tool):
+    """The text and client call the mock's `sdk` script gives turn `t`."""
+    if t % 10 == 8:
+        return "Let me look back. " + answer(t), None
+    if t % 5 == 1:
+        if after_tool:
+            return f"Ran step {t}.", None
+        return f"Running step {t}.", ("bash", {"cmd": f"step-{t}-run"})
+    if t % 5 == 3:
+        return "Let me tidy up. " + answer(t), None
+    return answer(t), None
+
+
+def user_text(t):
+    return f"Turn {t}: please do step {t} now. {FILLER}"
+
+
+# Every SIDE_EVERY-th turn the client first makes a side request (like Gemini CLI's routing
+# call): the history so far plus a question, with its output constrained to JSON or its tools
+# forbidden. The proxy must not add its tools to it; the mock's `side` script answers this.
+SIDE_EVERY = 10
+SIDE_ANSWER = '{"route": "main"}'
+SIDE_HEADERS = {"x-mock-script": "side"}
+
+
+def side_text(t):
+    return f"Before step {t}: which model should handle it? Answer in JSON."
+
+
+def check_side(text, calls):
+    if calls or text != SIDE_ANSWER:
+        raise Failure(f"side request: text {text[:80]!r}, calls {calls}")
+
+
+class Failure(Exception):
+    pass
+
+
+def check(t, after_tool, text, calls):
+    want_text, want_call = expected(t, after_tool)
+    names = [c[0] for c in calls]
+    if PROXY_TOOLS & set(names):
+        raise Failure(f"proxy tool visible: {names}")
+    if text != want_text:
+        raise Failure(f"text {text[:120]!r} != {want_text[:120]!r}")
+    if want_call is None:
+        if calls:
+            raise Failure(f"unexpected calls {calls}")
+        return None
+    if len(calls) != 1 or calls[0][0] != want_call[0] or calls[0][1] != want_call[1]:
+        raise Failure(f"calls {calls} != {want_call}")
+    return calls[0]
+
+
+# ---------------------------------------------------------------- anthropic / Messages
+
+
+def run_anthropic(base, session, stream, turns):
+    import anthropic
+
+    client = anthropic.Anthropic(
+        base_url=base,
+        api_key="sk-test",
+        max_retries=0,
+        default_headers={"x-mock-script": "sdk", "x-foldwire-session": session, "x-sdk-row": session},
+    )
+    tools = [{"name": "bash", "description": "Run a command.", "input_schema": BASH_SCHEMA}]
+    history = []
+
+    def ask():
+        kwargs = dict(model="m", max_tokens=1024, system=SYSTEM, messages=history, tools=tools)
+        if stream:
+            with client.messages.stream(**kwargs) as s:
+                for _ in s:
+                    pass
+                msg = s.get_final_message()
+        else:
+            msg = client.messages.create(**kwargs)
+        text = "".join(b.text for b in msg.content if b.type == "text")
+        calls = [(b.name, b.input, b.id) for b in msg.content if b.type == "tool_use"]
+        content = []
+        for b in msg.content:
+            if b.type == "text":
+                content.append({"type": "text", "text": b.text})
+            elif b.type == "tool_use":
+                content.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+        history.append({"role": "assistant", "content": content})
+        return text, calls
+
+    def side(t):
+        msg = client.messages.create(
+            model="m",
+            max_tokens=256,
+            system=SYSTEM,
+            messages=history + [{"role": "user", "content": side_text(t)}],
+            tools=tools,
+            tool_choice={"type": "none"},
+            extra_headers=SIDE_HEADERS,
+        )
+        text = "".join(b.text for b in msg.content if b.type == "text")
+        check_side(text, [b.name for b in msg.content if b.type == "tool_use"])
+
+    def turn(t):
+        if t % SIDE_EVERY == 5:
+            side(t)
+        history.append({"role": "user", "content": user_text(t)})
+        text, calls = ask()
+        call = check(t, False, text, calls)
+        if call:
+            history.append(
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": call[2], "content": f"ran {call[1]['cmd']}"}
+                    ],
+                }
+            )
+            text, calls = ask()
+            check(t, True, text, calls)
+
+    return turn
+
+
+# ---------------------------------------------------------------- openai / Chat
+
+
+def run_chat(base, session, stream, turns):
+    import openai
+
+    client = openai.OpenAI(
+        base_url=base + "/v1",
+        api_key="sk-test",
+        max_retries=0,
+        default_headers={"x-mock-script": "sdk", "x-foldwire-session": session, "x-sdk-row": session},
+    )
+    tools = [{"type": "function", "function": {"name": "bash", "description": "Run a command.", "parameters": BASH_SCHEMA}}]
+    history = [{"role": "system", "content": SYSTEM}]
+
+    def ask():
+        kwargs = dict(model="m", messages=history, tools=tools)
+        if stream:
+            with client.chat.completions.stream(**kwargs) as s:
+                for _ in s:
+                    pass
+                completion = s.get_final_completion()
+        else:
+            completion = client.chat.completions.create(**kwargs)
+        message = completion.choices[0].message
+        text = message.content or ""
+        calls = [
+            (c.function.name, json.loads(c.function.arguments), c.id) for c in (message.tool_calls or [])
+        ]
+        entry = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            entry["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+                for c in message.tool_calls
+            ]
+        history.append(entry)
+        return text, calls
+
+    def side(t):
+        completion = client.chat.completions.create(
+            model="m",
+            messages=history + [{"role": "user", "content": side_text(t)}],
+            response_format={"type": "json_object"},
+            extra_headers=SIDE_HEADERS,
+        )
+        message = completion.choices[0].message
+        check_side(message.content or "", [c.function.name for c in message.tool_calls or []])
+
+    def turn(t):
+        if t % SIDE_EVERY == 5:
+            side(t)
+        history.append({"role": "user", "content": user_text(t)})
+        text, calls = ask()
+        call = check(t, False, text, calls)
+        if call:
+            history.append({"role": "tool", "tool_call_id": call[2], "content": f"ran {call[1]['cmd']}"})
+            text, calls = ask()
+            check(t, True, text, calls)
+
+    return turn
+
+
+# ---------------------------------------------------------------- openai / Responses
+
+
+def run_responses(base, session, stream, turns):
+    import openai
+
+    client = openai.OpenAI(
+        base_url=base + "/v1",
+        api_key="sk-test",
+        max_retries=0,
+        default_headers={"x-mock-script": "sdk", "x-foldwire-session": session, "x-sdk-row": session},
+    )
+    tools = [{"type": "function", "name": "bash", "description": "Run a command.", "parameters": BASH_SCHEMA, "strict": False}]
+    history = []
+
+    def ask():
+        kwargs = dict(model="m", instructions=SYSTEM, input=history, tools=tools)
+        if stream:
+            with client.responses.stream(**kwargs) as s:
+                for _ in s:
+                    pass
+                response = s.get_final_response()
+        else:
+            response = client.responses.create(**kwargs)
+        text = ""
+        calls = []
+        for item in response.output:
+            if item.type == "message":
+                parts = [c.text for c in item.content if c.type == "output_text"]
+                text += "".join(parts)
+                history.append(
+                    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": p} for p in parts]}
+                )
+            elif item.type == "function_call":
+                calls.append((item.name, json.loads(item.arguments), item.call_id))
+                history.append(
+                    {"type": "function_call", "call_id": item.call_id, "name": item.name, "arguments": item.arguments}
+                )
+        if text != response.output_text:
+            raise Failure(f"output_text {response.output_text[:80]!r} disagrees with the items {text[:80]!r}")
+        return text, calls
+
+    def side(t):
+        response = client.responses.create(
+            model="m",
+            instructions=SYSTEM,
+            input=history + [{"role": "user", "content": side_text(t)}],
+            text={"format": {"type": "json_object"}},
+            extra_headers=SIDE_HEADERS,
+        )
+        check_side(response.output_text, [o.name for o in response.output if o.type == "function_call"])
+
+    def turn(t):
+        if t % SIDE_EVERY == 5:
+            side(t)
+        history.append({"role": "user", "content": user_text(t)})
+        text, calls = ask()
+        call = check(t, False, text, calls)
+        if call:
+            history.append({"type": "function_call_output", "call_id": call[2], "output": f"ran {call[1]['cmd']}"})
+            text, calls = ask()
+            check(t, True, text, calls)
+
+    return turn
+
+
+# ---------------------------------------------------------------- google-genai / Gemini
+
+
+def run_gemini(base, session, stream, turns):
+    from google import genai
+    from google.genai import types
+
+    client = genai.Client(
+        api_key="test-key",
+        http_options=types.HttpOptions(
+            base_url=base, headers={"x-mock-script": "sdk", "x-foldwire-session": session, "x-sdk-row": session}
+        ),
+    )
+    config = types.GenerateContentConfig(
+        system_instruction=SYSTEM,
+        tools=[
+            types.Tool(
+                function_declarations=[
+                    types.FunctionDeclaration(name="bash", description="Run a command.", parameters_json_schema=BASH_SCHEMA)
+                ]
+            )
+        ],
+        automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+    )
+    history = []
+
+    def ask():
+        parts = []
+        if stream:
+            for chunk in client.models.generate_content_stream(model="g", contents=history, config=config):
+                for cand in chunk.candidates or []:
+                    if cand.content and cand.content.parts:
+                        parts.extend(cand.content.parts)
+        else:
+            response = client.models.generate_content(model="g", contents=history, config=config)
+            parts = list(response.candidates[0].content.parts or [])
+        text = "".join(p.text for p in parts if p.text)
+        calls = [(p.function_call.name, dict(p.function_call.args or {}), None) for p in parts if p.function_call]
+        history.append(types.Content(role="model", parts=parts))
+        return text, calls
+
+    side_config = types.GenerateContentConfig(
+        system_instruction=SYSTEM,
+        response_mime_type="application/json",
+        http_options=types.HttpOptions(headers=SIDE_HEADERS),
+    )
+
+    def side(t):
+        contents = history + [types.Content(role="user", parts=[types.Part(text=side_text(t))])]
+        response = client.models.generate_content(model="g", contents=contents, config=side_config)
+        parts = list(response.candidates[0].content.parts or [])
+        check_side("".join(p.text for p in parts if p.text), [p.function_call.name for p in parts if p.function_call])
+
+    def turn(t):
+        if t % SIDE_EVERY == 5:
+            side(t)
+        history.append(types.Content(role="user", parts=[types.Part(text=user_text(t))]))
+        text, calls = ask()
+        call = check(t, False, text, calls)
+        if call:
+            history.append(
+                types.Content(
+                    role="user",
+                    parts=[types.Part.from_function_response(name="bash", response={"output": f"ran {call[1]['cmd']}"})],
+                )
+            )
+            text, calls = ask()
+            check(t, True, text, calls)
+
+    return turn
+
+
+RUNS = [
+    ("anthropic", "anthropic", run_anthropic),
+    ("openai", "openai-chat", run_chat),
+    ("openai", "openai-responses", run_responses),
+    ("google-genai", "gemini", run_gemini),
+]
+
+
+def listings(base):
+    """Each SDK lists models: a route foldwire forwards untouched."""
+    out = {}
+    try:
+        import anthropic
+
+        out["anthropic"] = [m.id for m in anthropic.Anthropic(base_url=base, api_key="k", max_retries=0).models.list()]
+    except Exception as e:  # noqa: BLE001 - reported, not raised
+        out["anthropic"] = f"error: {e!r}"
+    try:
+        import openai
+
+        out["openai"] = [m.id for m in openai.OpenAI(base_url=base + "/v1", api_key="k", max_retries=0).models.list()]
+    except Exception as e:  # noqa: BLE001
+        out["openai"] = f"error: {e!r}"
+    try:
+        from google import genai
+        from google.genai import types
+
+        client = genai.Client(api_key="k", http_options=types.HttpOptions(base_url=base))
+        out["google-genai"] = [m.name for m in client.models.list()]
+    except Exception as e:  # noqa: BLE001
+        out["google-genai"] = f"error: {e!r}"
+    return out
+
+
+def main():
+    base, turns = sys.argv[1], int(sys.argv[2])
+    only = sys.argv[3] if len(sys.argv) > 3 else ""
+    prefix = sys.argv[4] if len(sys.argv) > 4 else "sdk"
+    rows = []
+    for client, wire, run in RUNS:
+        for stream in (False, True):
+            name = f"{wire}-{'stream' if stream else 'json'}"
+            if only and only != name:
+                continue
+            session = f"{prefix}-{name}"
+            row = {"client": client, "wire": wire, "stream": stream, "session": session, "turns": turns, "passed": 0, "failure": None, "history_chars": 0}
+            try:
+                turn = run(base, session, stream, turns)
+                for t in range(1, turns + 1):
+                    try:
+                        turn(t)
+                    except Failure as e:
+                        row["failure"] = f"turn {t}: {e}"
+                        break
+                    except Exception as e:  # noqa: BLE001 - the SDK refused the answer
+                        row["failure"] = f"turn {t}: {type(e).__name__}: {str(e)[:400]}"
+                        break
+                    row["passed"] = t
+                    row["history_chars"] += len(user_text(t)) + sum(
+                        len(expected(t, after)[0]) for after in ((False, True) if t % 5 == 1 else (False,))
+                    )
+            except Exception:  # noqa: BLE001
+                row["failure"] = traceback.format_exc()[-400:]
+            rows.append(row)
+    print(json.dumps({"rows": rows, "listings": listings(base)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,219 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The official Python SDKs (`anthropic`, `openai`, `google-genai`) through `foldwire serve`
+//! against the scripted mock provider, on all four wires, streaming and not: long
+//! conversations (whole history client-side) at small windows, with text answers, client
+//! tool calls and calls to the proxy's tools. The Python side (tests/sdk/clients.py) checks
+//! every turn as the SDK sees it; this side checks every body the mock received: it decodes,
+//! obeys the provider's pairing rules and fits the window.
+//!
+//! `scripts/test` installs the SDKs into a venv and sets `FOLDWIRE_SDK_PYTHON`. Without it
+//! the suite is skipped with a note, except under CI (env `CI`), where that is a failure.
+//! `FOLDWIRE_SDK_WINDOWS` (comma-separated, default `8000,16000,24000`) and
+//! `FOLDWIRE_SDK_TURNS` (default 40) tune it; `FOLDWIRE_SDK_ONLY` runs one row
+//! (e.g. `openai-responses-stream`).
+
+mod support;
+
+use std::fmt::Write as _;
+
+use foldwire_core::{TokenEstimator as _, Wire};
+use foldwire_stages::kernel::pairing_rules;
+use foldwire_wire::tokens::TiktokenEstimator;
+use serde_json::Value;
+use support::*;
+
+const SCRIPT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/sdk/clients.py");
+
+fn env_or(name: &str, default: &str) -> String {
+    std::env::var(name)
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| default.to_owned())
+}
+
+fn wire_named(name: &str) -> Wire {
+    match name {
+        "anthropic" => Wire::Anthropic,
+        "openai-chat" => Wire::OpenAiChat,
+        "openai-responses" => Wire::OpenAiResponses,
+        _ => Wire::Gemini,
+    }
+}
+
+/// What is wrong with the bodies the mock received for one session, and the most tokens
+/// one of them held.
+fn forwarded_problems(wire: Wire, window: u64, bodies: &[bytes::Bytes]) -> (Vec<String>, u64) {
+    let mut problems = Vec::new();
+    let mut most = 0;
+    for (i, body) in bodies.iter().enumerate() {
+        let conv = match foldwire_wire::request::decode(wire, body.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                problems.push(format!("request {}: does not decode: {e}", i + 1));
+                continue;
+            }
+        };
+        let violations = pairing_rules::violations(wire, &conv.messages);
+        if !violations.is_empty() {
+            problems.push(format!(
+                "request {}: pairing violations {violations:?}",
+                i + 1
+            ));
+        }
+        // Everything sent counts: the client's history, the proxy's tools and notes.
+        let tokens = TiktokenEstimator.text_tokens(&String::from_utf8_lossy(body));
+        most = most.max(tokens);
+        if tokens > window {
+            problems.push(format!(
+                "request {}: {tokens} tokens forwarded, window {window}",
+                i + 1
+            ));
+        }
+    }
+    (problems, most)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_hold_long_conversations_through_the_proxy_on_every_wire() {
+    let Some(python) = std::env::var_os("FOLDWIRE_SDK_PYTHON") else {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "FOLDWIRE_SDK_PYTHON is not set: CI must run the SDK conformance suite \
+                 (scripts/test creates the venv with anthropic, openai and google-genai and sets it)"
+            );
+        }
+        eprintln!(
+            "SDK conformance suite NOT RUN: set FOLDWIRE_SDK_PYTHON to a python with anthropic, \
+             openai and google-genai installed (scripts/test does this)"
+        );
+        return;
+    };
+    let windows: Vec<u64> = env_or("FOLDWIRE_SDK_WINDOWS", "8000,16000,24000")
+        .split(',')
+        .map(|w| w.trim().parse().expect("FOLDWIRE_SDK_WINDOWS: numbers"))
+        .collect();
+    let turns = env_or("FOLDWIRE_SDK_TURNS", "40");
+    let only = env_or("FOLDWIRE_SDK_ONLY", "");
+
+    let mut matrix = String::from(
+        "window  client        wire              streaming  turns passed  history  sent  loop  largest  problems\n",
+    );
+    let mut failures = Vec::new();
+    for window in windows {
+        let (upstream, mock) = start_mock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = window).await;
+        let (python, base, turns, only) = (
+            python.clone(),
+            format!("http://{proxy}"),
+            turns.clone(),
+            only.clone(),
+        );
+        let out = tokio::task::spawn_blocking(move || {
+            std::process::Command::new(python)
+                .arg(SCRIPT)
+                .args([base, turns, only, format!("w{window}")])
+                .output()
+        })
+        .await
+        .unwrap()
+        .expect("running the SDK client script");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the SDK client script failed: {}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: Value = serde_json::from_str(stdout.trim())
+            .unwrap_or_else(|e| panic!("the SDK script's report does not parse: {e}: {stdout}"));
+        for (client, listed) in report["listings"].as_object().unwrap() {
+            if !listed.is_array() {
+                failures.push(format!("window {window}: {client} models.list: {listed}"));
+            }
+        }
+        let received = mock.received.lock().unwrap().clone();
+        for row in report["rows"].as_array().unwrap() {
+            let wire = wire_named(row["wire"].as_str().unwrap());
+            let session = row["session"].as_str().unwrap();
+            let bodies: Vec<bytes::Bytes> = received
+                .iter()
+                .filter(|r| r.headers.get("x-sdk-row").is_some_and(|v| v == session))
+                .map(|r| r.body.clone())
+                .collect();
+            let (problems, most) = forwarded_problems(wire, window, &bodies);
+            // Side requests reach the provider without the proxy's tools.
+            let sides: Vec<&Received> = received
+                .iter()
+                .filter(|r| r.headers.get("x-sdk-row").is_some_and(|v| v == session))
+                .filter(|r| r.headers.get("x-mock-script").is_some_and(|v| v == "side"))
+                .collect();
+            if sides.is_empty() && row["passed"].as_u64() >= Some(5) {
+                failures.push(format!(
+                    "window {window}: {session}: no side request was made"
+                ));
+            }
+            for side in &sides {
+                if String::from_utf8_lossy(&side.body).contains("search_context") {
+                    failures.push(format!(
+                        "window {window}: {session}: a side request got the proxy's tools"
+                    ));
+                }
+            }
+            // The compress loop ran: some round carried a proxy call's result back.
+            let loop_rounds = bodies
+                .iter()
+                .filter(|b| {
+                    let text = String::from_utf8_lossy(b);
+                    match wire {
+                        Wire::Gemini => ["compress", "search_context"].iter().any(|t| {
+                            text.contains(&format!("\"functionResponse\":{{\"name\":\"{t}\""))
+                        }),
+                        _ => text.contains("fwcall_"),
+                    }
+                })
+                .count();
+            if loop_rounds == 0 && row["passed"].as_u64() >= Some(3) {
+                failures.push(format!(
+                    "window {window}: {session}: the compress loop never ran"
+                ));
+            }
+            let (passed, total) = (
+                row["passed"].as_u64().unwrap(),
+                row["turns"].as_u64().unwrap(),
+            );
+            let _ = writeln!(
+                matrix,
+                "{window:<7} {:<13} {:<17} {:<10} {:>5}/{:<6}  {:>7} {:>4} {:>5} {:>8}   {}",
+                row["client"].as_str().unwrap(),
+                row["wire"].as_str().unwrap(),
+                row["stream"].as_bool().unwrap(),
+                passed,
+                total,
+                row["history_chars"].as_u64().unwrap_or(0) / 4,
+                bodies.len(),
+                loop_rounds,
+                most,
+                problems.len()
+            );
+            if let Some(f) = row["failure"].as_str() {
+                failures.push(format!("window {window}: {session}: {f}"));
+            }
+            if passed < total && row["failure"].is_null() {
+                failures.push(format!("window {window}: {session}: stopped at {passed}"));
+            }
+            failures.extend(
+                problems
+                    .into_iter()
+                    .take(3)
+                    .map(|p| format!("window {window}: {session}: {p}")),
+            );
+        }
+    }
+    println!("{matrix}");
+    assert!(
+        failures.is_empty(),
+        "{matrix}\n{} problem(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
