@@ -41,7 +41,8 @@ fn rss_mib() -> f64 {
 
 async fn run(label: &str, reports_per_session: usize) {
     let upstream = start_mock().await;
-    let state = std::env::temp_dir().join(format!("foldwire-memory-{}-{label}", std::process::id()));
+    let state =
+        std::env::temp_dir().join(format!("foldwire-memory-{}-{label}", std::process::id()));
     let base = format!("http://{upstream}");
     let config = ServeConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
@@ -111,5 +112,9 @@ async fn main() {
         "{CLIENTS} clients, {SESSIONS} sessions x {TURNS} turns of a 42 KB request; one process, runs in sequence"
     );
     run("no report cache", 0).await;
-    run("default report cache", ServeConfig::default().reports_per_session).await;
+    run(
+        "default report cache",
+        ServeConfig::default().reports_per_session,
+    )
+    .await;
 }

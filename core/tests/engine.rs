@@ -248,6 +248,46 @@ async fn updates_that_lose_a_conditional_write_are_applied_again() {
     assert_eq!(state.counters["b"], 20);
 }
 
+/// Reports the calibration every stage of the turn budgets with.
+struct SeeCalibration;
+
+#[async_trait]
+impl Stage for SeeCalibration {
+    fn name(&self) -> &'static str {
+        "test.see_calibration"
+    }
+    async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        turn.output = Some(Bytes::from(format!("{:.2}", turn.budget.calibration)));
+        Ok(())
+    }
+}
+
+/// The session's calibration reaches every stage, not only the layout that updates it: a
+/// fold policy budgeting at 1.0 while the provider counts 1.3x leaves requests that the
+/// layout must then refuse.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_stage_budgets_with_the_sessions_calibration() {
+    let store: Arc<dyn StateStore> = Arc::new(MemoryStateStore::new());
+    let session = SessionId::new("calibrated").unwrap();
+    let mut state = foldwire_core::SessionState::new(session.clone());
+    state.calibration = 1.3;
+    store.save(&session, &state, None).await.unwrap();
+    let pipeline = Pipeline::builder(&Registry::empty())
+        .name("see")
+        .stage(SeeCalibration)
+        .build()
+        .unwrap();
+    let engine = engine_with(pipeline, store, 1);
+    let out = engine
+        .run_turn(
+            &session,
+            TurnRequest::new(Wire::Anthropic, Bytes::from_static(b"x")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(out.output, Bytes::from_static(b"1.30"));
+}
+
 fn retiring_engine(store: Arc<dyn StateStore>, after: Duration) -> Engine {
     Engine::builder(
         append_pipeline("append"),

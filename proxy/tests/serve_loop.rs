@@ -288,7 +288,7 @@ async fn the_round_cap_finishes_gracefully() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_is_recorded_and_overflow_teaches_the_window() {
-    let (upstream, _mock) = start_mock().await;
+    let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
     let dir2 = tempfile::tempdir().unwrap();
@@ -302,7 +302,8 @@ async fn usage_is_recorded_and_overflow_teaches_the_window() {
             let state = admin(proxy, &session).await;
             let usage = state["state"]["usage"].as_array().unwrap();
             assert_eq!(usage.len(), 1, "{wire} stream={stream}: {state}");
-            assert_eq!(usage[0]["reported"], PROMPT_TOKENS);
+            let forwarded = mock.bodies().last().unwrap().clone();
+            assert_eq!(usage[0]["reported"], prompt_tokens(&forwarded));
             assert!(usage[0]["estimated"].as_u64().unwrap() > 0);
         }
 
@@ -314,8 +315,10 @@ async fn usage_is_recorded_and_overflow_teaches_the_window() {
             assert_eq!(status, 200);
             assert!(!String::from_utf8_lossy(&got).contains("keep-alive"));
             let state = admin(plain, &session).await;
+            let forwarded = mock.bodies().last().unwrap().clone();
             assert_eq!(
-                state["state"]["usage"][0]["reported"], PROMPT_TOKENS,
+                state["state"]["usage"][0]["reported"],
+                prompt_tokens(&forwarded),
                 "{wire} {stream}"
             );
         }

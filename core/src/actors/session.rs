@@ -199,6 +199,12 @@ async fn execute_turn(
         let before = state.clone();
         let mut turn = Turn::new(session.clone(), request.wire, request.body.clone(), state);
         turn.budget = request.budget;
+        // The session's calibration (provider counts over foldwire's estimates) applies to
+        // every stage of the turn, not only to the layout that updates it: a fold policy
+        // budgeting at 1.0 leaves requests the layout must then refuse.
+        if turn.state.calibration.is_finite() && turn.state.calibration > 0.0 {
+            turn.budget.calibration = turn.state.calibration;
+        }
         turn.options = request.options.clone();
         turn.report.turn = before.turns + 1;
         let (mut next, report, output) = match chain.run(turn).await {

@@ -30,8 +30,11 @@ use foldwire_core::Wire;
 use foldwire_proxy::serve::{self, ServeConfig, config::Upstreams};
 use serde_json::{Value, json};
 
-/// Prompt tokens the mock reports.
-pub const PROMPT_TOKENS: u64 = 4321;
+/// Prompt tokens the mock reports for a request body: what it received, counted the way
+/// foldwire's estimator counts (bytes / 4), as a real provider counts what it is sent.
+pub fn prompt_tokens(body: &[u8]) -> u64 {
+    (body.len() as u64).div_ceil(4)
+}
 
 /// What the mock received.
 #[derive(Debug, Clone)]
@@ -407,7 +410,7 @@ fn has_calls(pieces: &[Piece]) -> bool {
     pieces.iter().any(|p| matches!(p, Piece::Call { .. }))
 }
 
-fn anthropic(pieces: &[Piece], stream: bool, n: usize) -> String {
+fn anthropic(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
     let stop = if has_calls(pieces) {
         "tool_use"
     } else {
@@ -423,11 +426,11 @@ fn anthropic(pieces: &[Piece], stream: bool, n: usize) -> String {
                 }
             })
             .collect();
-        return json!({"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": stop, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 9}}).to_string();
+        return json!({"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": stop, "usage": {"input_tokens": prompt, "output_tokens": 9}}).to_string();
     }
     let mut out = sse(
         Some("message_start"),
-        &json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": PROMPT_TOKENS, "output_tokens": 1}}}),
+        &json!({"type": "message_start", "message": {"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "m", "content": [], "stop_reason": null, "usage": {"input_tokens": prompt, "output_tokens": 1}}}),
     );
     out += &sse(Some("ping"), &json!({"type": "ping"}));
     for (i, p) in pieces.iter().enumerate() {
@@ -466,7 +469,7 @@ fn anthropic(pieces: &[Piece], stream: bool, n: usize) -> String {
     out
 }
 
-fn chat(pieces: &[Piece], stream: bool, n: usize) -> String {
+fn chat(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
     let cid = format!("chatcmpl-{n}");
     let finish = if has_calls(pieces) {
         "tool_calls"
@@ -489,7 +492,8 @@ fn chat(pieces: &[Piece], stream: bool, n: usize) -> String {
         .enumerate()
         .map(|(k, (id, name, args))| json!({"index": k, "id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
         .collect();
-    let usage = json!({"prompt_tokens": PROMPT_TOKENS, "completion_tokens": 9, "total_tokens": PROMPT_TOKENS + 9});
+    let usage =
+        json!({"prompt_tokens": prompt, "completion_tokens": 9, "total_tokens": prompt + 9});
     if !stream {
         let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::from(text) }});
         if !calls.is_empty() {
@@ -526,7 +530,7 @@ fn chat(pieces: &[Piece], stream: bool, n: usize) -> String {
     out
 }
 
-fn responses(pieces: &[Piece], stream: bool, n: usize) -> String {
+fn responses(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
     let items: Vec<Value> = pieces
         .iter()
         .enumerate()
@@ -535,7 +539,7 @@ fn responses(pieces: &[Piece], stream: bool, n: usize) -> String {
             Piece::Call { id, name, args } => json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": id, "name": name, "arguments": args.to_string(), "status": "completed"}),
         })
         .collect();
-    let usage = json!({"input_tokens": PROMPT_TOKENS, "output_tokens": 9, "total_tokens": PROMPT_TOKENS + 9});
+    let usage = json!({"input_tokens": prompt, "output_tokens": 9, "total_tokens": prompt + 9});
     let rid = format!("resp_{n}");
     let whole = json!({"id": rid, "object": "response", "created_at": 0, "model": "m", "status": "completed", "output": items, "usage": usage});
     if !stream {
@@ -596,9 +600,9 @@ fn responses(pieces: &[Piece], stream: bool, n: usize) -> String {
     out
 }
 
-fn gemini(pieces: &[Piece], stream: bool, n: usize) -> String {
+fn gemini(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
     let rid = format!("gresp-{n}");
-    let usage = json!({"promptTokenCount": PROMPT_TOKENS, "candidatesTokenCount": 9, "totalTokenCount": PROMPT_TOKENS + 9});
+    let usage = json!({"promptTokenCount": prompt, "candidatesTokenCount": 9, "totalTokenCount": prompt + 9});
     let parts: Vec<Value> = pieces
         .iter()
         .map(|p| match p {
@@ -707,11 +711,12 @@ async fn handler(
     }
     let stream = parsed["stream"] == json!(true) || path.contains("alt=sse");
     let pieces = script(&name, wire, n, &text);
+    let prompt = prompt_tokens(text.as_bytes());
     let out = match wire {
-        Wire::Anthropic => anthropic(&pieces, stream, n),
-        Wire::OpenAiChat => chat(&pieces, stream, n),
-        Wire::OpenAiResponses => responses(&pieces, stream, n),
-        Wire::Gemini => gemini(&pieces, stream, n),
+        Wire::Anthropic => anthropic(&pieces, stream, n, prompt),
+        Wire::OpenAiChat => chat(&pieces, stream, n, prompt),
+        Wire::OpenAiResponses => responses(&pieces, stream, n, prompt),
+        Wire::Gemini => gemini(&pieces, stream, n, prompt),
     };
     let content_type = if stream {
         "text/event-stream"
