@@ -77,6 +77,48 @@ fn covered_units_are_replaced_by_one_summary_where_the_range_began() {
     );
 }
 
+/// acp §26 #29 and issue 17: a summary stands where its first folded message stood, never
+/// before a message older than its range, even when the fold leaves two assistant messages
+/// side by side (`a SR` then `a F4` once `u F1 .. u F3` left), on every wire shape.
+#[test]
+fn a_summary_never_lands_before_an_earlier_reply() {
+    for wire in [
+        Wire::Anthropic,
+        Wire::OpenAiChat,
+        Wire::OpenAiResponses,
+        Wire::Gemini,
+    ] {
+        let mut conv = Conv::new(wire);
+        conv.user("FIRST")
+            .assistant("FIRST-REPLY")
+            .user("SECOND-USER-PLAIN")
+            .assistant("SECOND-REPLY")
+            .user("FILLER-1")
+            .assistant("FILLER-2")
+            .user("FILLER-3")
+            .assistant("FILLER-4");
+        // Refs: FIRST m1 .. FILLER-4 m8; the block folds FILLER-1 ..= FILLER-3.
+        let (c, _) = folded(&conv, vec![block(1, &[5, 6, 7])]);
+        assert_eq!(
+            texts(&c),
+            vec![
+                "FIRST",
+                "FIRST-REPLY",
+                "SECOND-USER-PLAIN",
+                "SECOND-REPLY",
+                "[foldwire b1 · topic 1]",
+                "FILLER-4"
+            ],
+            "{wire}"
+        );
+        let roles: Vec<Role> = c.messages.iter().map(|m| m.role).collect();
+        assert!(
+            roles.windows(2).all(|w| w[0] != w[1]),
+            "{wire}: roles no longer alternate: {roles:?}"
+        );
+    }
+}
+
 #[test]
 fn summaries_anchor_by_position_not_block_order() {
     let (c, _) = folded(

@@ -145,6 +145,21 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
         }
     }
 
+    // Where each summary goes is chosen on the input, where the folded units still stand:
+    // chosen after their removal, the walk back over an assistant run would cross runs the
+    // fold itself made (`a SR` then `a F4` once `u F1 .. u F3` left) and put a summary of
+    // later turns before an earlier reply.
+    let reach_in = call_reach(&units);
+    let input_spot: HashMap<BlockId, usize> = anchor
+        .iter()
+        .map(|(&b, &a)| {
+            (
+                b,
+                safe_position(&units, &reach_in, a, Walk::EntryAndAssistantRun),
+            )
+        })
+        .collect();
+
     let mut out: Vec<Message> = Vec::with_capacity(n);
     let mut out_pos_of_input: Vec<usize> = Vec::with_capacity(n + 1);
     for (i, u) in units.into_iter().enumerate() {
@@ -163,11 +178,17 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
         if !leaving.contains_key(&block.id) || already_rendered.contains(&block.id) {
             continue;
         }
-        let Some(&a) = anchor.get(&block.id) else {
+        let (Some(&a), Some(&spot)) = (anchor.get(&block.id), input_spot.get(&block.id)) else {
             continue;
         };
-        let p = out_pos_of_input.get(a).copied().unwrap_or(out.len());
-        inserts.push((safe_position(&out, &reach, p), a, order, block.id));
+        let p = out_pos_of_input.get(spot).copied().unwrap_or(out.len());
+        // On the output only a wire message and a call/result pair still bind the spot.
+        inserts.push((
+            safe_position(&out, &reach, p, Walk::Entry),
+            a,
+            order,
+            block.id,
+        ));
     }
     inserts.sort();
     let mut rendered: Vec<Message> = Vec::with_capacity(out.len() + inserts.len());
@@ -223,9 +244,24 @@ fn call_reach(units: &[Message]) -> Vec<Option<usize>> {
     reach
 }
 
-/// Moves an insertion point so it never lands inside a wire message, inside a run of
-/// assistant messages, or between a tool call and its result.
-pub fn safe_position(units: &[Message], reach: &[Option<usize>], mut p: usize) -> usize {
+/// What an insertion point walks back over in [`safe_position`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Walk {
+    /// The rest of a wire message only.
+    Entry,
+    /// The rest of a wire message and the rest of a run of assistant messages.
+    EntryAndAssistantRun,
+}
+
+/// Moves an insertion point so it never lands inside a wire message, between a tool call
+/// and its result, or (with [`Walk::EntryAndAssistantRun`]) inside a run of assistant
+/// messages.
+pub fn safe_position(
+    units: &[Message],
+    reach: &[Option<usize>],
+    mut p: usize,
+    walk: Walk,
+) -> usize {
     let len = units.len();
     for _ in 0..=len + 1 {
         let before = p;
@@ -233,7 +269,9 @@ pub fn safe_position(units: &[Message], reach: &[Option<usize>], mut p: usize) -
             (p.checked_sub(1).and_then(|i| units.get(i)), units.get(p))
         {
             let same_entry = prev.entry == cur.entry;
-            let assistant_run = prev.role == Role::Assistant && cur.role == Role::Assistant;
+            let assistant_run = walk == Walk::EntryAndAssistantRun
+                && prev.role == Role::Assistant
+                && cur.role == Role::Assistant;
             if !(same_entry || assistant_run) {
                 break;
             }
