@@ -115,7 +115,11 @@ impl Backends {
                 source,
             })?
             .with_fsync(true);
-        let store: Arc<dyn ObjectStore> = Arc::new(fs);
+        // Bounded like the state store's file work (see `state::LOCAL_IO_CONCURRENCY`).
+        let store: Arc<dyn ObjectStore> = Arc::new(object_store::limit::LimitStore::new(
+            fs,
+            state::LOCAL_IO_CONCURRENCY,
+        ));
         Ok(Backends {
             media: Arc::new(ObjectMediaArchive::new(Arc::clone(&store), "file")),
             state: Arc::new(LocalStateStore::new(dir)),

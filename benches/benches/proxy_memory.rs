@@ -13,9 +13,15 @@ use std::time::{Duration, Instant};
 use foldwire_proxy::serve::{self, ServeConfig, config::Upstreams};
 
 const BODY: &str = include_str!("../../examples/requests/anthropic-tools.json");
-const SESSIONS: usize = 4096;
 const TURNS: usize = 2;
-const CLIENTS: usize = 256;
+
+/// A size knob, overridable by environment to see what memory scales with.
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 async fn mock(_body: bytes::Bytes) -> &'static str {
     r#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":2}}"#
@@ -29,17 +35,24 @@ async fn start_mock() -> SocketAddr {
     addr
 }
 
-/// Resident set size of this process, in MiB (Linux).
-fn rss_mib() -> f64 {
+/// A field of this process's `/proc/self/status` (Linux), as a number.
+fn status(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(0.0, |kb| kb / 1024.0)
+        .unwrap_or(0.0)
 }
 
-async fn run(label: &str, reports_per_session: usize) {
+/// Resident set size of this process, in MiB.
+fn rss_mib() -> f64 {
+    status("VmRSS:") / 1024.0
+}
+
+async fn run(label: &str, reports_per_session: usize, max_blocking_threads: usize) {
+    let sessions = knob("FOLDWIRE_BENCH_SESSIONS", 4096);
+    let clients = knob("FOLDWIRE_BENCH_CLIENTS", 256);
     let upstream = start_mock().await;
     let state =
         std::env::temp_dir().join(format!("foldwire-memory-{}-{label}", std::process::id()));
@@ -55,22 +68,23 @@ async fn run(label: &str, reports_per_session: usize) {
         identity_key: Some("bench".into()),
         idle_session_secs: 1,
         reports_per_session,
+        max_blocking_threads,
         ..ServeConfig::default()
     };
     let proxy = format!("http://{}", serve::start(config).await.unwrap().addr);
     let before = rss_mib();
     let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(CLIENTS)
+        .pool_max_idle_per_host(clients)
         .build()
         .unwrap();
     let started = Instant::now();
-    let tasks: Vec<_> = (0..CLIENTS)
+    let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let client = client.clone();
             let proxy = proxy.clone();
             tokio::spawn(async move {
                 for turn in 0..TURNS {
-                    for s in (c..SESSIONS).step_by(CLIENTS) {
+                    for s in (c..sessions).step_by(clients) {
                         let resp = client
                             .post(format!("{proxy}/v1/messages"))
                             .header("x-foldwire-session", format!("mem-{s}"))
@@ -91,12 +105,16 @@ async fn run(label: &str, reports_per_session: usize) {
     }
     let elapsed = started.elapsed();
     let loaded = rss_mib();
+    let threads = status("Threads:");
+    // The clients leave: their keep-alive connections close, as after a real load test.
+    drop(client);
     // Sessions retire after 1 s idle; give the sweep a few rounds.
     tokio::time::sleep(Duration::from_secs(6)).await;
     let idle = rss_mib();
-    let requests = SESSIONS * TURNS;
+    let idle_threads = status("Threads:");
+    let requests = sessions * TURNS;
     println!(
-        "{label:>22}: {:>7.0} req/s; RSS {:>6.1} MiB before, {:>6.1} after load, {:>6.1} after idle (+{:.1} MiB kept)",
+        "{label:>22}: {:>7.0} req/s; RSS {:>6.1} MiB before, {:>6.1} after load, {:>6.1} after idle (+{:.1} MiB kept); threads {threads} after load, {idle_threads} after idle",
         requests as f64 / elapsed.as_secs_f64(),
         before,
         loaded,
@@ -106,15 +124,44 @@ async fn run(label: &str, reports_per_session: usize) {
     let _ = std::fs::remove_dir_all(state);
 }
 
-#[tokio::main(flavor = "multi_thread")]
-async fn main() {
+/// The configurations compared (label, reports kept per session, blocking threads), each
+/// run in a process of its own so one's memory does not carry into the next.
+const CONFIGS: [(&str, usize, usize); 3] = [
+    ("tokio's 512-thread pool", 50, 512),
+    ("serve defaults", 50, 32),
+    ("defaults, no reports", 0, 32),
+];
+
+fn main() {
+    if let Ok(label) = std::env::var("FOLDWIRE_BENCH_CHILD") {
+        let Some(&(label, reports, blocking)) = CONFIGS.iter().find(|(l, _, _)| *l == label) else {
+            panic!("unknown configuration {label:?}");
+        };
+        let config = ServeConfig {
+            max_blocking_threads: blocking,
+            ..ServeConfig::default()
+        };
+        serve::runtime(&config)
+            .unwrap()
+            .block_on(run(label, reports, blocking));
+        return;
+    }
     println!(
-        "{CLIENTS} clients, {SESSIONS} sessions x {TURNS} turns of a 42 KB request; one process, runs in sequence"
+        "{} clients, {} sessions x {TURNS} turns of a 42 KB request; each configuration in its own process",
+        knob("FOLDWIRE_BENCH_CLIENTS", 256),
+        knob("FOLDWIRE_BENCH_SESSIONS", 4096)
     );
-    run("no report cache", 0).await;
-    run(
-        "default report cache",
-        ServeConfig::default().reports_per_session,
-    )
-    .await;
+    let me = std::env::current_exe().unwrap();
+    for (label, _, _) in CONFIGS {
+        let out = std::process::Command::new(&me)
+            .env("FOLDWIRE_BENCH_CHILD", label)
+            .output()
+            .unwrap();
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

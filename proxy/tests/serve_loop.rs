@@ -299,7 +299,12 @@ async fn usage_is_recorded_and_overflow_teaches_the_window() {
             let body = history_body(wire, 2, 200, stream);
             let (status, _) = post(proxy, wire, stream, &session, "plain", &body).await;
             assert_eq!(status, 200);
-            let state = admin(proxy, &session).await;
+            let has_usage = |v: &Value| {
+                v["state"]["usage"]
+                    .as_array()
+                    .is_some_and(|u| !u.is_empty())
+            };
+            let state = admin_when(proxy, &session, has_usage).await;
             let usage = state["state"]["usage"].as_array().unwrap();
             assert_eq!(usage.len(), 1, "{wire} stream={stream}: {state}");
             let forwarded = mock.bodies().last().unwrap().clone();
@@ -314,7 +319,12 @@ async fn usage_is_recorded_and_overflow_teaches_the_window() {
             let (status, got) = post(plain, wire, stream, &session, "plain", &body).await;
             assert_eq!(status, 200);
             assert!(!String::from_utf8_lossy(&got).contains("keep-alive"));
-            let state = admin(plain, &session).await;
+            let has_usage = |v: &Value| {
+                v["state"]["usage"]
+                    .as_array()
+                    .is_some_and(|u| !u.is_empty())
+            };
+            let state = admin_when(plain, &session, has_usage).await;
             let forwarded = mock.bodies().last().unwrap().clone();
             assert_eq!(
                 state["state"]["usage"][0]["reported"],

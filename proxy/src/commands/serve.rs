@@ -46,10 +46,7 @@ pub fn config(args: ServeArgs) -> Result<ServeConfig> {
 /// Bad configuration, or the listener cannot be bound.
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
     let config = config(args)?;
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
+    let runtime = serve::runtime(&config).context("starting the async runtime")?;
     runtime.block_on(async move {
         let running = serve::start(config).await?;
         eprintln!("foldwire: listening on http://{}", running.addr);

@@ -90,6 +90,8 @@ pub struct ServeConfig {
     /// Seconds a connection may take to send a request's headers, counted from when it
     /// waits for one (a new connection, or an idle keep-alive one); then it is closed.
     pub header_timeout_secs: u64,
+    /// Threads for blocking file I/O (state saves, the local archive); more wait their turn.
+    pub max_blocking_threads: usize,
     /// Opt-in: a user message `/newtopic TEXT` typed in any client resets the session's
     /// topic (a new head starts at a transition saying TEXT), as `POST
     /// /admin/sessions/{id}/reset` does. Off by default, so no message is ever read as a
@@ -123,6 +125,7 @@ impl Default for ServeConfig {
             retention_interval_secs: 6 * 3600,
             max_connections: 1024,
             header_timeout_secs: 30,
+            max_blocking_threads: 32,
             newtopic_command: false,
         }
     }

@@ -856,3 +856,17 @@ pub async fn admin(proxy: SocketAddr, session: &str) -> Value {
         .await
         .unwrap()
 }
+
+/// The admin view of a session once `ready` holds for it (state written after the response,
+/// such as usage, lands a moment after the client has its answer), or the last view after
+/// five seconds.
+pub async fn admin_when(proxy: SocketAddr, session: &str, ready: impl Fn(&Value) -> bool) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let view = admin(proxy, session).await;
+        if ready(&view) || std::time::Instant::now() > deadline {
+            return view;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
