@@ -105,6 +105,8 @@ fn folded_session(body: &[u8]) -> (Conversation, SessionState) {
             recent_tokens: 0,
             last_user: false,
             protected_tools: vec![],
+            latest_tools: vec![],
+            latest_count: 0,
         },
         min_tokens: 0,
         max_summary_chars: 0,

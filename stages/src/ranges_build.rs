@@ -3,8 +3,10 @@
 //! policy and the CLI.
 //!
 //! Params (all optional): `protection` (`recent_messages` 5, `recent_tokens` 5000,
-//! `last_user` true, `protected_tools` ["compress"]), `min_tokens` 200,
-//! `split_at_user_after` 3, `max_tokens` (default a tenth of the available budget).
+//! `last_user` true, `protected_tools` ["compress"], `latest_tools` [read, read_file, view,
+//! cat, inspect*, restore] with `latest_count` 2: the newest calls to those stay verbatim),
+//! `min_tokens` 200, `split_at_user_after` 3, `max_tokens` (default a tenth of the
+//! available budget).
 //!
 //! The protection it used is recorded on the turn under [`PROTECTION_NOTE`] so the `fold`
 //! stage validates its automatic folds with the same settings (one source of truth).

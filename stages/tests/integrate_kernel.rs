@@ -31,6 +31,8 @@ fn open_protection() -> Protection {
         recent_tokens: 0,
         last_user: false,
         protected_tools: vec![],
+        latest_tools: vec![],
+        latest_count: 0,
     }
 }
 

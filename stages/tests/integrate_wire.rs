@@ -46,6 +46,8 @@ fn open_config() -> CompressConfig {
             recent_tokens: 0,
             last_user: false,
             protected_tools: vec![],
+            latest_tools: vec![],
+            latest_count: 0,
         },
         min_tokens: 0,
         max_summary_chars: 0,

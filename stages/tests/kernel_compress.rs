@@ -16,6 +16,8 @@ fn cfg0() -> CompressConfig {
             recent_tokens: 0,
             last_user: false,
             protected_tools: vec!["compress".into()],
+            latest_tools: vec![],
+            latest_count: 0,
         },
         min_tokens: 0,
         max_summary_chars: 20_000,
@@ -918,4 +920,57 @@ fn folding_half_of_a_chat_reasoning_pair_folds_both() {
         );
         assert!(sent.contains("question") && sent.contains("next"), "{sent}");
     }
+}
+
+#[test]
+fn an_explicit_compress_leaves_the_latest_read_results_out() {
+    // acp §26 #76 (protectedLatestTools): the newest read results never fold, even when the
+    // model names them; the older read in the same range folds.
+    let mut conv = Conv::new(Wire::OpenAiChat);
+    conv.user("q")
+        .turn(None, None, &[("c1", "read", "{}")])
+        .results(&[("c1", "old file")])
+        .turn(None, None, &[("c2", "bash", "{}")])
+        .results(&[("c2", "ok")])
+        .turn(None, None, &[("c3", "Read", "{}")])
+        .results(&[("c3", "new file")]);
+    let mut cfg = cfg0();
+    cfg.protection.latest_tools = vec!["read".into()];
+    cfg.protection.latest_count = 1;
+    let mut state = SessionState::default();
+    let view = minted(&conv, &mut state);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(7), "s")],
+        &cfg,
+        &CharEstimator,
+    );
+    // m6–m7 (the newest Read and its result) stay; everything older folds.
+    assert_eq!(
+        state.blocks[0].direct,
+        vec![Ref(1), Ref(2), Ref(3), Ref(4), Ref(5)]
+    );
+    assert!(
+        r.ranges[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("excluded 2") && w.contains("the latest 1 call(s) of read")),
+        "{:?}",
+        r.ranges[0].warnings
+    );
+    // A range of only the protected result is refused, with the reason.
+    let mut state = SessionState::default();
+    let view = minted(&conv, &mut state);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(6), m(7), "s")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(state.blocks.is_empty());
+    let err = r.ranges[0].error.as_ref().unwrap();
+    assert!(matches!(err, CompressError::Protected { .. }), "{err}");
+    assert!(err.to_string().contains("protected tools"), "{err}");
 }

@@ -324,6 +324,8 @@ fn cfg0() -> CompressConfig {
             recent_tokens: 0,
             last_user: false,
             protected_tools: vec![],
+            latest_tools: vec![],
+            latest_count: 0,
         },
         min_tokens: 0,
         max_summary_chars: 1000,

@@ -15,6 +15,8 @@ fn open() -> RangesConfig {
             recent_tokens: 0,
             last_user: false,
             protected_tools: vec![],
+            latest_tools: vec![],
+            latest_count: 0,
         },
         min_tokens: 1,
         split_at_user_after: 0,
@@ -373,5 +375,126 @@ fn a_tool_loop_without_user_text_is_cut_into_ranges_of_at_most_the_token_cap() {
             "range {}..{} splits a call from its result",
             r.start, r.end
         );
+    }
+}
+
+/// An agent reading files between shell calls: m1 user, then call/result pairs
+/// Read (m2–m3), bash (m4–m5), read_file (m6–m7), bash (m8–m9), inspect_tree (m10–m11),
+/// bash (m12–m13).
+fn reading_agent() -> Conv {
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("go");
+    for (id, tool) in [
+        ("c1", "Read"),
+        ("c2", "bash"),
+        ("c3", "read_file"),
+        ("c4", "bash"),
+        ("c5", "inspect_tree"),
+        ("c6", "bash"),
+    ] {
+        conv.turn(None, None, &[(id, tool, "{}")])
+            .results(&[(id, &format!("{tool} output"))]);
+    }
+    conv
+}
+
+#[test]
+fn the_latest_read_results_stay_out_of_ranges_and_older_ones_fold() {
+    // acp §26 #76 (protectedLatestTools): the newest read/inspect results stay verbatim.
+    let defaults = Protection::default();
+    let mut cfg = open();
+    cfg.protection.latest_tools = defaults.latest_tools.clone();
+    cfg.protection.latest_count = defaults.latest_count;
+    // The default two: inspect_tree (m10–m11) and read_file (m6–m7); the older Read folds.
+    assert_eq!(
+        spans(&ranges_of(&reading_agent(), &cfg)),
+        vec![(1, 5), (8, 9), (12, 13)]
+    );
+    // The count is configurable: three keeps the Read (m2–m3) as well.
+    cfg.protection.latest_count = 3;
+    assert_eq!(
+        spans(&ranges_of(&reading_agent(), &cfg)),
+        vec![(1, 1), (4, 5), (8, 9), (12, 13)]
+    );
+    // So are the names (globs): the newest bash call is kept, every read folds.
+    cfg.protection.latest_tools = vec!["BA?H".into()];
+    cfg.protection.latest_count = 1;
+    assert_eq!(spans(&ranges_of(&reading_agent(), &cfg)), vec![(1, 11)]);
+    // 0 turns it off.
+    cfg.protection.latest_count = 0;
+    assert_eq!(spans(&ranges_of(&reading_agent(), &cfg)), vec![(1, 13)]);
+}
+
+#[test]
+fn a_restore_result_at_the_tail_stays_and_so_does_the_last_user() {
+    // acp §26 #76: acp lets a restore (decompress) result at the tail fold alone; foldwire
+    // keeps the model's latest `restore` verbatim (see `Protection::latest_tools`). The last
+    // user message stays protected in both.
+    let mut conv = Conv::new(Wire::OpenAiChat);
+    conv.user("start")
+        .turn(None, None, &[("c1", "bash", "{}")])
+        .results(&[("c1", "ok")])
+        .user("show me m00002 again")
+        .turn(None, None, &[("c2", "restore", r#"{"id":"m00002"}"#)])
+        .results(&[("c2", "restored text")]);
+    let cfg = RangesConfig {
+        protection: Protection {
+            recent_messages: 0,
+            recent_tokens: 0,
+            ..Protection::default()
+        },
+        ..open()
+    };
+    // m1 start, m2–m3 bash, m4 last user (protected), m5–m6 restore (protected).
+    assert_eq!(spans(&ranges_of(&conv, &cfg)), vec![(1, 3)]);
+}
+
+#[tokio::test]
+async fn the_stage_takes_latest_tool_params_with_defaults() {
+    // acp §26 #76: `protection.latest_tools` / `latest_count` through `ranges.build` params.
+    foldwire_stages::link();
+    let registry = Registry::from_inventory().unwrap();
+    let run = |params: serde_json::Value| {
+        let stage = registry.stage("ranges.build", &params).unwrap();
+        let mut state = SessionState::default();
+        let c = minted(&reading_agent(), &mut state);
+        let mut turn = turn_for(c, state);
+        turn.options.insert("head_tokens".into(), 0.into());
+        async move {
+            stage.run(&mut turn, &cx()).await.unwrap();
+            turn
+        }
+    };
+    let open = serde_json::json!({"recent_messages": 0, "recent_tokens": 0, "last_user": false});
+    // Defaulted: the two newest read/inspect calls stay out.
+    let turn = run(serde_json::json!({"protection": open, "min_tokens": 1})).await;
+    assert_eq!(spans(&turn.ranges), vec![(1, 5), (8, 9), (12, 13)]);
+    let used: Protection = serde_json::from_value(
+        turn.stage_notes[foldwire_stages::ranges_build::PROTECTION_NOTE].clone(),
+    )
+    .unwrap();
+    assert_eq!(used.latest_count, 2);
+    assert!(used.latest_tools.iter().any(|t| t == "restore"));
+    // Set: only the newest `read*` call.
+    let mut set = open.clone();
+    set["latest_tools"] = serde_json::json!(["read*"]);
+    set["latest_count"] = 1.into();
+    let turn = run(serde_json::json!({"protection": set, "min_tokens": 1})).await;
+    assert_eq!(spans(&turn.ranges), vec![(1, 5), (8, 13)]);
+    // Typed and closed: a wrong type or an unknown field is refused.
+    for (bad, says) in [
+        (
+            serde_json::json!({"protection": {"latest_count": "two"}}),
+            "usize",
+        ),
+        (
+            serde_json::json!({"protection": {"latest_tool": ["read"]}}),
+            "latest_tool",
+        ),
+    ] {
+        let Err(err) = registry.stage("ranges.build", &bad) else {
+            panic!("bad params accepted: {bad}")
+        };
+        assert!(err.to_string().contains(says), "{err}");
     }
 }

@@ -18,6 +18,8 @@ fn open() -> Protection {
         recent_tokens: 0,
         last_user: false,
         protected_tools: vec!["compress".into()],
+        latest_tools: vec![],
+        latest_count: 0,
     }
 }
 
@@ -145,6 +147,8 @@ fn a_visible_unit_that_cannot_fold_ends_a_run_and_lone_blocks_make_none() {
         recent_tokens: 0,
         last_user: true,
         protected_tools: vec![],
+        latest_tools: vec![],
+        latest_count: 0,
     };
     let mut with_last_user = ten();
     with_last_user.user("the last question");

@@ -127,6 +127,8 @@ fn summaries_side_by_side_are_named_by_block_ids_with_what_folding_them_frees() 
         recent_tokens: 0,
         last_user: false,
         protected_tools: vec![],
+        latest_tools: vec![],
+        latest_count: 0,
     };
     let cfg = CompressConfig {
         protection: open.clone(),

@@ -602,7 +602,7 @@ impl Ctx<'_> {
         if hard > 0 {
             warnings.push(format!(
                 "excluded {hard} message(s) of protected tools ({}); they stay visible",
-                self.config.protection.protected_tools.join(", ")
+                self.config.protection.tool_rules()
             ));
         }
         if !in_head.is_empty() {

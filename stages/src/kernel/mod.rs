@@ -40,7 +40,7 @@ pub use compress::{
 pub use inspect::{BlockView, Inspection, RefView, inspect};
 pub use measure::{RequestTokens, folded_request_tokens, measure};
 pub use originals::{OriginalsArchived, archive_originals, original_key};
-pub use protect::Protection;
+pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection};
 pub use prune::{FirstUserPin, FoldOutcome, fold_view};
 pub use ranges::{RangesConfig, compressible_ranges};
 pub use render::{archived_media_lines, rendered_text, summary_text};

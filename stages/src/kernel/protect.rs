@@ -10,6 +10,15 @@ use serde::{Deserialize, Serialize};
 
 use super::units::{Links, glob_match, unit_tokens};
 
+/// The tools whose latest calls stay verbatim by default: the usual read/inspect tools of
+/// agent harnesses and editors (patterns are case-insensitive, so `read` also covers
+/// Claude Code's `Read`), and the proxy's own `restore`.
+pub const DEFAULT_LATEST_TOOLS: [&str; 6] =
+    ["read", "read_file", "view", "cat", "inspect*", "restore"];
+
+/// How many of the newest calls to the latest-protected tools stay verbatim by default.
+pub const DEFAULT_LATEST_COUNT: usize = 2;
+
 /// Protection settings shared by `ranges.build`, `fold` and the compress operation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -23,6 +32,21 @@ pub struct Protection {
     /// Tool names (globs with `*` and `?`, case-insensitive) whose calls and results never
     /// fold. `compress` is the tool the model folds with; folding it would hide the fold.
     pub protected_tools: Vec<String>,
+    /// Tool names (globs as in `protected_tools`) whose newest calls stay verbatim: the
+    /// model is working from what it just read, so the latest `latest_count` calls to any
+    /// of these tools keep their call and result out of every fold; older calls to the
+    /// same tools fold normally (acp `protectedLatestTools`, acp §26 #76).
+    ///
+    /// A `restore` result at the tail is protected here, where acp-kernel lets the model
+    /// fold a `decompress` result at the tail on its own (§26 #76). foldwire differs on
+    /// purpose: a restore result is what the model just asked to see again, so folding it
+    /// before the model has worked from it would undo the restore and invite a
+    /// restore/fold loop. It folds like any other once `latest_count` newer calls to these
+    /// tools follow; a host wanting acp's rule drops `restore` from this list.
+    pub latest_tools: Vec<String>,
+    /// How many of the newest calls to `latest_tools`, counted together, are protected
+    /// (0 disables).
+    pub latest_count: usize,
 }
 
 impl Default for Protection {
@@ -32,6 +56,11 @@ impl Default for Protection {
             recent_tokens: 5000,
             last_user: true,
             protected_tools: vec!["compress".to_owned()],
+            latest_tools: DEFAULT_LATEST_TOOLS
+                .iter()
+                .map(|t| (*t).to_owned())
+                .collect(),
+            latest_count: DEFAULT_LATEST_COUNT,
         }
     }
 }
@@ -97,24 +126,60 @@ impl Protection {
     }
 
     /// Positions of units that belong to a protected tool: the calls whose name matches a
-    /// pattern, with everything linked to them (results, the reasoning and text of the act).
+    /// `protected_tools` pattern and the newest `latest_count` calls whose name matches a
+    /// `latest_tools` pattern, with everything linked to them (results, the reasoning and
+    /// text of the act). Range building, folding and the compress operation all exclude
+    /// these, so an explicit `compress` over them leaves them out with a warning.
     pub fn protected_tools(&self, units: &[Message], links: &Links) -> HashSet<usize> {
-        if self.protected_tools.is_empty() {
-            return HashSet::new();
-        }
-        let roots: HashSet<usize> = units
+        let mut roots: HashSet<usize> = units
             .iter()
             .enumerate()
             .filter(|(_, u)| {
-                u.tool
-                    .as_ref()
-                    .and_then(|t| t.name.as_deref())
+                name_of(u)
                     .is_some_and(|name| self.protected_tools.iter().any(|p| glob_match(p, name)))
             })
             .map(|(i, _)| links.root(i))
             .collect();
+        // The newest calls, in conversation order; a result without a name is reached
+        // through its call's link group.
+        let latest = units
+            .iter()
+            .enumerate()
+            .rev()
+            .filter(|(_, u)| {
+                u.kind == MessageKind::ToolCall
+                    && name_of(u)
+                        .is_some_and(|name| self.latest_tools.iter().any(|p| glob_match(p, name)))
+            })
+            .take(self.latest_count)
+            .map(|(i, _)| links.root(i));
+        roots.extend(latest);
+        if roots.is_empty() {
+            return HashSet::new();
+        }
         (0..units.len())
             .filter(|i| roots.contains(&links.root(*i)))
             .collect()
     }
+
+    /// The tool rules in one line, for messages that name why units stayed out of a fold.
+    pub fn tool_rules(&self) -> String {
+        let mut rules = Vec::new();
+        if !self.protected_tools.is_empty() {
+            rules.push(self.protected_tools.join(", "));
+        }
+        if self.latest_count > 0 && !self.latest_tools.is_empty() {
+            rules.push(format!(
+                "the latest {} call(s) of {}",
+                self.latest_count,
+                self.latest_tools.join(", ")
+            ));
+        }
+        rules.join("; ")
+    }
+}
+
+/// The tool name a unit carries, if any.
+fn name_of(u: &Message) -> Option<&str> {
+    u.tool.as_ref().and_then(|t| t.name.as_deref())
 }
