@@ -50,7 +50,7 @@ fn rss_mib() -> f64 {
     status("VmRSS:") / 1024.0
 }
 
-async fn run(label: &str, reports_per_session: usize, max_blocking_threads: usize) {
+async fn run(label: &str, reports_per_session: usize) {
     let sessions = knob("FOLDWIRE_BENCH_SESSIONS", 4096);
     let clients = knob("FOLDWIRE_BENCH_CLIENTS", 256);
     let upstream = start_mock().await;
@@ -68,7 +68,6 @@ async fn run(label: &str, reports_per_session: usize, max_blocking_threads: usiz
         identity_key: Some("bench".into()),
         idle_session_secs: 1,
         reports_per_session,
-        max_blocking_threads,
         ..ServeConfig::default()
     };
     let proxy = format!("http://{}", serve::start(config).await.unwrap().addr);
@@ -124,13 +123,9 @@ async fn run(label: &str, reports_per_session: usize, max_blocking_threads: usiz
     let _ = std::fs::remove_dir_all(state);
 }
 
-/// The configurations compared (label, reports kept per session, blocking threads), each
+/// The configurations compared (label, reports kept per session), each
 /// run in a process of its own so one's memory does not carry into the next.
-const CONFIGS: [(&str, usize, usize); 3] = [
-    ("tokio's 512-thread pool", 50, 512),
-    ("serve defaults", 50, 32),
-    ("defaults, no reports", 0, 32),
-];
+const CONFIGS: [(&str, usize); 2] = [("serve defaults", 50), ("no report cache", 0)];
 
 fn main() {
     if let Ok(label) = std::env::var("FOLDWIRE_BENCH_CHILD") {
@@ -152,7 +147,7 @@ fn main() {
         knob("FOLDWIRE_BENCH_SESSIONS", 4096)
     );
     let me = std::env::current_exe().unwrap();
-    for (label, _, _) in CONFIGS {
+    for (label, _) in CONFIGS {
         let out = std::process::Command::new(&me)
             .env("FOLDWIRE_BENCH_CHILD", label)
             .output()
