@@ -110,6 +110,7 @@ fn folded_session(body: &[u8]) -> (Conversation, SessionState) {
         },
         min_tokens: 0,
         max_summary_chars: 0,
+        min_summary: foldwire_stages::kernel::MinSummary::OFF,
     };
     // Each turn is 3 units (text, call, result); a block covers 40 turns.
     let requests: Vec<CompressRequest> = (0..20u32)

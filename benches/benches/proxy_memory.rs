@@ -129,16 +129,12 @@ const CONFIGS: [(&str, usize); 2] = [("serve defaults", 50), ("no report cache",
 
 fn main() {
     if let Ok(label) = std::env::var("FOLDWIRE_BENCH_CHILD") {
-        let Some(&(label, reports, blocking)) = CONFIGS.iter().find(|(l, _, _)| *l == label) else {
+        let Some(&(label, reports)) = CONFIGS.iter().find(|(l, _)| *l == label) else {
             panic!("unknown configuration {label:?}");
         };
-        let config = ServeConfig {
-            max_blocking_threads: blocking,
-            ..ServeConfig::default()
-        };
-        serve::runtime(&config)
+        serve::runtime(&ServeConfig::default())
             .unwrap()
-            .block_on(run(label, reports, blocking));
+            .block_on(run(label, reports));
         return;
     }
     println!(

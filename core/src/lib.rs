@@ -32,6 +32,7 @@ pub mod stage;
 pub mod state;
 pub mod strategy;
 pub mod text;
+pub mod think;
 pub mod turn;
 pub mod wire;
 
@@ -65,6 +66,7 @@ pub use strategy::{
     Summarizer, Summary, SummaryRequest,
 };
 pub use text::{DecodeText, Text};
+pub use think::{InlineReasoning, split_inline_reasoning};
 pub use turn::{Fact, Turn, TurnOptions};
 pub use wire::{UnknownWire, Wire};
 

@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{BlockId, Ref};
 use crate::text::Text;
+use crate::think::{InlineReasoning, split_inline_reasoning};
 
 /// The author of a message, normalized across wires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -209,6 +210,28 @@ impl Message {
     /// a range, get no ref and are not counted as history, wherever they sit.
     pub fn is_frame(&self) -> bool {
         self.role == Role::System && self.origin == Origin::Client
+    }
+
+    /// The reasoning an assistant wrote inline at the start of this text unit
+    /// (`<think>…</think>` and its kin, see [`crate::think`]) split from its answer; `None`
+    /// for every other unit (user text is never reasoning).
+    pub fn inline_reasoning(&self) -> Option<InlineReasoning<'_>> {
+        if self.role != Role::Assistant || self.kind != MessageKind::Text {
+            return None;
+        }
+        split_inline_reasoning(&self.text)
+    }
+
+    /// The text a summary or a preview may draw on: the unit's text without the reasoning
+    /// written inline at its start, and nothing for a reasoning unit.
+    pub fn answer_text(&self) -> &str {
+        if self.kind == MessageKind::Reasoning {
+            return "";
+        }
+        match self.inline_reasoning() {
+            Some(split) => split.answer,
+            None => &self.text,
+        }
     }
 
     /// True when the unit carries media whose bytes foldwire cannot store.

@@ -151,7 +151,10 @@ impl Extractive {
                     max,
                 );
             }
-            for line in u.text.lines() {
+            // Reasoning, whether a reasoning unit or written inline as `<think>…</think>` at
+            // the start of an answer, is the model's scratch work, not what the range holds
+            // (acp §26 #120): only the answer is read.
+            for line in u.answer_text().lines() {
                 let lower = line.to_lowercase();
                 if ERROR_WORDS.iter().any(|w| lower.contains(w)) {
                     add(&mut errors, &mut seen, line_of(line, 160), max);
@@ -202,8 +205,13 @@ impl Extractive {
         let topic = paths.first().cloned().or_else(|| {
             units
                 .iter()
-                .find(|u| u.kind == MessageKind::Text && !u.text.trim().is_empty())
-                .map(|u| line_of(u.text.lines().next().unwrap_or_default(), 48))
+                .find(|u| u.kind == MessageKind::Text && !u.answer_text().trim().is_empty())
+                .map(|u| {
+                    line_of(
+                        u.answer_text().trim().lines().next().unwrap_or_default(),
+                        48,
+                    )
+                })
         });
         Summary {
             text,
@@ -269,5 +277,59 @@ mod tests {
             .to_owned();
         assert_eq!(files, "files: src/auth/part0.rs; src/auth/part1.rs;");
         assert_eq!(summary.topic.as_deref(), Some("src/auth/part0.rs"));
+    }
+
+    // acp §26 #120
+    #[test]
+    fn inline_and_structured_reasoning_stay_out_of_the_summary() {
+        let assistant = |t: &str, kind: MessageKind| {
+            let mut m = text(t);
+            m.role = Role::Assistant;
+            m.kind = kind;
+            m
+        };
+        let units = [
+            text("Why does the build fail?"),
+            assistant(
+                "<think>\nMaybe src/secret/hunch.rs has an error; check hidden_guess_fn.\n</think>\n\nThe failure is in src/build/main.rs: missing_symbol_x.",
+                MessageKind::Text,
+            ),
+            assistant(
+                "error in src/reasoned/only.rs via reasoning_only_fn",
+                MessageKind::Reasoning,
+            ),
+            assistant("<think>\nonly_thought_fn\n</think>", MessageKind::Text),
+        ];
+        let summary = Extractive::default().summarize_units(&units, 1000);
+        for hidden in [
+            "hunch.rs",
+            "hidden_guess_fn",
+            "think",
+            "reasoned/only.rs",
+            "reasoning_only_fn",
+            "only_thought_fn",
+        ] {
+            assert!(
+                !summary.text.contains(hidden),
+                "{hidden:?} in {}",
+                summary.text
+            );
+        }
+        for shown in ["src/build/main.rs", "missing_symbol_x"] {
+            assert!(
+                summary.text.contains(shown),
+                "{shown:?} missing: {}",
+                summary.text
+            );
+        }
+        // The topic comes from the answer, never from the reasoning before it.
+        let thinking_first = [assistant(
+            "<think>\nponder deeply\n</think>\nShip it now.",
+            MessageKind::Text,
+        )];
+        let topic = Extractive::default()
+            .summarize_units(&thinking_first, 1000)
+            .topic;
+        assert_eq!(topic.as_deref(), Some("Ship it now."));
     }
 }

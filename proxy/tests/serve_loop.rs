@@ -423,6 +423,36 @@ async fn restore_and_search_calls_return_exact_originals_and_hits_to_the_model()
     assert!(hits.starts_with(&block.to_string()), "{hits}");
 }
 
+// acp §26 #61: the model's summary is far shorter than what its range replaces; the range
+// is refused, the tool result tells the model the summary's length and the minimum so it can
+// write a longer one, and nothing folds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_models_summary_below_the_minimum_is_refused_with_its_length_and_the_minimum() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let wire = Wire::Anthropic;
+    let body = history_body(wire, 16, 2400, true);
+    let (status, got) = post(proxy, wire, true, "short", "compress-short", &body).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+    assert!(text_of(&events(wire, true, &got)).contains("Understood."));
+    let bodies = mock.bodies();
+    assert_eq!(bodies.len(), 2, "the compress round and the answer");
+    let second: Value = serde_json::from_slice(&bodies[1]).unwrap();
+    let result = second["messages"].as_array().unwrap().last().unwrap()["content"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(result.contains("not folded"), "{result}");
+    assert!(
+        result.contains("summary too short (10 chars, min "),
+        "the model reads its summary's length and the minimum: {result}"
+    );
+    let state = admin(proxy, "short").await;
+    let blocks = state["state"]["blocks"].as_array().unwrap();
+    assert!(blocks.is_empty(), "nothing folds: {state}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_past_a_pressure_band_gets_a_trailing_nudge() {
     let (upstream, mock) = start_mock().await;

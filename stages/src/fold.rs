@@ -34,8 +34,9 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::{
-    CompressConfig, CompressRequest, FirstUserPin, Protection, SummaryRun, apply_compression,
-    archive_originals, fold_view, folded_request_tokens, summary_runs, summary_text,
+    CompressConfig, CompressRequest, FirstUserPin, MinSummary, Protection, SummaryRun,
+    apply_compression, archive_originals, fold_view, folded_request_tokens, summary_runs,
+    summary_text,
 };
 use crate::ranges_build::PROTECTION_NOTE;
 
@@ -135,6 +136,9 @@ impl Fold {
             protection,
             min_tokens: self.config.compress.min_tokens,
             max_summary_chars: self.config.compress.max_summary_chars,
+            // The summarizer's length follows its own settings, not the range's size: an
+            // automatic fold is never refused as too short.
+            min_summary: MinSummary::OFF,
         }
     }
 

@@ -41,6 +41,7 @@ fn open_config() -> CompressConfig {
         protection: open_protection(),
         min_tokens: 0,
         max_summary_chars: 0,
+        min_summary: foldwire_stages::kernel::MinSummary::OFF,
     }
 }
 
@@ -408,6 +409,12 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
         fold.compress_config(&mut turn).protection,
         open_protection()
     );
+    // acp §26 #61: the minimum summary length is the model's rule; an automatic fold's
+    // summary (its length set by the summarizer's own settings) is never refused by it.
+    assert_eq!(
+        fold.compress_config(&mut turn).min_summary,
+        foldwire_stages::kernel::MinSummary::OFF
+    );
 
     // An explicit override wins.
     let mut strict = FoldConfig::default();
@@ -432,6 +439,7 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     let mut s = turn.state.clone();
     let default_cfg = CompressConfig {
         min_tokens: 0,
+        min_summary: foldwire_stages::kernel::MinSummary::OFF,
         ..CompressConfig::default()
     };
     let refused = apply_compression(&mut s, &view, &request, &default_cfg, &CharEstimator);

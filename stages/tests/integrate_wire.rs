@@ -51,6 +51,7 @@ fn open_config() -> CompressConfig {
         },
         min_tokens: 0,
         max_summary_chars: 0,
+        min_summary: foldwire_stages::kernel::MinSummary::OFF,
     }
 }
 

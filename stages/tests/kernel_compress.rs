@@ -5,7 +5,8 @@ mod support;
 
 use foldwire_core::{AnyRef, BlockId, CharEstimator, Ref, SessionState, Wire};
 use foldwire_stages::kernel::{
-    CompressConfig, CompressError, CompressRequest, Protection, apply_compression, restore,
+    CompressConfig, CompressError, CompressRequest, MinSummary, Protection, apply_compression,
+    restore,
 };
 use support::{Conv, minted, sized};
 
@@ -21,6 +22,7 @@ fn cfg0() -> CompressConfig {
         },
         min_tokens: 0,
         max_summary_chars: 20_000,
+        min_summary: MinSummary::OFF,
     }
 }
 
@@ -703,7 +705,10 @@ fn the_compress_tool_is_protected_by_default() {
         &mut state,
         &view,
         &[req(m(1), m(4), "s")],
-        &CompressConfig::default(),
+        &CompressConfig {
+            min_summary: MinSummary::OFF,
+            ..CompressConfig::default()
+        },
         &CharEstimator,
     );
     assert!(r.errors().next().is_none(), "{r:?}");
@@ -973,4 +978,87 @@ fn an_explicit_compress_leaves_the_latest_read_results_out() {
     let err = r.ranges[0].error.as_ref().unwrap();
     assert!(matches!(err, CompressError::Protected { .. }), "{err}");
     assert!(err.to_string().contains("protected tools"), "{err}");
+}
+
+// acp §26 #61: a summary shorter than the minimum is refused, naming its length and the
+// minimum; one at the minimum is accepted.
+#[test]
+fn a_summary_below_the_minimum_is_refused_with_its_length_and_the_minimum() {
+    let cfg = CompressConfig {
+        min_summary: MinSummary::default(),
+        ..cfg0()
+    };
+    let mut state = SessionState::default();
+    let view = minted(&four(), &mut state);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "  too short  ")],
+        &cfg,
+        &CharEstimator,
+    );
+    assert!(r.blocks_created.is_empty(), "{r:?}");
+    assert!(
+        matches!(
+            r.ranges[0].error,
+            Some(CompressError::SummaryTooShort {
+                len: 9,
+                min: 40,
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    let message = r.ranges[0].message.clone().unwrap_or_default();
+    assert!(
+        message.contains("9 chars") && message.contains("min 40"),
+        "{message}"
+    );
+    assert!(state.blocks.is_empty());
+
+    let at_min = "x".repeat(40);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), &at_min)],
+        &cfg,
+        &CharEstimator,
+    );
+    assert_eq!(r.blocks_created, vec![BlockId(1)], "{r:?}");
+}
+
+// acp §26 #61: the minimum grows with what the range replaces, up to a cap.
+#[test]
+fn the_minimum_grows_with_the_replaced_size_up_to_its_cap() {
+    let rule = MinSummary::default();
+    assert_eq!(rule.for_tokens(0), 40);
+    assert_eq!(rule.for_tokens(5_000), 200);
+    assert_eq!(rule.for_tokens(10_000_000), 400);
+    assert_eq!(MinSummary::OFF.for_tokens(10_000_000), 0);
+
+    let cfg = CompressConfig {
+        min_summary: MinSummary::default(),
+        ..cfg0()
+    };
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user(&sized("big", 5_000)).assistant("ok").user("next");
+    let mut state = SessionState::default();
+    let view = minted(&conv, &mut state);
+    let medium = "y".repeat(100);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), &medium)],
+        &cfg,
+        &CharEstimator,
+    );
+    match &r.ranges[0].error {
+        Some(CompressError::SummaryTooShort { len, min, tokens }) => {
+            assert_eq!(*len, 100);
+            assert!(*tokens >= 5_000, "{tokens}");
+            assert_eq!(*min, rule.for_tokens(*tokens));
+            assert!(*min > 100, "{min}");
+        }
+        other => panic!("expected SummaryTooShort, got {other:?}"),
+    }
 }

@@ -329,6 +329,7 @@ fn cfg0() -> CompressConfig {
         },
         min_tokens: 0,
         max_summary_chars: 1000,
+        min_summary: foldwire_stages::kernel::MinSummary::OFF,
     }
 }
 

@@ -28,6 +28,7 @@ fn session() -> (SessionState, foldwire_core::Conversation) {
         },
         min_tokens: 0,
         max_summary_chars: 1000,
+        min_summary: foldwire_stages::kernel::MinSummary::OFF,
     };
     let reqs = [
         (
@@ -136,6 +137,7 @@ fn search_finds_blocks_a_higher_tier_consumed() {
             },
             min_tokens: 0,
             max_summary_chars: 1000,
+            min_summary: foldwire_stages::kernel::MinSummary::OFF,
         },
         &CharEstimator,
     );

@@ -28,6 +28,7 @@ fn cfg() -> CompressConfig {
         protection: open(),
         min_tokens: 0,
         max_summary_chars: 20_000,
+        min_summary: foldwire_stages::kernel::MinSummary::OFF,
     }
 }
 

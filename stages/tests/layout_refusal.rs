@@ -134,6 +134,7 @@ fn summaries_side_by_side_are_named_by_block_ids_with_what_folding_them_frees() 
         protection: open.clone(),
         min_tokens: 0,
         max_summary_chars: 0,
+        min_summary: foldwire_stages::kernel::MinSummary::OFF,
     };
     for (a, b) in [(1, 2), (3, 4), (5, 6)] {
         let long = "a long model-written summary of the exchange ".repeat(40);

@@ -561,3 +561,52 @@ fn unit_texts_are_decoded_only_when_read() {
     // Reading texts changes nothing on the wire.
     assert_eq!(encode(&c).unwrap(), body.as_bytes());
 }
+
+// acp §26 #120: reasoning an open-weight model writes inline as `<think>…</think>` at the
+// start of its answer is recognized on the decoded unit (one unit, so no range can part the
+// reasoning from its answer), user text never is, and the body still round-trips
+// byte-identical (`dec` checks it).
+#[test]
+fn inline_think_in_assistant_text_is_marked_as_reasoning() {
+    let chat = r#"{"model":"qwen","messages":[
+ {"role":"user","content":"<think>\nuser text is never reasoning\n</think>\nhi"},
+ {"role":"assistant","content":"<think>\nThe user greets; reply briefly.\n</think>\n\nHello!"},
+ {"role":"user","content":"again"},
+ {"role":"assistant","content":[{"type":"text","text":"\u003cthink\u003e\nescaped tags\n\u003c/think\u003e\nHi again."}]},
+ {"role":"assistant","content":"no reasoning here"}
+]}"#;
+    let c = dec(Wire::OpenAiChat, chat);
+    let split: Vec<Option<(String, String)>> = c
+        .messages
+        .iter()
+        .map(|m| {
+            m.inline_reasoning()
+                .map(|s| (s.reasoning.to_owned(), s.answer.to_owned()))
+        })
+        .collect();
+    assert_eq!(
+        split,
+        vec![
+            None,
+            Some((
+                "<think>\nThe user greets; reply briefly.\n</think>\n".to_owned(),
+                "\nHello!".to_owned()
+            )),
+            None,
+            Some((
+                "<think>\nescaped tags\n</think>\n".to_owned(),
+                "Hi again.".to_owned()
+            )),
+            None,
+        ]
+    );
+    assert_eq!(c.messages[1].kind, K::Text, "still the answer's unit");
+    assert_eq!(c.messages[1].answer_text(), "\nHello!");
+    assert_eq!(c.messages[4].answer_text(), "no reasoning here");
+
+    let responses = r#"{"model":"m","input":[
+ {"type":"message","role":"assistant","content":[{"type":"output_text","text":"<thinking>\nweigh it\n</thinking>\nDone."}]}
+]}"#;
+    let r = dec(Wire::OpenAiResponses, responses);
+    assert_eq!(r.messages[0].answer_text(), "Done.");
+}

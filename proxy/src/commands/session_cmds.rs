@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, Result, anyhow, bail};
 use foldwire_core::{AnyRef, BlockId, Ref};
-use foldwire_stages::kernel::{self, CompressConfig, CompressRequest, RangesConfig};
+use foldwire_stages::kernel::{self, CompressConfig, CompressRequest, MinSummary, RangesConfig};
 use foldwire_stages::layout_head_window;
 
 use super::write_stdout;
@@ -56,7 +56,11 @@ pub fn fold(
             &mut s.state,
             &view,
             std::slice::from_ref(&request),
-            &CompressConfig::default(),
+            // A person's explicit fold: no minimum summary length (that rule is the model's).
+            &CompressConfig {
+                min_summary: MinSummary::OFF,
+                ..CompressConfig::default()
+            },
             cx.estimator.as_ref(),
         );
         if !result.blocks_created.is_empty() {

@@ -626,7 +626,8 @@ mod tests {
         let args = json!({"ranges": [{
             "start": format!(" {}", start.to_string().to_uppercase()),
             "end": format!("{end} "),
-            "summary": "Old notes.",
+            // Long enough for the minimum a model's summary must reach (acp §26 #61).
+            "summary": "Old notes. ".repeat(40),
         }]});
         let folded = run(&engine, &session, Some(&view), &call(COMPRESS, args)).await;
         assert!(folded.text.contains("folded into b1"), "{}", folded.text);

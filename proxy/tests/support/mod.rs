@@ -105,12 +105,22 @@ fn has_proxy_result(wire: Wire, body: &str) -> bool {
     }
 }
 
+/// What every scripted model summary adds after its first sentence: long enough that the
+/// minimum summary length the proxy asks of a model (acp §26 #61, at most 400 characters)
+/// never refuses a scripted fold, whatever range it replaces.
+const SUMMARY_DETAIL: &str = "It covered how the project is laid out, which build and test commands were run and what they printed, the files that were read and the ones that changed, the errors met on the way and how each of them was settled, and the choices made about what to do next and why; none of it is needed verbatim any more, and whatever still is can be restored by its block id or found again with the search_context tool.";
+
+/// A model-written summary: `lead` and [`SUMMARY_DETAIL`].
+fn summary(lead: &str) -> String {
+    format!("{lead} {SUMMARY_DETAIL}")
+}
+
 fn compress_call(n: usize, body: &str) -> Piece {
     let (start, end) = first_range(body).unwrap_or(("m00001".into(), "m00002".into()));
     Piece::Call {
         id: format!("fwcall_{n}"),
         name: "compress".into(),
-        args: json!({"ranges": [{"start": start, "end": end, "summary": "Early chatter about the setup; nothing needed verbatim.", "topic": "setup"}]}),
+        args: json!({"ranges": [{"start": start, "end": end, "summary": summary("Early chatter about the setup; nothing needed verbatim."), "topic": "setup"}]}),
     }
 }
 
@@ -147,7 +157,7 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
         "compress-all" if !body.contains("folded into b") => {
             let ranges: Vec<Value> = all_ranges(body)
                 .into_iter()
-                .map(|(start, end)| json!({"start": start, "end": end, "summary": "Old notes.", "topic": "notes"}))
+                .map(|(start, end)| json!({"start": start, "end": end, "summary": summary("Old notes."), "topic": "notes"}))
                 .collect();
             vec![Piece::Call {
                 id: format!("fwcall_{n}"),
@@ -167,11 +177,21 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             compress_call(n, body),
         ],
         "compress" => vec![Piece::Text("All done.".into())],
+        // acp §26 #61: a summary far too short for what it replaces.
+        "compress-short" if !done => {
+            let (start, end) = first_range(body).unwrap_or(("m00001".into(), "m00002".into()));
+            vec![Piece::Call {
+                id: format!("fwcall_{n}"),
+                name: "compress".into(),
+                args: json!({"ranges": [{"start": start, "end": end, "summary": "Old stuff."}]}),
+            }]
+        }
+        "compress-short" => vec![Piece::Text("Understood.".into())],
         "compress-summaries" if !done => match first_block_run(body) {
             Some((start, end)) => vec![Piece::Call {
                 id: format!("fwcall_{n}"),
                 name: "compress".into(),
-                args: json!({"ranges": [{"start": start, "end": end, "summary": "Earlier notes, folded again.", "topic": "notes"}]}),
+                args: json!({"ranges": [{"start": start, "end": end, "summary": summary("Earlier notes, folded again."), "topic": "notes"}]}),
             }],
             None => vec![Piece::Text("Nothing to fold.".into())],
         },

@@ -40,6 +40,11 @@ pub struct CompressConfig {
     pub min_tokens: u64,
     /// Longest accepted summary, in characters (0 disables).
     pub max_summary_chars: usize,
+    /// Shortest accepted summary, relative to what it replaces. It is meant for summaries a
+    /// model writes (the proxy's `compress` tool): automatic folds turn it off, since a
+    /// summarizer's length follows its own settings, and so does the CLI's `fold`, a
+    /// person's explicit choice.
+    pub min_summary: MinSummary,
 }
 
 impl Default for CompressConfig {
@@ -48,6 +53,50 @@ impl Default for CompressConfig {
             protection: Protection::default(),
             min_tokens: 200,
             max_summary_chars: 20_000,
+            min_summary: MinSummary::default(),
+        }
+    }
+}
+
+/// The shortest summary a range accepts: `chars`, raised by `chars_per_1k_tokens` for every
+/// 1,000 tokens the range replaces (its fresh messages and the summaries of the blocks it
+/// consumes), but never above `cap` — so a huge range does not demand a huge summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MinSummary {
+    /// The floor, in characters (0 turns the whole rule off).
+    pub chars: usize,
+    /// Characters more per 1,000 replaced tokens (about 1% of the replaced text).
+    pub chars_per_1k_tokens: usize,
+    /// The most the minimum grows to, in characters (a floor above it still applies).
+    pub cap: usize,
+}
+
+impl MinSummary {
+    /// No minimum.
+    pub const OFF: MinSummary = MinSummary {
+        chars: 0,
+        chars_per_1k_tokens: 0,
+        cap: 0,
+    };
+
+    /// The minimum for a range replacing `tokens`, or 0 when the rule is off.
+    pub fn for_tokens(&self, tokens: u64) -> usize {
+        if self.chars == 0 {
+            return 0;
+        }
+        let grown = usize::try_from(tokens.saturating_mul(self.chars_per_1k_tokens as u64) / 1000)
+            .unwrap_or(usize::MAX);
+        self.chars.max(grown.min(self.cap))
+    }
+}
+
+impl Default for MinSummary {
+    fn default() -> Self {
+        MinSummary {
+            chars: 40,
+            chars_per_1k_tokens: 40,
+            cap: 400,
         }
     }
 }
@@ -120,6 +169,18 @@ pub enum CompressError {
     /// The summary is empty.
     #[error("summary is empty")]
     EmptySummary,
+    /// The summary is too short for what it replaces.
+    #[error(
+        "summary too short ({len} chars, min {min} for the ~{tokens} tokens it replaces); write a summary of at least {min} characters that keeps what is still needed (files, decisions, open questions)"
+    )]
+    SummaryTooShort {
+        /// Its length.
+        len: usize,
+        /// The minimum.
+        min: usize,
+        /// Tokens the range replaces.
+        tokens: u64,
+    },
     /// The summary is too long.
     #[error("summary too long ({len} chars, max {max})")]
     SummaryTooLong {
@@ -691,17 +752,33 @@ impl Ctx<'_> {
             return Err(CompressError::EmptySummary);
         }
         let len = summary.chars().count();
+        let fresh_tokens: u64 = direct
+            .iter()
+            .filter_map(|&i| self.units.get(i))
+            .map(|u| unit_tokens(self.wire, u, self.estimator))
+            .sum();
+        // acp §26 #61: a summary far shorter than what it replaces loses the range; refuse
+        // it with the numbers the model needs to write a better one.
+        let replaced = fresh_tokens
+            + consumed
+                .iter()
+                .filter_map(|id| self.block(*id))
+                .map(|b| self.estimator.text_tokens(&b.summary))
+                .sum::<u64>();
+        let min = self.config.min_summary.for_tokens(replaced);
+        if len < min {
+            return Err(CompressError::SummaryTooShort {
+                len,
+                min,
+                tokens: replaced,
+            });
+        }
         if self.config.max_summary_chars > 0 && len > self.config.max_summary_chars {
             return Err(CompressError::SummaryTooLong {
                 len,
                 max: self.config.max_summary_chars,
             });
         }
-        let fresh_tokens = direct
-            .iter()
-            .filter_map(|&i| self.units.get(i))
-            .map(|u| unit_tokens(self.wire, u, self.estimator))
-            .sum();
         Ok(Plan {
             first,
             last,

@@ -34,7 +34,7 @@ pub mod tiers;
 pub mod units;
 
 pub use compress::{
-    CompressConfig, CompressError, CompressRequest, CompressionResult, RangeOutcome,
+    CompressConfig, CompressError, CompressRequest, CompressionResult, MinSummary, RangeOutcome,
     apply_compression,
 };
 pub use inspect::{BlockView, Inspection, RefView, inspect};
