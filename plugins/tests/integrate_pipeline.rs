@@ -142,7 +142,8 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
     let sent = request::decode(Wire::Anthropic, out.clone()).unwrap();
     assert!(violations(Wire::Anthropic, &sent.messages).is_empty());
     let placeholder = format!(
-        "[image {image_ref} archived: image/png, {} bytes — restore with ref {image_ref}]",
+        "[image {image_ref} archived: image/png, {} bytes — restore with ref {image_ref}: \
+         the restore tool {{\"id\":\"{image_ref}\"}}, or foldwire restore --session {session} --image-ref {image_ref}]",
         inline.len()
     );
     assert!(

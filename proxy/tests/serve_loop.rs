@@ -631,6 +631,54 @@ async fn the_model_restores_a_folded_image_by_its_ref_on_every_wire() {
     }
 }
 
+// seed 001: the model's `restore` with `list` gives the session's archived media (ref,
+// type, size); the call is the proxy's, so the client never sees it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_restore_list_names_the_archived_media_on_every_wire() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let size = base64::Engine::decode(&base64::engine::general_purpose::STANDARD, PNG_B64)
+        .unwrap()
+        .len();
+    for wire in WIRES {
+        let session = format!("list-{}", wire.as_str());
+        let mut body = history_body(wire, 16, 2400, true);
+        with_image(wire, &mut body, 8);
+        // Round one archives the image (every request is spilled before anything folds).
+        let (status, _) = post(proxy, wire, true, &session, "ok", &body).await;
+        assert_eq!(status, 200, "{wire}");
+        mock.received.lock().unwrap().clear();
+        let (status, got) = post(proxy, wire, true, &session, "restore-list", &body).await;
+        assert_eq!(status, 200, "{wire}");
+        let evs = events(wire, true, &got);
+        assert_eq!(text_of(&evs), "Listed.", "{wire}");
+        assert!(
+            tool_names(&evs).is_empty(),
+            "{wire}: {:?}",
+            tool_names(&evs)
+        );
+        let bodies = mock.bodies();
+        assert_eq!(bodies.len(), 2, "{wire}: the list call, then the answer");
+        let follow_up = String::from_utf8_lossy(&bodies[1]).to_string();
+        // One line for the image: its ref (mNNNNN), type and size.
+        let line = format!(": image/png, {size} bytes");
+        let at = follow_up
+            .find(&line)
+            .unwrap_or_else(|| panic!("{wire}: no listing {line:?} in: {follow_up}"));
+        let r = &follow_up[at - 6..at];
+        assert!(
+            r.starts_with('m') && r[1..].bytes().all(|b| b.is_ascii_digit()),
+            "{wire}: {r:?} is not a ref"
+        );
+        assert!(
+            follow_up.contains("1 archived media item(s) in this session"),
+            "{wire}"
+        );
+        foldwire_wire::request::decode(wire, bodies[1].clone()).unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gemini_json_array_stream_runs_the_loop_and_stays_a_json_array() {
     let (upstream, mock) = start_mock().await;

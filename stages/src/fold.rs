@@ -14,7 +14,9 @@
 //! 2. **Fold** ([`fold_view`]): covered units leave the wire, each active block's summary is
 //!    rendered once where its range began, the first-user pin is decided (its held and
 //!    residual cases are reported as warnings `first_user_pin_held` /
-//!    `first_user_pin_residual`), and nothing orphaned is left behind.
+//!    `first_user_pin_residual`), and nothing orphaned is left behind. When a rendered summary
+//!    stands in for archived media, `media_folded` names each payload and how the model's
+//!    `restore` tool and the CLI (`foldwire restore --image-ref`) get it back.
 //! 3. **Originals to the archive**: when the context has an archive, every original still
 //!    kept in the state (this turn's folds, or earlier ones whose write failed) is moved
 //!    there with [`archive_originals`]; a failed write keeps it in the state and is reported
@@ -35,8 +37,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::{
     CompressConfig, CompressRequest, FirstUserPin, MinSummary, Protection, SummaryRun,
-    apply_compression, archive_originals, fold_view, folded_request_tokens, summary_runs,
-    summary_text,
+    apply_compression, archive_originals, fold_view, folded_media_warning, folded_request_tokens,
+    summary_runs, summary_text,
 };
 use crate::ranges_build::PROTECTION_NOTE;
 
@@ -464,7 +466,7 @@ impl Stage for Fold {
             FirstUserPin::Held => r.warn(
                 NAME,
                 "first_user_pin_held",
-                "the first user message is folded but stays on the wire: the next surviving message behind it is not a plain user text",
+                "the first user message is folded but stays on the wire: the next surviving message behind it is not a user text message (a text, maybe with images beside it)",
             ),
             FirstUserPin::Residual => r.warn(
                 NAME,
@@ -472,6 +474,9 @@ impl Stage for Fold {
                 "the first user message is folded but stays on the wire: no user message survives behind it, so folding it would leave the request without a leading user message",
             ),
             FirstUserPin::Dropped | FirstUserPin::NotCovered => {}
+        }
+        if let Some(warning) = folded_media_warning(&turn.state, &outcome.summaries) {
+            turn.report.warn(NAME, "media_folded", warning);
         }
         Ok(())
     }

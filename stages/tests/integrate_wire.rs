@@ -250,9 +250,26 @@ async fn an_old_inline_image_folds_behind_a_placeholder_and_the_remote_one_stays
         );
         let redecoded = request::decode(wire, out.clone()).unwrap();
         assert!(violations(wire, &redecoded.messages).is_empty(), "{wire}");
+        // seed 001: the placeholder and the turn's fold warning say how to get the image
+        // back: the model's restore tool with its ref, and the CLI.
+        let tool = format!(r#"the restore tool {{"id":"{image_ref}"}}"#);
+        let cli = format!("foldwire restore --session wire-s1 --image-ref {image_ref}");
         let placeholder = format!(
-            "[image {image_ref} archived: image/png, {} bytes — restore with ref {image_ref}]",
+            "[image {image_ref} archived: image/png, {} bytes — restore with ref {image_ref}: {tool}, or {cli}]",
             inline.len()
+        );
+        let warning = second
+            .report
+            .warnings
+            .iter()
+            .find(|w| w.code == "media_folded")
+            .unwrap_or_else(|| panic!("{wire}: no media_folded warning: {:?}", second.report));
+        assert!(
+            warning.message.contains(&format!("{image_ref} (image/png"))
+                && warning.message.contains(&tool)
+                && warning.message.contains(&cli),
+            "{wire}: {}",
+            warning.message
         );
         let summary = redecoded
             .messages

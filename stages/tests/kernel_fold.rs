@@ -521,3 +521,106 @@ fn an_image_on_the_pinned_opening_message_stays_on_the_wire() {
     assert_eq!(texts(&c)[1], "opening with a screenshot");
     assert_eq!(c.messages[1].media.len(), 1, "the image is still sent");
 }
+
+/// A request decoded by `wire`'s real codec: `u1`, `a1`, then a user message of an inline
+/// image and a text (in that order), and a reply.
+fn image_and_text_behind(wire: Wire) -> Conversation {
+    use serde_json::json;
+    let data = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==";
+    let url = format!("data:image/png;base64,{data}");
+    let v = match wire {
+        Wire::Anthropic => json!({"model": "m", "max_tokens": 8, "messages": [
+            {"role": "user", "content": "u1"},
+            {"role": "assistant", "content": "a1"},
+            {"role": "user", "content": [
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}},
+                {"type": "text", "text": "what is this?"}]},
+            {"role": "assistant", "content": "a cat"}]}),
+        Wire::OpenAiChat => json!({"model": "m", "messages": [
+            {"role": "user", "content": "u1"},
+            {"role": "assistant", "content": "a1"},
+            {"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": url}},
+                {"type": "text", "text": "what is this?"}]},
+            {"role": "assistant", "content": "a cat"}]}),
+        Wire::OpenAiResponses => json!({"model": "m", "input": [
+            {"type": "message", "role": "user", "content": "u1"},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a1"}]},
+            {"type": "message", "role": "user", "content": [
+                {"type": "input_image", "image_url": url},
+                {"type": "input_text", "text": "what is this?"}]},
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "a cat"}]}]}),
+        Wire::Gemini => json!({"contents": [
+            {"role": "user", "parts": [{"text": "u1"}]},
+            {"role": "model", "parts": [{"text": "a1"}]},
+            {"role": "user", "parts": [
+                {"inlineData": {"mimeType": "image/png", "data": data}},
+                {"text": "what is this?"}]},
+            {"role": "model", "parts": [{"text": "a cat"}]}]}),
+    };
+    let body = bytes::Bytes::from(serde_json::to_vec(&v).unwrap());
+    foldwire_wire::request::decode(wire, body).unwrap()
+}
+
+// seed 000: the pin's "plain user text" is judged on the wire message, as the kernel's
+// Anthropic image core counts as text: a user message of `[image, text]` behind the covered
+// first user lets it go, on every wire.
+#[test]
+fn an_image_and_text_user_message_behind_the_pin_lets_it_go_on_every_wire() {
+    for wire in Wire::ALL {
+        let mut state = SessionState::default();
+        let mut c = image_and_text_behind(wire);
+        foldwire_stages::refs_mint::mint_refs(&mut state, &mut c);
+        let image = c
+            .messages
+            .iter()
+            .position(|u| u.kind == foldwire_core::MessageKind::Media)
+            .unwrap_or_else(|| panic!("{wire}: no media unit in {:?}", texts(&c)));
+        assert_eq!(
+            c.messages[image + 1].entry,
+            c.messages[image].entry,
+            "{wire}: image and text share one wire message"
+        );
+        // The block covers u1 and a1: the first thing surviving behind u1 is the image.
+        state.blocks.push(block(1, &[1, 2]));
+        let outcome = fold_view(&mut c, &state);
+        assert_eq!(outcome.first_user, FirstUserPin::Dropped, "{wire}");
+        assert_eq!(texts(&c)[0], "[foldwire b1 · topic 1]", "{wire}");
+        assert!(
+            !texts(&c).iter().any(|t| t == "u1" || t == "a1"),
+            "{wire}: {:?}",
+            texts(&c)
+        );
+        assert_eq!(
+            c.messages[1].kind,
+            foldwire_core::MessageKind::Media,
+            "{wire}"
+        );
+        assert!(violations(wire, &c.messages).is_empty(), "{wire}");
+    }
+}
+
+// seed 000: an image left alone in its wire message (its text folded) still holds the pin.
+#[test]
+fn an_image_without_its_text_behind_the_pin_holds_it() {
+    for wire in Wire::ALL {
+        let mut state = SessionState::default();
+        let mut c = image_and_text_behind(wire);
+        foldwire_stages::refs_mint::mint_refs(&mut state, &mut c);
+        let text = c
+            .messages
+            .iter()
+            .find(|u| u.text.as_str() == "what is this?")
+            .and_then(|u| u.r#ref)
+            .unwrap();
+        state.blocks.push(block(1, &[1, 2]));
+        state.blocks.push(block(2, &[text.0]));
+        let outcome = fold_view(&mut c, &state);
+        assert_eq!(outcome.first_user, FirstUserPin::Held, "{wire}");
+        assert!(
+            texts(&c).iter().any(|t| t == "u1"),
+            "{wire}: {:?}",
+            texts(&c)
+        );
+    }
+}

@@ -14,7 +14,7 @@ use foldwire_wire::stream::HiddenCall;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::tools::{self, COMPRESS, NAMES, RESTORE, SEARCH};
+use super::tools::{self, COMPRESS, LIST, NAMES, RESTORE, SEARCH};
 
 /// Most search hits returned to the model.
 const MAX_HITS: usize = 8;
@@ -69,6 +69,9 @@ pub async fn run(
         COMPRESS => compress(engine, session, view, args).await.into(),
         RESTORE => {
             let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
+            if id.trim().eq_ignore_ascii_case(LIST) {
+                return list_media(engine, session).await.into();
+            }
             // Placeholders of units with several payloads name one: `m00014 part 1`.
             let (name, part) = match id.split_once(" part ") {
                 Some((name, part)) => (name, part.trim().parse::<usize>().ok()),
@@ -195,6 +198,35 @@ async fn restore_block(engine: &Engine, session: &SessionId, block: BlockId) -> 
             .join("\n"),
         Err(e) => format!("error: {e}"),
     }
+}
+
+/// The archived media of the session, one line per payload (`m00012: image/png, 149
+/// bytes`), named as placeholders and `restore` name them; payloads whose unit has no ref
+/// cannot be asked for by ref and are left out.
+async fn list_media(engine: &Engine, session: &SessionId) -> String {
+    let state = match engine.snapshot(session).await {
+        Ok(s) => s,
+        Err(e) => return format!("error: the session could not be read: {e}"),
+    };
+    let lines: Vec<String> = foldwire_archive::list_media(&state)
+        .iter()
+        .filter_map(|m| {
+            let r = m.r#ref?;
+            let name = match m.part {
+                0 => r.to_string(),
+                part => format!("{r} part {part}"),
+            };
+            Some(format!("{name}: {}, {} bytes", m.media_type, m.size))
+        })
+        .collect();
+    if lines.is_empty() {
+        return "no archived media in this session".to_owned();
+    }
+    format!(
+        "{} archived media item(s) in this session; restore one with its ref:\n{}",
+        lines.len(),
+        lines.join("\n")
+    )
 }
 
 /// Archived payload `part` of the unit named by `r`, or all of them (an image or document

@@ -15,6 +15,8 @@ use serde_json::{Map, Value, json};
 pub const COMPRESS: &str = "compress";
 /// The restore tool's name.
 pub const RESTORE: &str = "restore";
+/// The `restore` argument that lists the session's archived media instead of restoring.
+pub const LIST: &str = "list";
 /// The search tool's name.
 pub const SEARCH: &str = "search_context";
 /// All the tool names the proxy owns (and hides from the client).
@@ -33,7 +35,7 @@ read) get no ref, so the numbers skip them. Folded content appears as one summar
 be compressed (ref spans, or block spans like b2..b5 that fold summaries into one), call \
 `compress` with such ranges and a faithful summary; only the ranges listed can fold. The \
 originals stay recoverable with `restore` (a block id like b3, or the ref an archived image's \
-placeholder names) and searchable with `search_context`. These calls are handled for you and \
+placeholder names; `list` names every archived image or document) and searchable with `search_context`. These calls are handled for you and \
 are not part of the user's task; after them, continue the task.";
 
 /// Names, descriptions and JSON schemas of the three tools.
@@ -66,10 +68,12 @@ fn definitions() -> [(&'static str, &'static str, Value); 3] {
         (
             RESTORE,
             "Return the exact original messages folded into a block, or an archived image or \
-             document by the ref its placeholder line names.",
+             document by the ref its placeholder line names. With the id `list`, list the \
+             session's archived images and documents instead: one line each with its ref, type \
+             and size.",
             json!({
                 "type": "object",
-                "properties": {"id": {"type": "string", "description": "a block id such as b3, or a media ref such as m00012"}},
+                "properties": {"id": {"type": "string", "description": "a block id such as b3, a media ref such as m00012, or list"}},
                 "required": ["id"]
             }),
         ),

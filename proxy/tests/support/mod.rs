@@ -6,6 +6,8 @@
 //! - `compress-all`: one `compress` call over every listed range, then text;
 //! - `restore-image`: a `restore` call for the ref the first archived-media placeholder
 //!   names, then text;
+//! - `restore-list`: a `restore` call with the id `list`, then, once the request carries
+//!   the listing, the text `Listed.`;
 //! - `always`: a `compress` call every time (the round cap must end it);
 //! - `client-tool`: a `compress` call and a client `bash` call in the same answer;
 //! - `overflow`: the wire's context-overflow error (limit 12000);
@@ -172,6 +174,12 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             args: json!({"id": archived_ref(body).unwrap_or_else(|| "m99999".into())}),
         }],
         "restore-image" => vec![Piece::Text("Looked it up.".into())],
+        "restore-list" if !body.contains("in this session") => vec![Piece::Call {
+            id: format!("fwcall_{n}"),
+            name: "restore".into(),
+            args: json!({"id": "list"}),
+        }],
+        "restore-list" => vec![Piece::Text("Listed.".into())],
         "compress" if !done => vec![
             Piece::Text("Let me tidy up.".into()),
             compress_call(n, body),

@@ -43,7 +43,10 @@ pub use originals::{OriginalsArchived, archive_originals, original_key};
 pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection};
 pub use prune::{FirstUserPin, FoldOutcome, fold_view};
 pub use ranges::{RangesConfig, compressible_ranges};
-pub use render::{archived_media_lines, rendered_text, summary_text};
+pub use render::{
+    ArchivedPart, archived_media_lines, archived_parts, folded_media_warning, media_restore_hint,
+    rendered_text, summary_text,
+};
 pub use repair::{RepairReport, repair};
 pub use restore::{RestoreError, Restored, RestoredUnit, restore, restore_with_archive};
 pub use search::{SearchHit, search};

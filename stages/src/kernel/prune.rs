@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 
 use bytes::Bytes;
-use foldwire_core::{BlockId, Conversation, Message, Origin, Role, SessionState};
+use foldwire_core::{BlockId, Conversation, Message, MessageKind, Origin, Role, SessionState};
 use serde::{Deserialize, Serialize};
 
 use super::render::rendered_text;
-use super::units::{Links, call_id, coverage, is_plain_user_text, result_id};
+use super::units::{Links, call_id, coverage, result_id};
 
 /// How the first-user pin was decided this turn.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,11 +16,11 @@ use super::units::{Links, call_id, coverage, is_plain_user_text, result_id};
 pub enum FirstUserPin {
     /// The first user message was not covered; nothing to decide.
     NotCovered,
-    /// Covered, and a plain user text survives right behind it: it dropped like any
-    /// covered message.
+    /// Covered, and a user text message survives right behind it (a text, maybe with images
+    /// beside it in the same wire message): it dropped like any covered message.
     Dropped,
-    /// Covered, but the earliest surviving unit behind it is not a plain user text (a tool
-    /// result, an assistant turn, media): it stays on the wire.
+    /// Covered, but the earliest surviving unit behind it is not part of a user text message
+    /// (a tool result, an assistant turn, an image alone): it stays on the wire.
     Held,
     /// Covered and no user-role unit survives behind it at all: it stays, and this fold of
     /// the opening message is a no-op on the wire (the deliberate residual case).
@@ -47,8 +47,10 @@ pub struct FoldOutcome {
 ///   (its call or result, its reasoning or act) is not covered: groups leave whole or not
 ///   at all, so the fold never orphans a call, a result or a reasoning block.
 /// - **First-user pin**: the first user unit, when covered, stays unless the earliest later
-///   unit that is neither leaving nor a rendered summary is a plain user text; only the
-///   first user unit is pinned.
+///   unit that is neither leaving nor a rendered summary belongs to a user text message
+///   ([`leads_as_user_text`]: judged on its wire message, so an image beside the text, as
+///   in an Anthropic `[image, text]` message, does not hold the pin); only the first user
+///   unit is pinned.
 /// - Each active block with at least one unit leaving renders one user-role summary
 ///   ([`rendered_text`]) at the position of its first unit present, moved back to the start
 ///   of a wire message and of an assistant run, and forward past the results of any call
@@ -99,9 +101,7 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
                 && !matches!(units.get(*j).map(|u| u.origin), Some(Origin::Summary(_)))
         };
         let next = (f + 1..n).find(survives);
-        let drop_safe = next
-            .and_then(|j| units.get(j))
-            .is_some_and(is_plain_user_text);
+        let drop_safe = next.is_some_and(|j| leads_as_user_text(&units, &remove, j));
         if drop_safe {
             outcome.first_user = FirstUserPin::Dropped;
         } else {
@@ -290,4 +290,34 @@ pub fn safe_position(
         }
     }
     p.min(len)
+}
+
+/// True when unit `j` belongs to a wire message that reaches the provider as a user text
+/// message: every unit of it that stays (not in `remove`, not a summary) is a client user
+/// text or media part, and at least one is text. The wire message is what a provider sees,
+/// so the test looks at it rather than at unit `j` alone: units are per content part, and
+/// an `[image, text]` user message (Anthropic, Chat, Responses, Gemini alike) leads a
+/// conversation as well as a text does — the kernel's Anthropic image core counts as text
+/// too. A tool result, or a message left with only media, still holds the pin.
+fn leads_as_user_text(units: &[Message], remove: &[bool], j: usize) -> bool {
+    let Some(entry) = units.get(j).map(|u| u.entry) else {
+        return false;
+    };
+    let staying = units
+        .iter()
+        .enumerate()
+        .filter(|(i, u)| u.entry == entry && remove.get(*i) == Some(&false))
+        .map(|(_, u)| u)
+        .filter(|u| !matches!(u.origin, Origin::Summary(_)));
+    let mut text = false;
+    for u in staying {
+        let user_part = u.role == Role::User
+            && u.origin == Origin::Client
+            && matches!(u.kind, MessageKind::Text | MessageKind::Media);
+        if !user_part {
+            return false;
+        }
+        text |= u.kind == MessageKind::Text;
+    }
+    text
 }
