@@ -110,7 +110,7 @@ fn has_proxy_result(wire: Wire, body: &str) -> bool {
 /// What every scripted model summary adds after its first sentence: long enough that the
 /// minimum summary length the proxy asks of a model (acp §26 #61, at most 400 characters)
 /// never refuses a scripted fold, whatever range it replaces.
-const SUMMARY_DETAIL: &str = "It covered how the project is laid out, which build and test commands were run and what they printed, the files that were read and the ones that changed, the errors met on the way and how each of them was settled, and the choices made about what to do next and why; none of it is needed verbatim any more, and whatever still is can be restored by its block id or found again with the search_context tool.";
+const SUMMARY_DETAIL: &str = "It covered how the project is laid out, which build and test commands were run and what they printed, the files that were read and the ones that changed, the errors met on the way and how each of them was settled, and the choices made about what to do next and why; none of it is needed verbatim any more, and whatever still is can be restored by its block id or found again by searching the session's context.";
 
 /// A model-written summary: `lead` and [`SUMMARY_DETAIL`].
 fn summary(lead: &str) -> String {
