@@ -233,33 +233,55 @@ async fn execute_turn(
             }
         };
         next.turns = before.turns + 1;
-        match store.save(&session, &next, version.as_ref()).await {
-            Ok(v) => return (Some((next, Some(v))), Ok(TurnOutcome { output, report })),
-            Err(StoreError::Conflict { .. }) => match load(store.as_ref(), &session).await {
-                Ok((s, v)) => {
-                    state = s;
-                    version = v;
-                }
-                Err(e) => return (None, Err(e)),
-            },
-            Err(source) => {
-                return (
-                    Some((before, version)),
-                    Err(HostError::Store {
-                        session: session.to_string(),
-                        source,
-                    }),
-                );
-            }
+        match save_or_reload(store.as_ref(), &session, &next, version.as_ref()).await {
+            Saved::Done(v) => return (Some((next, Some(v))), Ok(TurnOutcome { output, report })),
+            Saved::Lost(fresh, v) => (state, version) = (*fresh, v),
+            Saved::Failed(e) => return (Some((before, version)), Err(e)),
+            Saved::Unloadable(e) => return (None, Err(e)),
         }
     }
-    (
-        None,
-        Err(HostError::Contention {
+    (None, Err(contention(&session)))
+}
+
+/// What one conditional save ended in.
+enum Saved {
+    /// Saved; the new version.
+    Done(StateVersion),
+    /// Another writer saved first: its state and version, to run the change again on.
+    Lost(Box<SessionState>, Option<StateVersion>),
+    /// The store failed; the state in hand is still the last one saved.
+    Failed(HostError),
+    /// Lost, and the winner's state could not be loaded.
+    Unloadable(HostError),
+}
+
+/// Saves `next` if the stored version is still `version`; on a conflict loads what the other
+/// writer saved, so the caller can apply its change to that.
+async fn save_or_reload(
+    store: &dyn StateStore,
+    session: &SessionId,
+    next: &SessionState,
+    version: Option<&StateVersion>,
+) -> Saved {
+    match store.save(session, next, version).await {
+        Ok(v) => Saved::Done(v),
+        Err(StoreError::Conflict { .. }) => match load(store, session).await {
+            Ok((fresh, v)) => Saved::Lost(Box::new(fresh), v),
+            Err(e) => Saved::Unloadable(e),
+        },
+        Err(source) => Saved::Failed(HostError::Store {
             session: session.to_string(),
-            attempts: MAX_SAVE_ATTEMPTS,
+            source,
         }),
-    )
+    }
+}
+
+/// The error after [`MAX_SAVE_ATTEMPTS`] lost conditional writes in a row.
+fn contention(session: &SessionId) -> HostError {
+    HostError::Contention {
+        session: session.to_string(),
+        attempts: MAX_SAVE_ATTEMPTS,
+    }
 }
 
 async fn execute_update(
@@ -278,34 +300,15 @@ async fn execute_update(
     for _ in 0..MAX_SAVE_ATTEMPTS {
         let mut next = state.clone();
         let answer = update(&mut next);
-        match store.save(&session, &next, version.as_ref()).await {
-            Ok(v) => return (Some((next, Some(v))), Ok(answer)),
+        match save_or_reload(store.as_ref(), &session, &next, version.as_ref()).await {
+            Saved::Done(v) => return (Some((next, Some(v))), Ok(answer)),
             // Another writer saved first: apply the same change to what it saved.
-            Err(StoreError::Conflict { .. }) => match load(store.as_ref(), &session).await {
-                Ok((s, v)) => {
-                    state = s;
-                    version = v;
-                }
-                Err(e) => return (None, Err(e)),
-            },
-            Err(source) => {
-                return (
-                    Some((state, version)),
-                    Err(HostError::Store {
-                        session: session.to_string(),
-                        source,
-                    }),
-                );
-            }
+            Saved::Lost(fresh, v) => (state, version) = (*fresh, v),
+            Saved::Failed(e) => return (Some((state, version)), Err(e)),
+            Saved::Unloadable(e) => return (None, Err(e)),
         }
     }
-    (
-        None,
-        Err(HostError::Contention {
-            session: session.to_string(),
-            attempts: MAX_SAVE_ATTEMPTS,
-        }),
-    )
+    (None, Err(contention(&session)))
 }
 
 impl Handler<RunTurn> for SessionActor {
