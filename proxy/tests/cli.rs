@@ -1,25 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The `foldwire` binary as scripts use it: stable flags, exit codes, stdout/stderr.
 
-use std::io::Write as _;
-use std::process::{Command, Output, Stdio};
+mod support;
 
-fn foldwire(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_foldwire"))
-        .args(args)
-        .env_remove("FOLDWIRE_STATE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use support::cli::{foldwire, text};
 
 const SMALL: &str =
     r#"{"model":"claude-sonnet-4-5","max_tokens":64,"messages":[{"role":"user","content":"hi"}]}"#;

@@ -3,28 +3,11 @@
 //! system and developer messages are frame, the head holds from the first turn, and the
 //! estimate matches what is forwarded.
 
-use std::io::Write as _;
-use std::process::{Command, Output, Stdio};
+mod support;
 
 use base64::Engine as _;
 use serde_json::{Value, json};
-
-fn foldwire(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_foldwire"))
-        .args(args)
-        .env_remove("FOLDWIRE_STATE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
+use support::cli::{foldwire, text};
 
 fn run_ok(args: &[&str], stdin: &[u8]) -> Vec<u8> {
     let out = foldwire(args, stdin);

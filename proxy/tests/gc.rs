@@ -4,25 +4,11 @@
 
 mod support;
 
-use std::io::Write as _;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
-
-fn foldwire(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_foldwire"))
-        .args(args)
-        .env_remove("FOLDWIRE_STATE")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child.stdin.take().unwrap().write_all(stdin).unwrap();
-    child.wait_with_output().unwrap()
-}
+use support::cli::foldwire;
 
 /// A request with an inline image, so the session has archived media.
 fn image_request(text: &str) -> Vec<u8> {

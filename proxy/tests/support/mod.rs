@@ -20,6 +20,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod agent;
+pub mod cli;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
