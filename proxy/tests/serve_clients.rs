@@ -6,7 +6,6 @@
 
 mod support;
 
-use std::net::SocketAddr;
 
 use foldwire_core::Wire;
 use foldwire_proxy::serve::tools::SYSTEM_NOTE;
@@ -20,26 +19,6 @@ const WIRES: [Wire; 4] = [
     Wire::OpenAiResponses,
     Wire::Gemini,
 ];
-
-async fn post(
-    proxy: SocketAddr,
-    wire: Wire,
-    stream: bool,
-    session: &str,
-    script: &str,
-    body: &Value,
-) -> (u16, bytes::Bytes) {
-    let resp = reqwest::Client::new()
-        .post(format!("http://{proxy}{}", path_of(wire, stream)))
-        .header("x-foldwire-session", session)
-        .header("x-mock-script", script)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    (resp.status().as_u16(), resp.bytes().await.unwrap())
-}
 
 fn text_of(wire: Wire, stream: bool, bytes: &[u8]) -> String {
     let events: Vec<StreamEvent> = if stream {

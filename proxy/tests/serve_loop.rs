@@ -18,26 +18,6 @@ const WIRES: [Wire; 4] = [
     Wire::Gemini,
 ];
 
-async fn post(
-    proxy: std::net::SocketAddr,
-    wire: Wire,
-    stream: bool,
-    session: &str,
-    script: &str,
-    body: &Value,
-) -> (u16, bytes::Bytes) {
-    let resp = reqwest::Client::new()
-        .post(format!("http://{proxy}{}", path_of(wire, stream)))
-        .header("x-foldwire-session", session)
-        .header("x-mock-script", script)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    (resp.status().as_u16(), resp.bytes().await.unwrap())
-}
-
 /// The client-visible events of an answer.
 fn events(wire: Wire, stream: bool, bytes: &[u8]) -> Vec<StreamEvent> {
     if stream {

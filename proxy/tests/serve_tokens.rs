@@ -9,25 +9,6 @@ use foldwire_core::Wire;
 use serde_json::{Value, json};
 use support::*;
 
-async fn post(
-    proxy: std::net::SocketAddr,
-    wire: Wire,
-    session: &str,
-    script: &str,
-    body: &Value,
-) -> (u16, bytes::Bytes) {
-    let resp = reqwest::Client::new()
-        .post(format!("http://{proxy}{}", path_of(wire, false)))
-        .header("x-foldwire-session", session)
-        .header("x-mock-script", script)
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    (resp.status().as_u16(), resp.bytes().await.unwrap())
-}
-
 /// A 1200×800 PNG header followed by 2.2 MB of pixel bytes: 2.9 MB of base64.
 fn screenshot_base64() -> String {
     let mut png = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
@@ -79,7 +60,7 @@ async fn a_screenshot_is_forwarded_not_refused() {
             {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
         ]}]
     });
-    let (status, got) = post(proxy, Wire::Anthropic, "shot", "text", &body).await;
+    let (status, got) = post(proxy, Wire::Anthropic, false, "shot", "text", &body).await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
     assert!(String::from_utf8_lossy(&got).contains("The button is cut off."));
     let forwarded = received.lock().unwrap().clone();
@@ -118,7 +99,15 @@ async fn codex_keeps_its_developer_items_through_the_models_compress_call() {
     // trailing note offers ranges.
     let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 32_000).await;
     let body = codex_body(40);
-    let (status, got) = post(proxy, Wire::OpenAiResponses, "codex", "compress", &body).await;
+    let (status, got) = post(
+        proxy,
+        Wire::OpenAiResponses,
+        false,
+        "codex",
+        "compress",
+        &body,
+    )
+    .await;
     assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
     let state = admin(proxy, "codex").await;
     let blocks = state["state"]["blocks"].as_array().unwrap();
@@ -134,7 +123,7 @@ async fn codex_keeps_its_developer_items_through_the_models_compress_call() {
         "a second round after the compress call"
     );
     // The next turn is sent with the block applied: the developer items are still first.
-    let (status, _) = post(proxy, Wire::OpenAiResponses, "codex", "text", &body).await;
+    let (status, _) = post(proxy, Wire::OpenAiResponses, false, "codex", "text", &body).await;
     assert_eq!(status, 200);
     let sent: Value = serde_json::from_slice(mock.bodies().last().unwrap()).unwrap();
     assert!(

@@ -899,3 +899,24 @@ pub async fn admin_when(proxy: SocketAddr, session: &str, ready: impl Fn(&Value)
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+/// Sends one request through the proxy with the mock's `script`; returns status and body.
+pub async fn post(
+    proxy: SocketAddr,
+    wire: Wire,
+    stream: bool,
+    session: &str,
+    script: &str,
+    body: &Value,
+) -> (u16, Bytes) {
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}{}", path_of(wire, stream)))
+        .header("x-foldwire-session", session)
+        .header("x-mock-script", script)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    (resp.status().as_u16(), resp.bytes().await.unwrap())
+}
