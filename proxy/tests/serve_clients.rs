@@ -6,7 +6,6 @@
 
 mod support;
 
-
 use foldwire_core::Wire;
 use foldwire_proxy::serve::tools::SYSTEM_NOTE;
 use foldwire_wire::stream::{StreamEvent, parse_response, parse_stream};
