@@ -22,7 +22,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt};
 use serde::Serialize;
 
-use foldwire_core::{MediaArchive, SessionId, SessionState};
+use foldwire_core::{MediaArchive, SessionId};
 
 use crate::media::ObjectMediaArchive;
 
@@ -96,16 +96,12 @@ fn older_than(meta: &ObjectMeta, age: Duration, now: SystemTime) -> bool {
     now.duration_since(modified).is_ok_and(|d| d > age)
 }
 
-/// Content keys the state points to. Besides the typed places (blocks' originals, the
-/// archive index, the originals map), any string in the document that has the form of a
-/// content key counts: hosts keep their own pointers in the state's extra fields (the CLI's
-/// last request, for one), and retention must never remove what a state names.
-fn referenced_by_state(state: &SessionState, raw: &serde_json::Value) -> BTreeSet<String> {
-    let mut keys: BTreeSet<String> = state.originals.values().cloned().collect();
-    keys.extend(state.archive.iter().map(|a| a.key.clone()));
-    for block in &state.blocks {
-        keys.extend(block.archive_keys.iter().cloned());
-    }
+/// Content keys the state points to: every string in the document that has the form of a
+/// content key. That takes in the typed places (blocks' originals, the archive index, the
+/// originals map) and whatever pointers hosts keep in the state's extra fields (the last
+/// request, for one): retention must never remove what a state names.
+fn referenced_by_state(raw: &serde_json::Value) -> BTreeSet<String> {
+    let mut keys = BTreeSet::new();
     let mut stack = vec![raw];
     while let Some(v) = stack.pop() {
         match v {
@@ -228,18 +224,9 @@ async fn references(
             Ok::<_, object_store::Error>(bytes)
         };
         match read.await {
-            Ok(bytes) => match (
-                SessionState::from_json(&bytes),
-                serde_json::from_slice::<serde_json::Value>(&bytes),
-            ) {
-                (Ok(state), Ok(raw)) => keys.extend(referenced_by_state(&state, &raw)),
-                (Err(e), _) => {
-                    report
-                        .errors
-                        .push(format!("{segment}: unreadable state: {e}"));
-                    return None;
-                }
-                (_, Err(e)) => {
+            Ok(bytes) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
+                Ok(raw) => keys.extend(referenced_by_state(&raw)),
+                Err(e) => {
                     report
                         .errors
                         .push(format!("{segment}: unreadable state: {e}"));

@@ -45,11 +45,6 @@ pub fn is_reasoning(unit: &Message) -> bool {
     unit.role == Role::Assistant && unit.kind == MessageKind::Reasoning
 }
 
-/// True for a plain user text unit from the client (the only shape that can lead a frame).
-pub fn is_plain_user_text(unit: &Message) -> bool {
-    unit.role == Role::User && unit.kind == MessageKind::Text && unit.origin == Origin::Client
-}
-
 /// The call id of a tool call unit.
 pub fn call_id(unit: &Message) -> Option<&str> {
     match (&unit.kind, &unit.tool) {
