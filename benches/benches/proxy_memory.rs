@@ -1,158 +1,23 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! Throughput and memory of `foldwire serve` under many sessions: requests/s with 256
-//! concurrent clients (each request a turn of one of 4,096 sessions, the 42 KB Anthropic
-//! tool-use request), then the process's resident memory before the load, at its end, and
-//! after an idle period long enough for every session to retire. Run side by side for the
-//! default report cache and for none, so what the cache holds is visible.
+//! Throughput and memory of `foldwire serve` under many sessions, with the allocator the
+//! `foldwire` binary ships (mimalloc): with its defaults, without the admin report cache, and
+//! with freed pages purged at once. Run beside `proxy_memory_system` to compare allocators:
 //!
-//! `cargo bench -p foldwire-benches --bench proxy_memory`
+//! `cargo bench -p foldwire-benches --bench proxy_memory --bench proxy_memory_system`
 
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-use foldwire_proxy::serve::{self, ServeConfig, config::Upstreams};
-
-const BODY: &str = include_str!("../../examples/requests/anthropic-tools.json");
-const TURNS: usize = 2;
-
-/// A size knob, overridable by environment to see what memory scales with.
-fn knob(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-async fn mock(_body: bytes::Bytes) -> &'static str {
-    r#"{"id":"m","type":"message","role":"assistant","model":"m","content":[{"type":"text","text":"ok"}],"stop_reason":"end_turn","usage":{"input_tokens":10,"output_tokens":2}}"#
-}
-
-async fn start_mock() -> SocketAddr {
-    let app = axum::Router::new().fallback(axum::routing::post(mock));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
-}
-
-/// A field of this process's `/proc/self/status` (Linux), as a number.
-fn status(field: &str) -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .unwrap_or(0.0)
-}
-
-/// Resident set size of this process, in MiB.
-fn rss_mib() -> f64 {
-    status("VmRSS:") / 1024.0
-}
-
-async fn run(label: &str, reports_per_session: usize) {
-    let sessions = knob("FOLDWIRE_BENCH_SESSIONS", 4096);
-    let clients = knob("FOLDWIRE_BENCH_CLIENTS", 256);
-    let upstream = start_mock().await;
-    let state =
-        std::env::temp_dir().join(format!("foldwire-memory-{}-{label}", std::process::id()));
-    let base = format!("http://{upstream}");
-    let config = ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        state: Some(state.display().to_string()),
-        upstreams: Upstreams {
-            anthropic: base.clone(),
-            openai: base.clone(),
-            gemini: base,
-        },
-        identity_key: Some("bench".into()),
-        idle_session_secs: 1,
-        reports_per_session,
-        ..ServeConfig::default()
-    };
-    let proxy = format!("http://{}", serve::start(config).await.unwrap().addr);
-    let before = rss_mib();
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(clients)
-        .build()
-        .unwrap();
-    let started = Instant::now();
-    let tasks: Vec<_> = (0..clients)
-        .map(|c| {
-            let client = client.clone();
-            let proxy = proxy.clone();
-            tokio::spawn(async move {
-                for turn in 0..TURNS {
-                    for s in (c..sessions).step_by(clients) {
-                        let resp = client
-                            .post(format!("{proxy}/v1/messages"))
-                            .header("x-foldwire-session", format!("mem-{s}"))
-                            .header("x-foldwire-turn", turn.to_string())
-                            .body(BODY)
-                            .send()
-                            .await
-                            .unwrap();
-                        assert!(resp.status().is_success());
-                        resp.bytes().await.unwrap();
-                    }
-                }
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap();
-    }
-    let elapsed = started.elapsed();
-    let loaded = rss_mib();
-    let threads = status("Threads:");
-    // The clients leave: their keep-alive connections close, as after a real load test.
-    drop(client);
-    // Sessions retire after 1 s idle; give the sweep a few rounds.
-    tokio::time::sleep(Duration::from_secs(6)).await;
-    let idle = rss_mib();
-    let idle_threads = status("Threads:");
-    let requests = sessions * TURNS;
-    println!(
-        "{label:>22}: {:>7.0} req/s; RSS {:>6.1} MiB before, {:>6.1} after load, {:>6.1} after idle (+{:.1} MiB kept); threads {threads} after load, {idle_threads} after idle",
-        requests as f64 / elapsed.as_secs_f64(),
-        before,
-        loaded,
-        idle,
-        idle - before
-    );
-    let _ = std::fs::remove_dir_all(state);
-}
-
-/// The configurations compared (label, reports kept per session), each
-/// run in a process of its own so one's memory does not carry into the next.
-const CONFIGS: [(&str, usize); 2] = [("serve defaults", 50), ("no report cache", 0)];
+#[path = "support/memory_load.rs"]
+mod memory_load;
 
 fn main() {
-    if let Ok(label) = std::env::var("FOLDWIRE_BENCH_CHILD") {
-        let Some(&(label, reports)) = CONFIGS.iter().find(|(l, _)| *l == label) else {
-            panic!("unknown configuration {label:?}");
-        };
-        serve::runtime(&ServeConfig::default())
-            .unwrap()
-            .block_on(run(label, reports));
-        return;
-    }
-    println!(
-        "{} clients, {} sessions x {TURNS} turns of a 42 KB request; each configuration in its own process",
-        knob("FOLDWIRE_BENCH_CLIENTS", 256),
-        knob("FOLDWIRE_BENCH_SESSIONS", 4096)
+    memory_load::main(
+        "mimalloc",
+        &[
+            ("serve defaults", 50, &[]),
+            ("no report cache", 0, &[]),
+            ("purge at once", 50, &[("MIMALLOC_PURGE_DELAY", "0")]),
+        ],
     );
-    let me = std::env::current_exe().unwrap();
-    for (label, _) in CONFIGS {
-        let out = std::process::Command::new(&me)
-            .env("FOLDWIRE_BENCH_CHILD", label)
-            .output()
-            .unwrap();
-        print!("{}", String::from_utf8_lossy(&out.stdout));
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
 }

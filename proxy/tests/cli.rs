@@ -458,3 +458,22 @@ fn reset_and_replay_report_per_turn_tokens_and_rewrite() {
     ));
     assert!(table.contains("summary: 3 turns"), "{table}");
 }
+
+/// Issue 14 item 12: the binary allocates with mimalloc, which gave back more of a load's
+/// high-water mark than glibc's malloc (`--bench proxy_memory` beside `proxy_memory_system`).
+/// mimalloc announces itself on stderr when asked to be verbose; the system allocator reads no
+/// such variable.
+#[test]
+fn the_binary_allocates_with_mimalloc() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_foldwire"))
+        .arg("--version")
+        .env("MIMALLOC_VERBOSE", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("mimalloc: process init"),
+        "mimalloc did not start: {}",
+        text(&out.stderr)
+    );
+}
