@@ -18,7 +18,9 @@
 //! anchor it and keep its sessions; requests under other instructions get a namespace of
 //! their own (`<fingerprint>-sub-<hash>`), stable per instructions, whose histories are
 //! told apart within it. A request without instructions never anchors and joins the
-//! anchor's namespace.
+//! anchor's namespace. A request that continues a conversation already under way keeps its
+//! session whatever its instructions say now, so instructions that change from turn to turn
+//! split a conversation at most once, after its opener.
 
 use axum::http::HeaderMap;
 use foldwire_core::{
@@ -304,15 +306,28 @@ fn choose_and_record(
         // Nothing to tell conversations apart by.
         return base.clone();
     };
-    // The longest recorded history this request extends (a resent request extends its own).
-    let extended = known
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| {
-            k.namespace == namespace && k.units >= 1 && history.get(k.units - 1) == Some(&k.hash)
-        })
-        .max_by_key(|(_, k)| (k.units, k.stamp))
-        .map(|(i, _)| i);
+    // The longest recorded history this request extends (a resent request extends its own),
+    // in its namespace first. Only then, across namespaces, a conversation already under
+    // way (a reply in it) that the request carries further: an agent whose instructions
+    // change between turns (a date line) keeps its session, while a sub-agent, which sends
+    // what its agent sent at most, does not join its agent's.
+    let extends = |k: &KnownHistory| k.units >= 1 && history.get(k.units - 1) == Some(&k.hash);
+    let longest = |same: bool| {
+        known
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| {
+                extends(k)
+                    && if same {
+                        k.namespace == namespace
+                    } else {
+                        k.namespace != namespace && k.units >= 2 && units > k.units
+                    }
+            })
+            .max_by_key(|(_, k)| (k.units, k.stamp))
+            .map(|(i, _)| i)
+    };
+    let extended = longest(true).or_else(|| longest(false));
     // Else the history a request is a recent part of: an earlier state resent, which
     // continues that session and leaves its history as it is.
     let resent = || {
@@ -484,6 +499,11 @@ mod tests {
         assert!(
             other.as_str().starts_with(sub.as_str()) && other != sub,
             "{other}"
+        );
+        // The lead's instructions change mid-conversation (a date line): it keeps its session.
+        assert_eq!(
+            choose_and_record(&mut state, &base, &[1, 2, 3, 4], 11),
+            base
         );
     }
 

@@ -531,6 +531,10 @@ impl Ctx<'_> {
             return None;
         };
         let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        // Both ends folded first: the walk between them is then bounded by refs minted.
+        if !self.covered.contains_key(&lo) || !self.covered.contains_key(&hi) {
+            return None;
+        }
         let mut holders: Vec<BlockId> = Vec::new();
         for n in lo.0..=hi.0 {
             let r = Ref(n);
@@ -546,7 +550,7 @@ impl Ctx<'_> {
                         .get(&r)
                         .and_then(|&i| self.units.get(i))
                         .is_some_and(foldable);
-                    if fresh || n == lo.0 || n == hi.0 {
+                    if fresh {
                         return None;
                     }
                 }
