@@ -357,24 +357,14 @@ pub fn apply_compression(
     for (request, outcome) in requests.iter().zip(outcomes.iter_mut()) {
         match cx.plan(request, &mut outcome.warnings) {
             Ok(plan) => plans.push(Some(plan)),
-            Err(CompressError::AlreadyFolded { .. }) if cx.folded_already(request).is_some() => {
-                // acp §26 #59: asked again for a fold that is done. Nothing is wrong and
-                // nothing is left to do, so it is a skip, not an error the caller should act
-                // on; a range with new messages beyond the folded ones still errs below.
-                let blocks = cx.folded_already(request).unwrap_or_default();
-                let (first, last) = match (blocks.first(), blocks.last()) {
-                    (Some(f), Some(l)) => (*f, *l),
-                    _ => (BlockId(1), BlockId(1)),
-                };
-                let names: Vec<String> = blocks.iter().map(ToString::to_string).collect();
-                let why = format!(
-                    "skipped: {}..{} is already folded into {}; nothing new to fold (to fold it a tier up, use {first}..{last})",
-                    request.start,
-                    request.end,
-                    names.join(", ")
-                );
-                outcome.message = Some(why.clone());
-                outcome.skipped = Some(why);
+            Err(e @ CompressError::AlreadyFolded { .. }) => {
+                match cx.folded_already(request) {
+                    // acp §26 #59: asked again for a fold that is done. Nothing is wrong and
+                    // nothing is left to do, so it is a skip, not an error the caller should
+                    // act on; a range reaching into fresh messages stays an error.
+                    Some(blocks) => skip(outcome, request, &blocks),
+                    None => fail(outcome, e),
+                }
                 plans.push(None);
             }
             Err(e) => {
@@ -486,6 +476,23 @@ fn pin_reason(unit: &Message) -> String {
         (None, None) if unit.is_frame() => "a system/developer message (frame)".to_owned(),
         (None, None) => format!("{:?} item", unit.kind).to_lowercase(),
     }
+}
+
+/// Marks a range skipped: everything it names is already folded into `blocks`.
+fn skip(outcome: &mut RangeOutcome, request: &CompressRequest, blocks: &[BlockId]) {
+    let (first, last) = match (blocks.first(), blocks.last()) {
+        (Some(f), Some(l)) => (*f, *l),
+        _ => (BlockId(1), BlockId(1)),
+    };
+    let names: Vec<String> = blocks.iter().map(ToString::to_string).collect();
+    let why = format!(
+        "skipped: {}..{} is already folded into {}; nothing new to fold (to fold it a tier up, use {first}..{last})",
+        request.start,
+        request.end,
+        names.join(", ")
+    );
+    outcome.message = Some(why.clone());
+    outcome.skipped = Some(why);
 }
 
 fn fail(outcome: &mut RangeOutcome, error: CompressError) {
