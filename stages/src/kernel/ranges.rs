@@ -15,7 +15,8 @@ use super::units::{Links, coverage, foldable, unit_tokens};
 pub struct RangesConfig {
     /// What is protected.
     pub protection: Protection,
-    /// Ranges below this many tokens are dropped (not worth a summary).
+    /// Ranges below this many tokens are not worth a summary each: side by side they merge
+    /// until they reach it, alone they are dropped.
     pub min_tokens: u64,
     /// A range is cut before a user text message once it holds this many units, so ranges
     /// follow the conversation's exchanges (0 never cuts).
@@ -45,7 +46,7 @@ impl Default for RangesConfig {
 /// protected tool. Units
 /// that must travel together ([`Links`]) are withdrawn whole when any member is not a
 /// candidate or when a cut would separate them. The result is oldest first and never
-/// overlaps.
+/// overlaps. Small ranges side by side merge up to `min_tokens` (see `merge_small`).
 pub fn compressible_ranges(
     conversation: &Conversation,
     state: &SessionState,
