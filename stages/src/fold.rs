@@ -3,7 +3,8 @@
 //!
 //! 0. **Block sync** ([`sync_blocks`]), on what the client sent: each active block is
 //!    marked in or out of its view and the blocks in play age one turn (old after
-//!    `old_after_turns`); blocks that left the view are reported (`blocks_left_view`).
+//!    `old_after_turns`); the blocks that left the view, came back or turned old are
+//!    counted (`fold.blocks_left_view`, `fold.blocks_returned`, `fold.blocks_turned_old`).
 //!    Nothing is removed.
 //! 1. **Automatic folds** (param `auto`, default on): the request's tokens (frame, the
 //!    units no active block covers, and the rendered summaries of the blocks that show) are
@@ -430,21 +431,12 @@ impl Stage for Fold {
         };
         // Before anything folds, on what the client sent: blocks made this turn start young.
         let sync = sync_blocks(conversation, &mut turn.state, self.config.old_after_turns);
+        // Counted, not warned: a client's side requests (a title, a quota check) carry none
+        // of the history, so blocks leave and return around each of them.
         let r = &mut turn.report;
         r.count("fold.blocks_left_view", sync.left_view.len() as u64);
         r.count("fold.blocks_returned", sync.returned.len() as u64);
         r.count("fold.blocks_turned_old", sync.turned_old.len() as u64);
-        if !sync.left_view.is_empty() {
-            let names: Vec<String> = sync.left_view.iter().map(ToString::to_string).collect();
-            r.warn(
-                NAME,
-                "blocks_left_view",
-                format!(
-                    "{} left the conversation: the client no longer sends any message they cover; they stay in the session (restore and search still find them) and come back if the messages do",
-                    names.join(", ")
-                ),
-            );
-        }
         if self.config.auto {
             self.auto_fold(turn, cx).await?;
         }
