@@ -98,7 +98,8 @@ impl StateStore for ObjectStateStore {
             .bytes()
             .await
             .map_err(|e| backend_error(self.backend, "read state", e))?;
-        let state = SessionState::from_json(&bytes).map_err(|e| format_error(session, e))?;
+        let state =
+            SessionState::from_json_of(&bytes, session).map_err(|e| format_error(session, e))?;
         Ok(Some((state, version)))
     }
 
@@ -306,7 +307,8 @@ impl StateStore for LocalStateStore {
             return Ok(None);
         };
         let version = StateVersion(keys::sha256_hex(&bytes));
-        let state = SessionState::from_json(&bytes).map_err(|e| format_error(session, e))?;
+        let state =
+            SessionState::from_json_of(&bytes, session).map_err(|e| format_error(session, e))?;
         Ok(Some((state, version)))
     }
 

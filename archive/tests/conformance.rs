@@ -188,3 +188,51 @@ async fn local_saves_remove_what_killed_writers_left() {
     assert!(names.contains(&"state.json".to_owned()));
     assert_eq!(b.state.load(&session).await.unwrap().unwrap().0.turns, 7);
 }
+
+// acp §26 #128: foldwire loads a session's state by its id, never all at once, so one bad
+// file cannot stop the others: a corrupt document and one that names another session are
+// refused by name, other sessions load as before, and the bad file is left as it was (no
+// fresh state is written over it) for a person to look at. Temp leftovers of killed writers
+// are not read at all (see `local_saves_remove_what_killed_writers_left`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_corrupt_or_misplaced_state_is_refused_by_name_and_left_as_it_is() {
+    use foldwire_core::{SessionId, SessionState};
+    let dir = tempfile::tempdir().unwrap();
+    let b = Backends::local(dir.path()).unwrap();
+    let id = |s: &str| SessionId::new(s).unwrap();
+    for name in ["good", "corrupt", "misplaced"] {
+        let mut state = SessionState::new(id(name));
+        state.turns = 3;
+        b.state.save(&id(name), &state, None).await.unwrap();
+    }
+    let file = |name: &str| dir.path().join(format!("sessions/{name}/state.json"));
+    std::fs::write(file("corrupt"), b"{\"version\":1,\"blocks\":[{\"id\":").unwrap();
+    std::fs::copy(file("good"), file("misplaced")).unwrap();
+    std::fs::write(
+        dir.path().join("sessions/good/.state.json.99.0.tmp"),
+        b"{half",
+    )
+    .unwrap();
+    let before = |name: &str| std::fs::read(file(name)).unwrap();
+    let (corrupt, misplaced) = (before("corrupt"), before("misplaced"));
+
+    let err = b.state.load(&id("corrupt")).await.unwrap_err().to_string();
+    assert!(
+        err.contains("corrupt") && err.contains("unreadable"),
+        "{err}"
+    );
+    let err = b
+        .state
+        .load(&id("misplaced"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("session misplaced belongs to session good"),
+        "{err}"
+    );
+    let (good, _) = b.state.load(&id("good")).await.unwrap().unwrap();
+    assert_eq!((good.session, good.turns), (Some(id("good")), 3));
+    assert_eq!(before("corrupt"), corrupt);
+    assert_eq!(before("misplaced"), misplaced);
+}

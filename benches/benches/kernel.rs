@@ -124,6 +124,7 @@ fn folded_session(body: &[u8]) -> (Conversation, SessionState) {
             ),
             topic: Some(format!("part {i}")),
             author: None,
+            max_summary_chars: None,
         })
         .collect();
     let r = apply_compression(&mut state, &conv, &requests, &open, &CharEstimator);

@@ -36,9 +36,36 @@ pub struct Block {
     pub archive_keys: Vec<String>,
     /// Who wrote the summary (`summarizer.extractive`, `summarizer.model_tool`, a host).
     pub author: Option<String>,
+    /// False while the client's conversation holds none of the messages it covers nor its
+    /// summary (the client dropped that history); true again once they come back.
+    pub in_view: bool,
+    /// Turns this block has lived through active and in view (a fold batch is no turn).
+    pub survived: u64,
+    /// Young until `survived` reaches the fold stage's `old_after_turns`, then old: how long
+    /// a summary has stood, as `foldwire inspect` shows it. Age never removes a block.
+    pub generation: Generation,
     /// Fields written by newer versions.
     #[serde(flatten)]
     pub extra: ExtraFields,
+}
+
+/// How long a block has stood: see [`Block::generation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Generation {
+    /// Made recently.
+    #[default]
+    Young,
+    /// Survived the threshold's number of turns.
+    Old,
+}
+
+impl Block {
+    /// Active (no higher tier consumed it) and in the client's view: the blocks a turn acts
+    /// on and ages.
+    pub fn in_play(&self) -> bool {
+        self.active && self.in_view
+    }
 }
 
 impl Default for Block {
@@ -56,6 +83,9 @@ impl Default for Block {
             active: true,
             archive_keys: Vec::new(),
             author: None,
+            in_view: true,
+            survived: 0,
+            generation: Generation::Young,
             extra: ExtraFields::new(),
         }
     }

@@ -113,7 +113,7 @@ pub struct Ref(pub u32);
 pub struct BlockId(pub u32);
 
 macro_rules! numbered_id {
-    ($ty:ident, $prefix:literal, $upper:literal, $width:literal, $what:literal, $expected:literal) => {
+    ($ty:ident, $prefix:literal, $upper:literal, $width:literal, $bare:literal, $what:literal, $expected:literal) => {
         impl fmt::Display for $ty {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 write!(f, concat!($prefix, "{:0", $width, "}"), self.0)
@@ -131,10 +131,15 @@ macro_rules! numbered_id {
                 // Refs arrive typed by people and written by models: surrounding space and
                 // an upper-case prefix (`M00003`, ` b3`) name the same id.
                 let trimmed = s.trim();
-                let digits = trimmed
+                let digits = match trimmed
                     .strip_prefix($prefix)
                     .or_else(|| trimmed.strip_prefix($upper))
-                    .ok_or_else(err)?;
+                {
+                    Some(d) => d,
+                    // Where only this kind of id fits, a bare number names it (`5` is b5).
+                    None if $bare => trimmed,
+                    None => return Err(err()),
+                };
                 if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
                     return Err(err());
                 }
@@ -166,6 +171,7 @@ numbered_id!(
     "m",
     "M",
     5,
+    false,
     "message ref",
     "'m' and a positive number, e.g. m00042"
 );
@@ -174,8 +180,9 @@ numbered_id!(
     "b",
     "B",
     1,
+    true,
     "block id",
-    "'b' and a positive number, e.g. b7"
+    "'b' and a positive number, e.g. b7, or the bare number"
 );
 
 /// Either a message ref or a block id, as the compress and restore operations accept.
@@ -230,6 +237,20 @@ mod tests {
         assert!("m-1".parse::<Ref>().is_err());
         assert!("x1".parse::<AnyRef>().is_err());
         assert_eq!("b3".parse::<AnyRef>(), Ok(AnyRef::Block(BlockId(3))));
+    }
+
+    // acp §26 #133: a block id is accepted as `b5` or `5`. A bare number is read as a block
+    // only where nothing but a block fits (`BlockId`): a message ref keeps its `m`, and
+    // where either may come (`AnyRef`) a bare number stays ambiguous and is refused.
+    #[test]
+    fn a_bare_number_names_a_block_where_only_a_block_fits() {
+        assert_eq!("5".parse::<BlockId>(), Ok(BlockId(5)));
+        assert_eq!(" 12 ".parse::<BlockId>(), Ok(BlockId(12)));
+        assert_eq!("b5".parse::<BlockId>(), Ok(BlockId(5)));
+        assert!("0".parse::<BlockId>().is_err());
+        assert!("5x".parse::<BlockId>().is_err());
+        assert!("5".parse::<Ref>().is_err());
+        assert!("5".parse::<AnyRef>().is_err());
     }
 
     #[test]

@@ -45,7 +45,7 @@ pub use actors::{
 pub use archive::{
     ArchivedObject, MediaArchive, StateStore, StateVersion, StoreError, StoredContent,
 };
-pub use block::Block;
+pub use block::{Block, Generation};
 pub use budget::{Budget, CharEstimator, TokenEstimator};
 pub use conversation::{Conversation, Entry, FieldOverride};
 pub use ids::{AnyRef, BlockId, IdParseError, Ref, SessionId, SessionIdError};

@@ -32,10 +32,11 @@ impl StateStore for MemoryStateStore {
         let Some(entry) = self.states.get(session).map(|e| e.value().clone()) else {
             return Ok(None);
         };
-        let state = SessionState::from_json(&entry.0).map_err(|source| StoreError::Format {
-            session: session.to_string(),
-            source,
-        })?;
+        let state =
+            SessionState::from_json_of(&entry.0, session).map_err(|source| StoreError::Format {
+                session: session.to_string(),
+                source,
+            })?;
         Ok(Some((state, entry.1)))
     }
 

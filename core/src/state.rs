@@ -174,6 +174,18 @@ pub enum StateFormatError {
         /// The version found.
         found: u32,
     },
+    /// The document stored for one session names another: a misplaced or copied file.
+    /// Using it would fold this session's conversation with another's refs and blocks, so
+    /// it is refused and left as it is for a person to look at.
+    #[error(
+        "the state stored for session {expected} belongs to session {found} (a misplaced or copied file); it is left untouched"
+    )]
+    OtherSession {
+        /// The session it was loaded for.
+        expected: String,
+        /// The session it names.
+        found: String,
+    },
 }
 
 impl SessionState {
@@ -189,6 +201,20 @@ impl SessionState {
             version: STATE_VERSION,
             ..state
         })
+    }
+
+    /// [`SessionState::from_json`] for the document stored under `session`: refused when it
+    /// names another session (acp §26 #128). A document naming none (older files) is
+    /// accepted.
+    pub fn from_json_of(bytes: &[u8], session: &SessionId) -> Result<Self, StateFormatError> {
+        let state = Self::from_json(bytes)?;
+        match &state.session {
+            Some(found) if found != session => Err(StateFormatError::OtherSession {
+                expected: session.to_string(),
+                found: found.to_string(),
+            }),
+            _ => Ok(state),
+        }
     }
 
     /// Serializes the state (pretty JSON, stable field order).
@@ -210,6 +236,10 @@ mod tests {
         assert_eq!(state.next_ref, 1);
         assert_eq!(state.calibration, 1.0);
         assert!(state.blocks[0].active);
+        // Fields blocks gained later take their defaults (acp §26 #22).
+        assert!(state.blocks[0].in_view);
+        assert_eq!(state.blocks[0].survived, 0);
+        assert_eq!(state.blocks[0].generation, crate::Generation::Young);
         let again = SessionState::from_json(&state.to_json().unwrap()).unwrap();
         assert_eq!(again.extra["future_field"], serde_json::json!({"x":[1,2]}));
         assert_eq!(again.blocks[0].extra["later"], serde_json::json!(true));

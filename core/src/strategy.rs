@@ -34,6 +34,39 @@ pub struct RangeInfo {
     /// Its tool calls, counted by tool name (the range's composition besides `messages`).
     #[serde(default)]
     pub tool_calls: std::collections::BTreeMap<String, u32>,
+    /// How many of its units are tool calls or tool results (the rest is text, reasoning
+    /// and other items): what share of the range is tool traffic.
+    #[serde(default)]
+    pub tool_units: usize,
+}
+
+impl RangeInfo {
+    /// The share of its units that are tool calls or results, in whole percent.
+    pub fn tool_percent(&self) -> u8 {
+        if self.messages == 0 {
+            return 0;
+        }
+        let pct = (self.tool_units.min(self.messages) * 200 + self.messages) / (2 * self.messages);
+        u8::try_from(pct).unwrap_or(100)
+    }
+
+    /// The share of its units that are not tool traffic, in whole percent.
+    pub fn text_percent(&self) -> u8 {
+        100 - self.tool_percent()
+    }
+
+    /// Extends this range with `next`, which follows it with nothing between them: one
+    /// range from this start to `next`'s end, its sizes and tool counts summed, so the
+    /// shares of the merged range weigh each part by its units.
+    pub fn absorb(&mut self, next: &RangeInfo) {
+        self.end = next.end;
+        self.tokens += next.tokens;
+        self.messages += next.messages;
+        self.tool_units += next.tool_units;
+        for (name, n) in &next.tool_calls {
+            *self.tool_calls.entry(name.clone()).or_default() += n;
+        }
+    }
 }
 
 /// How much pressure the request is under.

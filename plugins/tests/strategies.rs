@@ -46,6 +46,7 @@ fn range(start: u32, tokens: u64) -> RangeInfo {
         tokens,
         messages: 1,
         tool_calls: Default::default(),
+        tool_units: 0,
     }
 }
 

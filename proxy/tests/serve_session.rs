@@ -466,6 +466,47 @@ async fn conversations_that_open_alike_get_sessions_of_their_own() {
     }
 }
 
+// acp §26 #123: a sub-agent that opens exactly like its agent but runs under other
+// instructions gets sessions of its own; the first instructions keep the fingerprint's id.
+#[tokio::test]
+async fn sub_agents_under_other_instructions_get_sessions_of_their_own() {
+    use foldwire_core::Wire;
+    let (upstream, _mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let with_system = |system: &str, turns: usize| {
+        let mut body = conversation(Wire::Anthropic, "Review the diff.", turns);
+        body["system"] = json!(system);
+        body
+    };
+    for turns in 1..=3 {
+        send_anonymous(
+            proxy,
+            Wire::Anthropic,
+            &with_system("You are the lead agent.", turns),
+        )
+        .await;
+        send_anonymous(
+            proxy,
+            Wire::Anthropic,
+            &with_system("You are a code-review sub-agent.", turns),
+        )
+        .await;
+    }
+    let seen = sessions(proxy).await;
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    let lead = seen.keys().find(|id| !id.contains("-sub-")).unwrap();
+    let sub = seen.keys().find(|id| id.contains("-sub-")).unwrap();
+    assert!(
+        sub.starts_with(lead.as_str()),
+        "{sub} is {lead}'s namespace"
+    );
+    // Each holds its own three turns of the same seven units.
+    for (id, (turns, refs)) in &seen {
+        assert_eq!((*turns, *refs), (3, 7), "{id}: {seen:?}");
+    }
+}
+
 #[tokio::test]
 async fn a_continuing_conversation_keeps_its_session_and_a_rewound_one_forks() {
     use foldwire_core::Wire;

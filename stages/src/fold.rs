@@ -1,6 +1,11 @@
 //! Stage `fold`: applies the session's active blocks to the request and, when the request is
 //! over its policy's threshold, first makes new blocks.
 //!
+//! 0. **Block sync** ([`sync_blocks`]), on what the client sent: each active block is
+//!    marked in or out of its view and the blocks in play age one turn (old after
+//!    `old_after_turns`); the blocks that left the view, came back or turned old are
+//!    counted (`fold.blocks_left_view`, `fold.blocks_returned`, `fold.blocks_turned_old`).
+//!    Nothing is removed.
 //! 1. **Automatic folds** (param `auto`, default on): the request's tokens (frame, the
 //!    units no active block covers, and the rendered summaries of the blocks that show) are
 //!    put to the `FoldPolicy` named by `policy` (default `fold.oldest_first`) over
@@ -36,9 +41,9 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::{
-    CompressConfig, CompressRequest, FirstUserPin, MinSummary, Protection, SummaryRun,
-    apply_compression, archive_originals, fold_view, folded_media_warning, folded_request_tokens,
-    summary_runs, summary_text,
+    CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin, MinSummary, Protection,
+    SummaryRun, apply_compression, archive_originals, fold_view, folded_media_warning,
+    folded_request_tokens, summary_runs, summary_text, sync_blocks,
 };
 use crate::ranges_build::PROTECTION_NOTE;
 
@@ -66,6 +71,8 @@ pub struct FoldConfig {
     pub max_summary_chars: usize,
     /// Validation of automatic folds (protection, minimum size).
     pub compress: AutoCompressConfig,
+    /// Turns a block survives in view before it counts as old (0: never).
+    pub old_after_turns: u64,
 }
 
 /// Validation settings of automatic folds.
@@ -102,6 +109,7 @@ impl Default for FoldConfig {
             summarizer_params: serde_json::Value::Null,
             max_summary_chars: 800,
             compress: AutoCompressConfig::default(),
+            old_after_turns: DEFAULT_OLD_AFTER_TURNS,
         }
     }
 }
@@ -340,6 +348,7 @@ impl Folds<'_> {
                 summary: summary.text,
                 topic: summary.topic,
                 author: Some(summary.author),
+                max_summary_chars: None,
             }),
             Err(e) => {
                 self.turn.report.warn(
@@ -417,9 +426,17 @@ impl Stage for Fold {
         ]
     }
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
-        if turn.conversation.is_none() {
+        let Some(conversation) = turn.conversation.as_ref() else {
             return Err(StageError::NotDecoded { stage: NAME });
-        }
+        };
+        // Before anything folds, on what the client sent: blocks made this turn start young.
+        let sync = sync_blocks(conversation, &mut turn.state, self.config.old_after_turns);
+        // Counted, not warned: a client's side requests (a title, a quota check) carry none
+        // of the history, so blocks leave and return around each of them.
+        let r = &mut turn.report;
+        r.count("fold.blocks_left_view", sync.left_view.len() as u64);
+        r.count("fold.blocks_returned", sync.returned.len() as u64);
+        r.count("fold.blocks_turned_old", sync.turned_old.len() as u64);
         if self.config.auto {
             self.auto_fold(turn, cx).await?;
         }

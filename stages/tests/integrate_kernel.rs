@@ -73,6 +73,7 @@ fn fold_middle(state: &mut SessionState, view: &Conversation) {
             summary: "the middle".into(),
             topic: None,
             author: None,
+            max_summary_chars: None,
         }],
         &open_config(),
         &CharEstimator,
@@ -345,6 +346,7 @@ fn the_head_window_never_folds() {
             summary: "head".into(),
             topic: None,
             author: None,
+            max_summary_chars: None,
         }],
         &open_config(),
         &CharEstimator,
@@ -363,6 +365,7 @@ fn the_head_window_never_folds() {
             summary: "across".into(),
             topic: None,
             author: None,
+            max_summary_chars: None,
         }],
         &open_config(),
         &CharEstimator,
@@ -434,6 +437,7 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
         summary: "s".into(),
         topic: None,
         author: None,
+        max_summary_chars: None,
     }];
     let view = turn.conversation.clone().unwrap();
     let mut s = turn.state.clone();

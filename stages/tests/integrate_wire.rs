@@ -195,6 +195,7 @@ fn fold_images(state: &mut SessionState, view: &Conversation) -> CompressionResu
             summary: "the user sent two pictures; I described them".into(),
             topic: Some("pictures".into()),
             author: Some("test".into()),
+            max_summary_chars: None,
         }],
         &open_config(),
         &CharEstimator,
@@ -428,6 +429,7 @@ async fn fold_then_restore_is_byte_identical_on_every_request_fixture() {
                     summary: format!("fixture {name}"),
                     topic: None,
                     author: None,
+                    max_summary_chars: None,
                 }],
                 &open_config(),
                 &CharEstimator,
@@ -486,4 +488,99 @@ async fn fold_then_restore_is_byte_identical_on_every_request_fixture() {
         );
         assert!(folded_fixtures > 0);
     }
+}
+
+// acp §26 #118: Responses computer-use and remote MCP calls are tracked, not opaque: a
+// `computer_call` and its `computer_call_output` are a call and its result (they fold
+// together, or not at all), an `mcp_call` (its output inside it) is one unit named by its
+// tool; each gets a ref, and once folded none of them is sent.
+#[test]
+fn responses_computer_and_mcp_calls_are_tracked_and_leave_the_wire_once_folded() {
+    use foldwire_core::MessageKind;
+    let body = serde_json::json!({"model": "m", "input": [
+        {"type": "message", "role": "user", "content": "open the settings page"},
+        {"type": "computer_call", "id": "cu_1", "call_id": "call_c1",
+         "action": {"type": "click", "x": 10, "y": 20}, "pending_safety_checks": [], "status": "completed"},
+        {"type": "computer_call_output", "call_id": "call_c1",
+         "output": {"type": "computer_screenshot", "image_url": "data:image/png;base64,iVBORw0KGgo="}},
+        {"type": "mcp_call", "id": "mcp_1", "server_label": "docs", "name": "search_docs",
+         "arguments": "{\"q\":\"settings\"}", "output": "found 3 pages"},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "settings opened"}]},
+        {"type": "message", "role": "user", "content": "now close it"}]});
+    let mut conv = request::decode(
+        Wire::OpenAiResponses,
+        Bytes::from(serde_json::to_vec(&body).unwrap()),
+    )
+    .unwrap();
+    let mut state = SessionState::default();
+    foldwire_stages::refs_mint::mint_refs(&mut state, &mut conv);
+    let unit = |n: usize| &conv.messages[n];
+    assert_eq!(unit(1).kind, MessageKind::ToolCall);
+    assert_eq!(unit(2).kind, MessageKind::ToolResult);
+    assert_eq!(
+        unit(1)
+            .tool
+            .as_ref()
+            .map(|t| (t.call_id.as_str(), t.name.as_deref())),
+        Some(("call_c1", Some("computer")))
+    );
+    assert_eq!(unit(2).tool.as_ref().unwrap().call_id, "call_c1");
+    assert_eq!(
+        unit(3).tool.as_ref().unwrap().name.as_deref(),
+        Some("search_docs")
+    );
+    assert!((1..=3).all(|n| unit(n).r#ref.is_some()));
+
+    // A range naming only the call widens to its output: the two never part.
+    let r = apply_compression(
+        &mut state,
+        &conv,
+        &[CompressRequest {
+            start: AnyRef::Message(unit(1).r#ref.unwrap()),
+            end: AnyRef::Message(unit(1).r#ref.unwrap()),
+            summary: "clicked the settings button".into(),
+            topic: None,
+            author: None,
+            max_summary_chars: None,
+        }],
+        &open_config(),
+        &CharEstimator,
+    );
+    assert_eq!(r.blocks_created.len(), 1, "{r:?}");
+    assert_eq!(
+        state.blocks[0].direct,
+        vec![unit(1).r#ref.unwrap(), unit(2).r#ref.unwrap()]
+    );
+    let r = apply_compression(
+        &mut state,
+        &conv,
+        &[CompressRequest {
+            start: AnyRef::Message(unit(3).r#ref.unwrap()),
+            end: AnyRef::Message(unit(3).r#ref.unwrap()),
+            summary: "searched the docs for settings".into(),
+            topic: None,
+            author: None,
+            max_summary_chars: None,
+        }],
+        &open_config(),
+        &CharEstimator,
+    );
+    assert_eq!(r.blocks_created.len(), 1, "{r:?}");
+
+    let mut folded = conv.clone();
+    foldwire_stages::kernel::fold_view(&mut folded, &state);
+    let sent: serde_json::Value =
+        serde_json::from_slice(&request::encode(&folded).unwrap()).unwrap();
+    let types: Vec<&str> = sent["input"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["type"].as_str())
+        .collect();
+    for gone in ["computer_call", "computer_call_output", "mcp_call"] {
+        assert!(!types.contains(&gone), "{gone} still sent: {sent}");
+    }
+    let text = sent.to_string();
+    assert!(text.contains("clicked the settings button") && text.contains("searched the docs"));
+    assert!(text.contains("now close it"));
 }

@@ -5,8 +5,8 @@ mod support;
 
 use foldwire_core::{AnyRef, BlockId, CharEstimator, Ref, SessionState, Wire};
 use foldwire_stages::kernel::{
-    CompressConfig, CompressError, CompressRequest, MinSummary, Protection, apply_compression,
-    restore,
+    CompressConfig, CompressError, CompressRequest, FirstUserPin, MinSummary, Protection,
+    apply_compression, fold_view, pin_tools, restore,
 };
 use support::{Conv, minted, sized};
 
@@ -39,6 +39,7 @@ fn req(start: AnyRef, end: AnyRef, summary: &str) -> CompressRequest {
         summary: summary.into(),
         topic: Some("topic".into()),
         author: None,
+        max_summary_chars: None,
     }
 }
 
@@ -183,7 +184,7 @@ fn a_message_range_absorbs_nested_tier_one_blocks() {
 }
 
 #[test]
-fn rewrapping_only_existing_blocks_by_message_refs_is_refused() {
+fn rewrapping_only_existing_blocks_by_message_refs_folds_nothing() {
     let mut state = SessionState::default();
     let mut conv = four();
     conv.user("epsilon");
@@ -203,15 +204,15 @@ fn rewrapping_only_existing_blocks_by_message_refs_is_refused() {
         &cfg0(),
         &CharEstimator,
     );
+    // Nothing to do and nothing wrong: skipped (#59), with the way to fold it further.
+    assert_eq!(
+        (r.ranges[0].block, r.ranges[0].error.as_ref()),
+        (None, None)
+    );
+    let note = r.ranges[0].skipped.as_deref().unwrap();
     assert!(
-        matches!(
-            r.ranges[0].error,
-            Some(CompressError::AlreadyFolded {
-                block: BlockId(1),
-                ..
-            })
-        ),
-        "{r:?}"
+        note.contains("already folded into b1") && note.contains("use b1..b1"),
+        "{note}"
     );
     // b1..b1 still promotes.
     let r = apply_compression(
@@ -731,14 +732,14 @@ fn a_folded_range_is_named_as_folded_whatever_else_is_in_the_batch() {
         &cfg0(),
         &CharEstimator,
     );
+    // Asked again, a done fold is skipped with a note naming its block (#59), not refused.
     let folded = |r: &foldwire_stages::kernel::CompressionResult, i: usize| {
-        matches!(
-            r.ranges[i].error,
-            Some(CompressError::AlreadyFolded {
-                block: BlockId(1),
-                ..
-            })
-        )
+        r.ranges[i].error.is_none()
+            && r.ranges[i].block.is_none()
+            && r.ranges[i]
+                .skipped
+                .as_deref()
+                .is_some_and(|s| s.contains("already folded into b1"))
     };
     let mut cfg = cfg0();
     cfg.min_tokens = 5000;
@@ -751,6 +752,7 @@ fn a_folded_range_is_named_as_folded_whatever_else_is_in_the_batch() {
         &CharEstimator,
     );
     assert!(folded(&r, 0), "{r:?}");
+    assert_eq!(r.errors().count(), 0, "never \"too small\": {r:?}");
     // #56: with an unknown range beside it, still "already folded".
     let r = apply_compression(
         &mut state,
@@ -764,7 +766,7 @@ fn a_folded_range_is_named_as_folded_whatever_else_is_in_the_batch() {
         r.ranges[1].error,
         Some(CompressError::UnknownRef { .. })
     ));
-    // #58: fresh content past the minimum folds; the folded range is refused beside it.
+    // #58: fresh content past the minimum folds; the folded range is skipped beside it.
     cfg.min_tokens = 500;
     let r = apply_compression(
         &mut state,
@@ -1060,5 +1062,227 @@ fn the_minimum_grows_with_the_replaced_size_up_to_its_cap() {
             assert!(*min > 100, "{min}");
         }
         other => panic!("expected SummaryTooShort, got {other:?}"),
+    }
+}
+
+// acp §26 #59: with no minimum, a fold asked again is skipped with a note naming the block
+// that holds it; nothing is wrong, so it is no error. A range that reaches past the folded
+// messages into fresh ones is still refused with the way to fold it (#43).
+#[test]
+fn a_fold_asked_again_is_skipped_with_a_note_not_refused() {
+    let mut state = SessionState::default();
+    let view = minted(&four(), &mut state);
+    apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(2), "s")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(2), m(1), "again")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let o = &r.ranges[0];
+    assert_eq!((o.block, o.error.as_ref()), (None, None), "{r:?}");
+    let note = o.skipped.as_deref().unwrap();
+    assert!(
+        note.contains("already folded into b1") && note.contains("nothing new"),
+        "{note}"
+    );
+    assert_eq!(o.message.as_deref(), Some(note));
+    assert_eq!(r.errors().count(), 0);
+    assert_eq!(state.blocks.len(), 1);
+    // Reaching into fresh messages is a request to change, so it errs.
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(3), "more")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert!(matches!(
+        r.ranges[0].error,
+        Some(CompressError::AlreadyFolded { .. })
+    ));
+    assert_eq!(r.ranges[0].skipped, None);
+}
+
+// acp §26 #55: a batch none of whose refs exist gets one explanation for the batch (refs
+// belong to one session: these come from another) besides the error of each range.
+#[test]
+fn a_batch_of_only_unknown_refs_is_explained_once() {
+    let mut state = SessionState::default();
+    let view = minted(&four(), &mut state);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(50), m(60), "a"), req(m(70), m(80), "b")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert!(r.blocks_created.is_empty());
+    assert_eq!(r.errors().count(), 2);
+    assert!(
+        r.errors()
+            .all(|e| matches!(e, CompressError::UnknownRef { .. }))
+    );
+    let note = r.note.as_deref().unwrap();
+    assert!(note.contains("none of the 2 range(s) resolved"), "{note}");
+    assert!(note.contains("another session"), "{note}");
+    assert!(
+        note.contains("m00001..m00004"),
+        "names the refs that exist: {note}"
+    );
+    // One range that resolves: the per-range errors say it all.
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(50), m(60), "a"), req(m(1), m(2), "ok")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert_eq!(r.note, None);
+    assert_eq!(r.blocks_created.len(), 1);
+}
+
+// acp §26 #62: a summary over the batch's maximum is refused unless its range raises its own.
+#[test]
+fn a_range_may_raise_its_own_summary_maximum() {
+    let mut state = SessionState::default();
+    let view = minted(&four(), &mut state);
+    let mut cfg = cfg0();
+    cfg.max_summary_chars = 100;
+    let long = "x".repeat(200);
+    let mut raised = req(m(1), m(2), &long);
+    raised.max_summary_chars = Some(300);
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[raised, req(m(3), m(4), &long)],
+        &cfg,
+        &CharEstimator,
+    );
+    assert_eq!(r.blocks_created, vec![BlockId(1)]);
+    assert_eq!(state.blocks[0].summary.len(), 200);
+    assert_eq!(
+        r.ranges[1].error,
+        Some(CompressError::SummaryTooLong { len: 200, max: 100 })
+    );
+}
+
+// acp §26 #47: the first user message stays on the wire after its block folded it (the next
+// survivor is no user text); the model sees it beside the summary, so a range from it nests
+// that block through it: the new block consumes b1, covers everything and folds only the
+// fresh messages directly.
+#[test]
+fn a_range_from_the_pinned_first_message_nests_its_block() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("first")
+        .assistant("a2")
+        .user("u3")
+        .assistant("a4")
+        .user("u5");
+    for i in 6..=13 {
+        if i % 2 == 0 {
+            conv.assistant(&format!("a{i}"));
+        } else {
+            conv.user(&format!("u{i}"));
+        }
+    }
+    let mut state = SessionState::default();
+    let raw = minted(&conv, &mut state);
+    apply_compression(
+        &mut state,
+        &raw,
+        &[req(m(1), m(5), "opening")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    let mut view = raw.clone();
+    let outcome = fold_view(&mut view, &state);
+    assert_eq!(outcome.first_user, FirstUserPin::Held);
+    assert!(view.messages.iter().any(|u| u.r#ref == Some(Ref(1))));
+    let r = apply_compression(
+        &mut state,
+        &view,
+        &[req(m(1), m(13), "everything")],
+        &cfg0(),
+        &CharEstimator,
+    );
+    assert_eq!(r.blocks_created, vec![BlockId(2)], "{r:?}");
+    assert!(
+        r.ranges[0]
+            .warnings
+            .iter()
+            .any(|w| w.contains("pinned first message; anchored to b1")),
+        "{r:?}"
+    );
+    let b2 = &state.blocks[1];
+    assert_eq!(b2.consumed, vec![BlockId(1)]);
+    assert_eq!(b2.effective, (1..=13).map(Ref).collect::<Vec<_>>());
+    assert_eq!(b2.direct, (6..=13).map(Ref).collect::<Vec<_>>());
+    assert!(!state.blocks[0].active);
+}
+
+// acp §26 #72: besides name patterns, a host protects tools by its own rule: `pin_tools`
+// pins every call the predicate accepts, with its result, and no fold takes them; a
+// predicate that accepts nothing protects nothing.
+#[test]
+fn a_host_predicate_protects_tools_by_code() {
+    let build = || {
+        let mut c = Conv::new(Wire::Anthropic);
+        c.user("deploy it")
+            .turn(None, Some("deploying"), &[("d1", "deploy_prod", "{}")])
+            .results(&[("d1", "deployed v2")])
+            .turn(None, None, &[("l1", "ls", "{}")])
+            .results(&[("l1", "a b c")])
+            .user("thanks");
+        c
+    };
+    for protect in [true, false] {
+        let mut state = SessionState::default();
+        let mut view = minted(&build(), &mut state);
+        let pinned = pin_tools(
+            &mut view,
+            |name| protect && name.starts_with("deploy"),
+            "host rule: deployments",
+        );
+        let r = apply_compression(
+            &mut state,
+            &view,
+            &[req(m(1), m(7), "s")],
+            &cfg0(),
+            &CharEstimator,
+        );
+        let direct = &state.blocks[0].direct;
+        let call_and_result = [Ref(3), Ref(4)];
+        if protect {
+            assert_eq!(pinned, 2, "the call and its result: {r:?}");
+            assert!(
+                call_and_result.iter().all(|x| !direct.contains(x)),
+                "{direct:?}"
+            );
+            assert!(
+                r.ranges[0]
+                    .warnings
+                    .iter()
+                    .any(|w| w.contains("protected (host rule: deployments)")),
+                "{r:?}"
+            );
+            assert!(
+                direct.contains(&Ref(5)) && direct.contains(&Ref(6)),
+                "ls folds"
+            );
+        } else {
+            assert_eq!(pinned, 0);
+            assert!(
+                call_and_result.iter().all(|x| direct.contains(x)),
+                "{direct:?}"
+            );
+        }
     }
 }

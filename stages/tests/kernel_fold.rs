@@ -370,6 +370,7 @@ fn fold_then_restore_is_byte_identical_and_pairing_holds_on_every_wire() {
                 summary: "read lib.rs, tests failed".into(),
                 topic: None,
                 author: None,
+                max_summary_chars: None,
             }],
             &cfg0(),
             &CharEstimator,

@@ -498,3 +498,82 @@ async fn the_stage_takes_latest_tool_params_with_defaults() {
         assert!(err.to_string().contains(says), "{err}");
     }
 }
+
+// acp §26 #89: a range reports how much of it is tool traffic; merged ranges weigh each part
+// by its units (2 tool units of 2, then 0 of 3: 40% tool, 60% text).
+#[test]
+fn merged_ranges_report_their_tool_and_text_share() {
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("look")
+        .turn(None, Some("reading"), &[("c1", "read_file", "{}")])
+        .results(&[("c1", "contents")]);
+    let r = ranges_of(&conv, &open());
+    assert_eq!((r[0].messages, r[0].tool_units), (4, 2));
+    assert_eq!((r[0].tool_percent(), r[0].text_percent()), (50, 50));
+
+    let mut a = r[0].clone();
+    a.messages = 2;
+    a.tool_units = 2;
+    let mut b = ranges_of(&chat(3), &open())[0].clone();
+    b.start = Ref(10);
+    b.end = Ref(12);
+    assert_eq!((b.messages, b.tool_units), (3, 0));
+    let tokens = a.tokens + b.tokens;
+    a.absorb(&b);
+    assert_eq!(
+        (a.start, a.end, a.messages, a.tokens),
+        (Ref(1), Ref(12), 5, tokens)
+    );
+    assert_eq!((a.tool_percent(), a.text_percent()), (40, 60));
+    assert_eq!(a.tool_calls.get("read_file"), Some(&1));
+}
+
+// acp §26 #90: exchanges too small for a summary each merge, side by side, into ranges that
+// reach the minimum, where they used to be dropped one by one; a run that never reaches it
+// is still left out, and a range big enough alone stays as it is.
+#[test]
+fn tiny_exchanges_merge_into_ranges_that_reach_the_minimum() {
+    let mut cfg = open();
+    cfg.split_at_user_after = 2;
+    let conv = chat(12);
+    let pieces = ranges_of(&conv, &cfg);
+    assert_eq!(
+        spans(&pieces),
+        vec![(1, 2), (3, 4), (5, 6), (7, 8), (9, 10), (11, 12)]
+    );
+    let piece = pieces.iter().map(|r| r.tokens).max().unwrap();
+    cfg.min_tokens = piece * 2;
+    let merged = ranges_of(&conv, &cfg);
+    assert!(
+        !merged.is_empty() && merged.len() < pieces.len(),
+        "{merged:?}"
+    );
+    for r in &merged {
+        assert!(r.tokens >= cfg.min_tokens, "{r:?}");
+    }
+    for pair in merged.windows(2) {
+        assert!(
+            pair[0].end < pair[1].start,
+            "disjoint and in order: {merged:?}"
+        );
+    }
+    assert_eq!(merged[0].start, Ref(1));
+    // No run reaches a minimum above the whole conversation.
+    cfg.min_tokens = pieces.iter().map(|r| r.tokens).sum::<u64>() + 1;
+    assert!(ranges_of(&conv, &cfg).is_empty());
+    // A pinned unit between two small runs keeps them apart.
+    let mut split = chat(4);
+    split.user("pinned").pin_last("host");
+    split
+        .user("user 0 again")
+        .assistant("assistant 1 again")
+        .user("user 2 again")
+        .assistant("assistant 3 again");
+    cfg.min_tokens = pieces[0].tokens + pieces[1].tokens;
+    let r = ranges_of(&split, &cfg);
+    assert_eq!((r[0].start, r[0].messages), (Ref(1), 4), "{r:?}");
+    assert!(
+        r.iter().all(|x| x.messages == 4),
+        "nothing merges across the pin: {r:?}"
+    );
+}

@@ -6,6 +6,7 @@ mod support;
 use foldwire_core::{AnyRef, BlockId, CharEstimator, Ref, SessionState, Wire};
 use foldwire_stages::kernel::{
     CompressConfig, CompressRequest, Protection, RangesConfig, apply_compression, inspect, search,
+    search_top,
 };
 use support::{Conv, minted};
 
@@ -53,6 +54,7 @@ fn session() -> (SessionState, foldwire_core::Conversation) {
             summary: (*summary).into(),
             topic: Some((*topic).into()),
             author: Some("test".into()),
+            max_summary_chars: None,
         })
         .collect();
     let r = apply_compression(&mut state, &view, &batch, &cfg, &CharEstimator);
@@ -125,6 +127,7 @@ fn search_finds_blocks_a_higher_tier_consumed() {
             summary: "earlier work".into(),
             topic: Some("history".into()),
             author: None,
+            max_summary_chars: None,
         }],
         &CompressConfig {
             protection: Protection {
@@ -145,4 +148,19 @@ fn search_finds_blocks_a_higher_tier_consumed() {
     let hits = search(&state, "login");
     assert_eq!(hits.len(), 1);
     assert_eq!((hits[0].block, hits[0].active), (BlockId(1), false));
+}
+
+// acp §26 #132: results come best first and at most as many as asked for.
+#[test]
+fn search_returns_the_best_hits_up_to_the_limit() {
+    let (state, _) = session();
+    let all = search(&state, "auth database readme");
+    assert_eq!(all.len(), 3);
+    for pair in all.windows(2) {
+        assert!(pair[0].score >= pair[1].score);
+    }
+    let top = search_top(&state, "auth database readme", 2);
+    assert_eq!(top, all[..2].to_vec());
+    assert!(search_top(&state, "auth", 0).is_empty());
+    assert_eq!(search_top(&state, "auth", 10), search(&state, "auth"));
 }

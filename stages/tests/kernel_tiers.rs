@@ -42,6 +42,7 @@ fn fold(state: &mut SessionState, view: &foldwire_core::Conversation, start: Any
             summary: format!("summary of {start}..{end}"),
             topic: None,
             author: None,
+            max_summary_chars: None,
         }],
         &cfg(),
         &CharEstimator,

@@ -147,6 +147,7 @@ fn summaries_side_by_side_are_named_by_block_ids_with_what_folding_them_frees() 
                 summary: long,
                 topic: None,
                 author: None,
+                max_summary_chars: None,
             }],
             &cfg,
             &CharEstimator,

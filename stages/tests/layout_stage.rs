@@ -365,6 +365,47 @@ fn a_request_over_budget_is_refused_with_numbers_and_levers_and_nothing_dropped(
     );
 }
 
+// seed 002 rule 11: while a reset head is still filling it is sent last, after the
+// history; a refusal still counts it as the head (the transition and what follows it), not
+// as history or the recent window.
+#[test]
+fn a_refusal_counts_a_filling_reset_head_as_the_head() {
+    let mut msgs = history("h", 12, 400);
+    let mut t = turn(
+        conversation(Wire::Anthropic, &msgs),
+        SessionState::default(),
+        100_000,
+    );
+    lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 10)).unwrap();
+    let mut state = t.state;
+    reset(&mut state, "A new topic.").unwrap();
+    msgs.extend(history("n", 1, 400));
+    // The head (3,000 tokens) holds the transition and n0 and is far from full; the
+    // history puts the request over its budget.
+    let mut t = turn(conversation(Wire::Anthropic, &msgs), state, 1_000);
+    let err = lay_out(&mut t, &StoreOrder, &CharEstimator, &config(3_000, 10)).unwrap_err();
+    let StageError::Refused(r) = err else {
+        panic!("expected a refusal")
+    };
+    let conv = t.conversation.as_ref().unwrap();
+    let names = labels(conv);
+    assert_eq!(
+        names[names.len() - 2..],
+        ["TT", "n0"],
+        "still filling: sent last"
+    );
+    let at = names.len() - 2;
+    let units = foldwire_stages::kernel::measure(conv, &CharEstimator).units;
+    let n = &r.numbers;
+    assert_eq!(n["head"], units[at..].iter().sum::<u64>(), "{r}");
+    assert_eq!(n["history"], units[..at].iter().sum::<u64>(), "{r}");
+    assert_eq!(n["recent"], 0, "{r}");
+    assert_eq!(
+        n["frame"] + n["head"] + n["history"] + n["recent"],
+        n["request"]
+    );
+}
+
 #[test]
 fn turn_options_override_window_and_head() {
     let msgs = history("h", 12, 400);

@@ -50,6 +50,7 @@ pub fn fold(
             summary: summary.to_owned(),
             topic: topic.map(str::to_owned),
             author: Some("cli".to_owned()),
+            max_summary_chars: None,
         };
         let cx = s.cx();
         let result = kernel::apply_compression(

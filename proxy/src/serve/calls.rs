@@ -8,7 +8,7 @@ use base64::Engine as _;
 use foldwire_archive::{RestoreError, RestoredMedia, restore_media_part};
 use foldwire_core::{AnyRef, BlockId, Conversation, Engine, Ref, SessionId, Wire};
 use foldwire_stages::kernel::{
-    CompressConfig, CompressRequest, apply_compression, restore, restore_with_archive, search,
+    CompressConfig, CompressRequest, apply_compression, restore, restore_with_archive, search_top,
 };
 use foldwire_wire::stream::HiddenCall;
 use serde::Deserialize;
@@ -119,6 +119,7 @@ async fn compress(
                 summary: r.summary,
                 topic: r.topic,
                 author: Some("model".to_owned()),
+                max_summary_chars: None,
             }),
             _ => problems.push(format!(
                 "{}..{}: refs look like m00012 or b3",
@@ -171,6 +172,10 @@ async fn compress(
         }
     }
     lines.extend(problems);
+    // A batch-level explanation (every ref unknown) leads: it says why each range failed.
+    if let Some(note) = result.get("note").and_then(Value::as_str) {
+        lines.insert(0, note.to_owned());
+    }
     if lines.is_empty() {
         "no ranges given".to_owned()
     } else {
@@ -282,12 +287,11 @@ async fn search_blocks(engine: &Engine, session: &SessionId, args: &Value) -> St
         Ok(s) => s,
         Err(e) => return format!("error: the session could not be read: {e}"),
     };
-    let hits = search(&state, query);
+    let hits = search_top(&state, query, MAX_HITS);
     if hits.is_empty() {
         return format!("no folded context matches {query:?}");
     }
     hits.iter()
-        .take(MAX_HITS)
         .map(|h| {
             format!(
                 "{} ({}..{}{}): {}",

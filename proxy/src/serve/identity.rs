@@ -11,6 +11,16 @@
 //! extends; one that extends none (another conversation, or an edited or rewound one) forks a
 //! session of its own. The known histories live in the fingerprint session's state, so
 //! restarts and replicas sharing a state location agree.
+//!
+//! Instructions count too: an agent's sub-agents often open with the same message as the
+//! agent but run under instructions of their own (the system prompt, Responses
+//! `instructions`, Gemini `systemInstruction`). The first instructions a fingerprint sees
+//! anchor it and keep its sessions; requests under other instructions get a namespace of
+//! their own (`<fingerprint>-sub-<hash>`), stable per instructions, whose histories are
+//! told apart within it. A request without instructions never anchors and joins the
+//! anchor's namespace. A request that continues a conversation already under way keeps its
+//! session whatever its instructions say now, so instructions that change from turn to turn
+//! split a conversation at most once, after its opener.
 
 use axum::http::HeaderMap;
 use foldwire_core::{
@@ -146,6 +156,10 @@ pub const MAX_KNOWN_HISTORIES: usize = 64;
 /// Shorter prefixes of a history kept beside it (see `KnownHistory::recent`).
 const RECENT_PREFIXES: usize = 8;
 
+/// Key in the fingerprint session's `SessionState::extra` of the digest of the first
+/// instructions it saw (see the module docs).
+const ANCHOR_INSTRUCTIONS: &str = "identity_instructions";
+
 /// Attempts at recording a choice when another replica writes the same fingerprint state.
 const RECORD_ATTEMPTS: usize = 8;
 
@@ -165,6 +179,61 @@ struct KnownHistory {
     recent: Vec<u64>,
     /// When it was last continued (a counter of this fingerprint's requests).
     stamp: u64,
+    /// The instructions namespace it lives in: 0 for the anchor's, else the digest of its
+    /// instructions.
+    #[serde(default)]
+    namespace: u64,
+}
+
+/// The instructions of a request: its top-level system prompt (Anthropic `system`,
+/// Responses `instructions`, Gemini `systemInstruction`) and the system and developer
+/// messages among its messages, as one digest; 0 when it has none.
+pub fn instructions_digest(conversation: &Conversation) -> u64 {
+    #[derive(Deserialize)]
+    struct TopLevel<'a> {
+        #[serde(borrow, default)]
+        system: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow, default)]
+        instructions: Option<&'a serde_json::value::RawValue>,
+        #[serde(
+            borrow,
+            default,
+            rename = "systemInstruction",
+            alias = "system_instruction"
+        )]
+        system_instruction: Option<&'a serde_json::value::RawValue>,
+    }
+    let mut h = Sha256::new();
+    let mut any = false;
+    if let Ok(top) = serde_json::from_slice::<TopLevel<'_>>(&conversation.source) {
+        for (name, v) in [
+            ("system", top.system),
+            ("instructions", top.instructions),
+            ("systemInstruction", top.system_instruction),
+        ] {
+            if let Some(v) = v.filter(|v| v.get() != "null") {
+                h.update(name);
+                h.update([0]);
+                h.update(v.get());
+                h.update([0]);
+                any = true;
+            }
+        }
+    }
+    for unit in conversation.messages.iter().filter(|u| u.is_frame()) {
+        h.update(b"frame\0");
+        h.update(&unit.raw);
+        h.update([0]);
+        any = true;
+    }
+    if !any {
+        return 0;
+    }
+    let digest = h.finalize();
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&digest[..8]);
+    // 0 means "none"; a digest of 0 is as good as any other once moved off it.
+    u64::from_be_bytes(word).max(1)
 }
 
 /// Rolling hashes of a request's history: entry `i` covers units `0..=i`. Each unit counts
@@ -193,7 +262,40 @@ pub fn history_hashes(conversation: &Conversation) -> Vec<u64> {
 
 /// Chooses the session of an anonymous request by its history among those recorded in the
 /// fingerprint session's state, and records the request's history as that session's last.
-fn choose_and_record(state: &mut SessionState, base: &SessionId, history: &[u64]) -> SessionId {
+fn choose_and_record(
+    state: &mut SessionState,
+    fingerprint: &SessionId,
+    history: &[u64],
+    instructions: u64,
+) -> SessionId {
+    // The first instructions seen anchor the fingerprint; other instructions get their own
+    // namespace (acp §26 #123).
+    let anchor = state
+        .extra
+        .get(ANCHOR_INSTRUCTIONS)
+        .and_then(|v| v.as_u64());
+    let anchor = match anchor {
+        None if instructions != 0 => {
+            state
+                .extra
+                .insert(ANCHOR_INSTRUCTIONS.to_owned(), instructions.into());
+            Some(instructions)
+        }
+        other => other,
+    };
+    let namespace = if instructions == 0 || Some(instructions) == anchor {
+        0
+    } else {
+        instructions
+    };
+    let sub;
+    let base = if namespace == 0 {
+        fingerprint
+    } else {
+        sub = SessionId::new(format!("{fingerprint}-sub-{namespace:016x}"))
+            .unwrap_or_else(|_| fingerprint.clone());
+        &sub
+    };
     let mut known: Vec<KnownHistory> = state
         .extra
         .get(KNOWN_HISTORIES)
@@ -204,13 +306,28 @@ fn choose_and_record(state: &mut SessionState, base: &SessionId, history: &[u64]
         // Nothing to tell conversations apart by.
         return base.clone();
     };
-    // The longest recorded history this request extends (a resent request extends its own).
-    let extended = known
-        .iter()
-        .enumerate()
-        .filter(|(_, k)| k.units >= 1 && history.get(k.units - 1) == Some(&k.hash))
-        .max_by_key(|(_, k)| (k.units, k.stamp))
-        .map(|(i, _)| i);
+    // The longest recorded history this request extends (a resent request extends its own),
+    // in its namespace first. Only then, across namespaces, a conversation already under
+    // way (a reply in it) that the request carries further: an agent whose instructions
+    // change between turns (a date line) keeps its session, while a sub-agent, which sends
+    // what its agent sent at most, does not join its agent's.
+    let extends = |k: &KnownHistory| k.units >= 1 && history.get(k.units - 1) == Some(&k.hash);
+    let longest = |same: bool| {
+        known
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| {
+                extends(k)
+                    && if same {
+                        k.namespace == namespace
+                    } else {
+                        k.namespace != namespace && k.units >= 2 && units > k.units
+                    }
+            })
+            .max_by_key(|(_, k)| (k.units, k.stamp))
+            .map(|(i, _)| i)
+    };
+    let extended = longest(true).or_else(|| longest(false));
     // Else the history a request is a recent part of: an earlier state resent, which
     // continues that session and leaves its history as it is.
     let resent = || {
@@ -218,7 +335,8 @@ fn choose_and_record(state: &mut SessionState, base: &SessionId, history: &[u64]
             .iter()
             .enumerate()
             .filter(|(_, k)| {
-                k.units > units
+                k.namespace == namespace
+                    && k.units > units
                     && k.units - units <= k.recent.len()
                     && k.recent.get(k.recent.len() - (k.units - units)) == Some(&last)
             })
@@ -241,8 +359,8 @@ fn choose_and_record(state: &mut SessionState, base: &SessionId, history: &[u64]
             k.session.clone()
         }
         (None, None) => {
-            let session = if known.is_empty() {
-                // The first conversation of a fingerprint keeps the fingerprint's id.
+            let session = if known.iter().all(|k| k.namespace != namespace) {
+                // The first conversation of a namespace keeps its id.
                 base.clone()
             } else {
                 fork_id(base, last, &known)
@@ -253,6 +371,7 @@ fn choose_and_record(state: &mut SessionState, base: &SessionId, history: &[u64]
                 hash: last,
                 recent,
                 stamp,
+                namespace,
             });
             session
         }
@@ -313,13 +432,16 @@ pub async fn resolve_by_history(
         return Ok(base);
     };
     let history = std::sync::Arc::new(history_hashes(&conversation));
+    let instructions = instructions_digest(&conversation);
     for _ in 0..RECORD_ATTEMPTS {
         let (b, h) = (base.clone(), history.clone());
         let chosen = engine
             .update(
                 &base,
                 Box::new(move |state| {
-                    serde_json::Value::String(choose_and_record(state, &b, &h).to_string())
+                    serde_json::Value::String(
+                        choose_and_record(state, &b, &h, instructions).to_string(),
+                    )
                 }),
             )
             .await;
@@ -347,46 +469,78 @@ mod tests {
     use super::*;
     use axum::http::HeaderValue;
 
+    /// Chooses for a request without instructions.
+    fn choose(state: &mut SessionState, base: &SessionId, history: &[u64]) -> SessionId {
+        choose_and_record(state, base, history, 0)
+    }
+
+    // acp §26 #123: the first instructions anchor the fingerprint; others get a stable
+    // namespace of their own, and histories are told apart within each.
+    #[test]
+    fn other_instructions_get_a_namespace_of_their_own() {
+        let base = SessionId::new("fp-base").unwrap();
+        let mut state = SessionState::default();
+        // No instructions never anchor.
+        assert_eq!(choose_and_record(&mut state, &base, &[1], 0), base);
+        assert!(!state.extra.contains_key(ANCHOR_INSTRUCTIONS));
+        // The first instructions anchor and keep the fingerprint's sessions: [1, 2]
+        // continues the conversation above.
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2], 7), base);
+        // A sub-agent with the same opener under other instructions: its own namespace,
+        // even for a history the anchor's conversation already holds.
+        let sub = choose_and_record(&mut state, &base, &[1], 9);
+        assert_eq!(sub.as_str(), format!("fp-base-sub-{:016x}", 9));
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 5], 9), sub);
+        // Both go on in their own sessions.
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 3], 7), base);
+        assert_eq!(choose_and_record(&mut state, &base, &[1, 5, 6], 9), sub);
+        // Another conversation under the sub-agent's instructions forks inside its namespace.
+        let other = choose_and_record(&mut state, &base, &[1, 8], 9);
+        assert!(
+            other.as_str().starts_with(sub.as_str()) && other != sub,
+            "{other}"
+        );
+        // The lead's instructions change mid-conversation (a date line): it keeps its session.
+        assert_eq!(
+            choose_and_record(&mut state, &base, &[1, 2, 3, 4], 11),
+            base
+        );
+    }
+
     #[test]
     fn histories_continue_their_session_and_divergent_ones_fork() {
         let base = SessionId::new("fp-base").unwrap();
         let mut state = SessionState::default();
         let a1 = [1, 2, 3];
-        assert_eq!(choose_and_record(&mut state, &base, &a1), base);
+        assert_eq!(choose(&mut state, &base, &a1), base);
         // The same opener, another conversation: forks.
         let b1 = [1, 2, 9];
-        let b = choose_and_record(&mut state, &base, &b1);
+        let b = choose(&mut state, &base, &b1);
         assert_ne!(b, base);
         assert!(b.as_str().starts_with("fp-base-"));
         // Each continues its own; a resent request continues too.
-        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 3, 4, 5]), base);
-        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9, 7]), b);
-        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9, 7]), b);
+        assert_eq!(choose(&mut state, &base, &[1, 2, 3, 4, 5]), base);
+        assert_eq!(choose(&mut state, &base, &[1, 2, 9, 7]), b);
+        assert_eq!(choose(&mut state, &base, &[1, 2, 9, 7]), b);
         // A rewind (an edit of the last message) forks, deterministically.
         let mut replica = state.clone();
-        let rewound = choose_and_record(&mut state, &base, &[1, 2, 3, 6]);
+        let rewound = choose(&mut state, &base, &[1, 2, 3, 6]);
         assert!(rewound != base && rewound != b);
-        assert_eq!(
-            choose_and_record(&mut replica, &base, &[1, 2, 3, 6]),
-            rewound
-        );
+        assert_eq!(choose(&mut replica, &base, &[1, 2, 3, 6]), rewound);
         // The fork continues as its own session.
-        assert_eq!(
-            choose_and_record(&mut state, &base, &[1, 2, 3, 6, 8]),
-            rewound
-        );
+        assert_eq!(choose(&mut state, &base, &[1, 2, 3, 6, 8]), rewound);
         // Resent as it was a little earlier, it continues the fork.
-        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 3, 6]), rewound);
+        assert_eq!(choose(&mut state, &base, &[1, 2, 3, 6]), rewound);
         // Long after, the same point again is a rewind: a session of its own, not the
         // first fork.
         let long: Vec<u64> = [1, 2, 3, 6, 8].into_iter().chain(20..30).collect();
-        assert_eq!(choose_and_record(&mut state, &base, &long), rewound);
-        let twice = choose_and_record(&mut state, &base, &[1, 2, 3, 6]);
+        assert_eq!(choose(&mut state, &base, &long), rewound);
+        let twice = choose(&mut state, &base, &[1, 2, 3, 6]);
         assert_eq!(twice.as_str(), format!("{rewound}-2"));
         // An earlier state resent as it was (a request after a side request that appended
         // to the history) continues its session, which keeps its longer history.
-        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9]), b);
-        assert_eq!(choose_and_record(&mut state, &base, &[1, 2, 9, 7, 11]), b);
+        assert_eq!(choose(&mut state, &base, &[1, 2, 9]), b);
+        assert_eq!(choose(&mut state, &base, &[1, 2, 9, 7, 11]), b);
     }
 
     #[test]

@@ -433,6 +433,7 @@ mod tests {
             tokens: 900,
             messages: 4,
             tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
+            tool_units: 4,
         };
         let note = turn_note(std::slice::from_ref(&r), &[], None, 100, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));

@@ -27,6 +27,11 @@ pub struct CompressRequest {
     /// Who wrote the summary (`summarizer.extractive`, `model`, `cli`).
     #[serde(default)]
     pub author: Option<String>,
+    /// This range's own longest summary, in characters, in place of the batch's
+    /// [`CompressConfig::max_summary_chars`] (0 disables): a range that needs a longer summary
+    /// than the rest says so without loosening the bound for all of them.
+    #[serde(default)]
+    pub max_summary_chars: Option<usize>,
 }
 
 /// Validation settings of the compress operation.
@@ -220,7 +225,11 @@ pub struct RangeOutcome {
     pub tier: Option<u8>,
     /// Why it did not apply.
     pub error: Option<CompressError>,
-    /// The error in words.
+    /// Set when the range was skipped without an error: everything it names is already
+    /// folded (a fold asked again), so there was nothing to do. Names the blocks.
+    #[serde(default)]
+    pub skipped: Option<String>,
+    /// The error, or why the range was skipped, in words.
     pub message: Option<String>,
     /// Adjustments made while applying (widening, exclusions, snapping, reversal).
     pub warnings: Vec<String>,
@@ -235,6 +244,10 @@ pub struct CompressionResult {
     pub tokens_compressed: u64,
     /// One outcome per requested range, in request order.
     pub ranges: Vec<RangeOutcome>,
+    /// What the batch as a whole got wrong, when the per-range errors alone do not say it
+    /// (every ref of the batch unknown: they come from another session or conversation).
+    #[serde(default)]
+    pub note: Option<String>,
 }
 
 impl CompressionResult {
@@ -335,6 +348,7 @@ pub fn apply_compression(
             block: None,
             tier: None,
             error: None,
+            skipped: None,
             message: None,
             warnings: Vec::new(),
         })
@@ -343,6 +357,16 @@ pub fn apply_compression(
     for (request, outcome) in requests.iter().zip(outcomes.iter_mut()) {
         match cx.plan(request, &mut outcome.warnings) {
             Ok(plan) => plans.push(Some(plan)),
+            Err(e @ CompressError::AlreadyFolded { .. }) => {
+                match cx.folded_already(request) {
+                    // acp §26 #59: asked again for a fold that is done. Nothing is wrong and
+                    // nothing is left to do, so it is a skip, not an error the caller should
+                    // act on; a range reaching into fresh messages stays an error.
+                    Some(blocks) => skip(outcome, request, &blocks),
+                    None => fail(outcome, e),
+                }
+                plans.push(None);
+            }
             Err(e) => {
                 fail(outcome, e);
                 plans.push(None);
@@ -410,7 +434,30 @@ pub fn apply_compression(
         }
     }
     result.ranges = outcomes;
+    result.note = unknown_batch_note(state, &result);
     result
+}
+
+/// acp §26 #55: when no ref of a non-empty batch exists in the session, the per-range
+/// "does not exist" errors do not tell the caller why; this says it once for the batch.
+fn unknown_batch_note(state: &SessionState, result: &CompressionResult) -> Option<String> {
+    let all_unknown = !result.ranges.is_empty()
+        && result
+            .ranges
+            .iter()
+            .all(|r| matches!(r.error, Some(CompressError::UnknownRef { .. })));
+    if !all_unknown {
+        return None;
+    }
+    let known = match (state.refs.first(), state.refs.last()) {
+        (Some(first), Some(last)) => format!("its refs run {}..{}", first.r#ref, last.r#ref),
+        _ => "it has no refs yet".to_owned(),
+    };
+    Some(format!(
+        "none of the {} range(s) resolved: no ref given exists in this session ({known}, {} block(s)). Refs belong to one session and are never reused, so these come from another session or an earlier conversation; use the refs shown in this conversation",
+        result.ranges.len(),
+        state.blocks.len()
+    ))
 }
 
 /// Why a client unit cannot fold, in words.
@@ -429,6 +476,23 @@ fn pin_reason(unit: &Message) -> String {
         (None, None) if unit.is_frame() => "a system/developer message (frame)".to_owned(),
         (None, None) => format!("{:?} item", unit.kind).to_lowercase(),
     }
+}
+
+/// Marks a range skipped: everything it names is already folded into `blocks`.
+fn skip(outcome: &mut RangeOutcome, request: &CompressRequest, blocks: &[BlockId]) {
+    let (first, last) = match (blocks.first(), blocks.last()) {
+        (Some(f), Some(l)) => (*f, *l),
+        _ => (BlockId(1), BlockId(1)),
+    };
+    let names: Vec<String> = blocks.iter().map(ToString::to_string).collect();
+    let why = format!(
+        "skipped: {}..{} is already folded into {}; nothing new to fold (to fold it a tier up, use {first}..{last})",
+        request.start,
+        request.end,
+        names.join(", ")
+    );
+    outcome.message = Some(why.clone());
+    outcome.skipped = Some(why);
 }
 
 fn fail(outcome: &mut RangeOutcome, error: CompressError) {
@@ -466,6 +530,43 @@ impl Ctx<'_> {
         None
     }
 
+    /// The active blocks holding everything a message range names, when
+    /// the range adds nothing to them: both ends are folded, and every ref between them is
+    /// folded too or no longer sent by the client. `None` when anything in it is fresh.
+    fn folded_already(&self, request: &CompressRequest) -> Option<Vec<BlockId>> {
+        let (AnyRef::Message(a), AnyRef::Message(b)) = (request.start, request.end) else {
+            return None;
+        };
+        let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+        // Both ends folded first: the walk between them is then bounded by refs minted.
+        if !self.covered.contains_key(&lo) || !self.covered.contains_key(&hi) {
+            return None;
+        }
+        let mut holders: Vec<BlockId> = Vec::new();
+        for n in lo.0..=hi.0 {
+            let r = Ref(n);
+            match self.covered.get(&r) {
+                Some(holder) => {
+                    if !holders.contains(holder) {
+                        holders.push(*holder);
+                    }
+                }
+                None => {
+                    let fresh = self
+                        .pos_by_ref
+                        .get(&r)
+                        .and_then(|&i| self.units.get(i))
+                        .is_some_and(foldable);
+                    if fresh {
+                        return None;
+                    }
+                }
+            }
+        }
+        holders.sort();
+        (!holders.is_empty()).then_some(holders)
+    }
+
     /// Positions in the view that show an active block: its covered units and its summary.
     fn block_positions(&self, id: BlockId) -> Option<(usize, usize)> {
         let mut span: Option<(usize, usize)> = None;
@@ -488,7 +589,17 @@ impl Ctx<'_> {
                 }
                 if let Some(&holder) = self.covered.get(&r) {
                     let direct = self.block(holder).is_some_and(|b| b.direct.contains(&r));
-                    if direct {
+                    // acp §26 #47: a folded message the model still sees beside its block's
+                    // summary (the first-user pin kept it on the wire) is a fair endpoint; it
+                    // anchors to that block, as an inherited ref does. Anywhere else a ref
+                    // folded directly is refused: the block id is the way to fold it further.
+                    let pinned_in_sight = direct
+                        && self.pos_by_ref.contains_key(&r)
+                        && self
+                            .units
+                            .iter()
+                            .any(|u| u.origin == Origin::Summary(holder));
+                    if direct && !pinned_in_sight {
                         return Err(CompressError::AlreadyFolded {
                             given: text,
                             block: holder,
@@ -499,13 +610,20 @@ impl Ctx<'_> {
                             .ok_or(CompressError::NotInView {
                                 given: text.clone(),
                             })?;
+                    let warning = if pinned_in_sight {
+                        format!(
+                            "{text} is folded into {holder} and stays on the wire only as the pinned first message; anchored to {holder}"
+                        )
+                    } else {
+                        format!(
+                            "{text} was folded into a block that {holder} consumed; anchored to {holder}"
+                        )
+                    };
                     return Ok(Endpoint {
                         first,
                         last,
                         is_block: false,
-                        warning: Some(format!(
-                            "{text} was folded into a block that {holder} consumed; anchored to {holder}"
-                        )),
+                        warning: Some(warning),
                     });
                 }
                 let pos = *self
@@ -773,11 +891,11 @@ impl Ctx<'_> {
                 tokens: replaced,
             });
         }
-        if self.config.max_summary_chars > 0 && len > self.config.max_summary_chars {
-            return Err(CompressError::SummaryTooLong {
-                len,
-                max: self.config.max_summary_chars,
-            });
+        let max = request
+            .max_summary_chars
+            .unwrap_or(self.config.max_summary_chars);
+        if max > 0 && len > max {
+            return Err(CompressError::SummaryTooLong { len, max });
         }
         Ok(Plan {
             first,
@@ -841,7 +959,8 @@ impl Ctx<'_> {
             active: true,
             archive_keys: Vec::new(),
             author: request.author.clone(),
-            extra: Default::default(),
+            // Made from what the model saw, so in view; it starts young and ages with turns.
+            ..Block::default()
         };
         for b in state.blocks.iter_mut() {
             if plan.consumed.contains(&b.id) {

@@ -48,6 +48,12 @@ pub struct BlockView {
     pub consumed: Vec<BlockId>,
     /// Who wrote the summary.
     pub author: Option<String>,
+    /// Whether the client still sends a message it covers (or its summary).
+    pub in_view: bool,
+    /// Turns it has survived active and in view.
+    pub survived: u64,
+    /// Young, or old once it survived the fold stage's threshold.
+    pub generation: foldwire_core::Generation,
 }
 
 /// What `foldwire inspect` prints.
@@ -108,6 +114,9 @@ pub fn inspect(
             effective: b.effective.len(),
             consumed: b.consumed.clone(),
             author: b.author.clone(),
+            in_view: b.in_view,
+            survived: b.survived,
+            generation: b.generation,
         })
         .collect();
     Inspection {

@@ -11,6 +11,7 @@
 //! - [`ranges`]: compressible ranges.
 //! - [`measure`]: what a request costs as it will be encoded.
 //! - [`compress`]: [`apply_compression`] — ranges of refs into blocks.
+//! - [`lifecycle`]: [`sync_blocks`] — blocks in or out of the client's view, and their age.
 //! - [`prune`]: [`fold_view`] — covered units off the wire, summaries rendered, first-user pin.
 //! - [`render`]: the fixed shape of a rendered summary.
 //! - [`pairing_rules`] and [`repair`]: each wire's pairing rules and their repair.
@@ -20,6 +21,7 @@
 
 pub mod compress;
 pub mod inspect;
+pub mod lifecycle;
 pub mod measure;
 pub mod originals;
 pub mod pairing_rules;
@@ -38,9 +40,10 @@ pub use compress::{
     apply_compression,
 };
 pub use inspect::{BlockView, Inspection, RefView, inspect};
+pub use lifecycle::{BlockSync, DEFAULT_OLD_AFTER_TURNS, sync_blocks};
 pub use measure::{RequestTokens, folded_request_tokens, measure};
 pub use originals::{OriginalsArchived, archive_originals, original_key};
-pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection};
+pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection, pin_tools};
 pub use prune::{FirstUserPin, FoldOutcome, fold_view};
 pub use ranges::{RangesConfig, compressible_ranges};
 pub use render::{
@@ -49,5 +52,5 @@ pub use render::{
 };
 pub use repair::{RepairReport, repair};
 pub use restore::{RestoreError, Restored, RestoredUnit, restore, restore_with_archive};
-pub use search::{SearchHit, search};
+pub use search::{SearchHit, search, search_top};
 pub use tiers::{MAX_TIER, SummaryRun, summary_runs};

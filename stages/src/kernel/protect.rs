@@ -4,7 +4,8 @@
 use std::collections::{HashMap, HashSet};
 
 use foldwire_core::{
-    BlockId, Message, MessageId, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator, Wire,
+    BlockId, Conversation, Message, MessageId, MessageKind, Origin, Pin, Ref, Role, SessionState,
+    TokenEstimator, Wire,
 };
 use serde::{Deserialize, Serialize};
 
@@ -177,6 +178,35 @@ impl Protection {
         }
         rules.join("; ")
     }
+}
+
+/// Protects the tools a host decides on by code rather than by name patterns (acp §26 #72,
+/// the peers' tool predicate): every call whose tool name `protect` accepts is pinned
+/// ([`Pin::Protected`] with `why`) with everything linked to it (its results, the reasoning
+/// and text of its act), so no range offers it and no fold takes it, as for
+/// [`Protection::protected_tools`]. A host stage runs it before `ranges.build`. Returns the
+/// number of units pinned; units already pinned keep their reason.
+pub fn pin_tools(
+    conversation: &mut Conversation,
+    protect: impl Fn(&str) -> bool,
+    why: &str,
+) -> usize {
+    let units = &mut conversation.messages;
+    let links = Links::new(units);
+    let roots: HashSet<usize> = units
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.kind == MessageKind::ToolCall && name_of(u).is_some_and(&protect))
+        .map(|(i, _)| links.root(i))
+        .collect();
+    let mut pinned = 0;
+    for (i, u) in units.iter_mut().enumerate() {
+        if u.pin.is_none() && roots.contains(&links.root(i)) {
+            u.pin = Some(Pin::Protected(why.to_owned()));
+            pinned += 1;
+        }
+    }
+    pinned
 }
 
 /// The tool name a unit carries, if any.

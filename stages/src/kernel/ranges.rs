@@ -15,7 +15,8 @@ use super::units::{Links, coverage, foldable, unit_tokens};
 pub struct RangesConfig {
     /// What is protected.
     pub protection: Protection,
-    /// Ranges below this many tokens are dropped (not worth a summary).
+    /// Ranges below this many tokens are not worth a summary each: side by side they merge
+    /// until they reach it, alone they are dropped.
     pub min_tokens: u64,
     /// A range is cut before a user text message once it holds this many units, so ranges
     /// follow the conversation's exchanges (0 never cuts).
@@ -45,7 +46,7 @@ impl Default for RangesConfig {
 /// protected tool. Units
 /// that must travel together ([`Links`]) are withdrawn whole when any member is not a
 /// candidate or when a cut would separate them. The result is oldest first and never
-/// overlaps.
+/// overlaps. Small ranges side by side merge up to `min_tokens` (see `merge_small`).
 pub fn compressible_ranges(
     conversation: &Conversation,
     state: &SessionState,
@@ -124,13 +125,50 @@ pub fn compressible_ranges(
             }
         }
         if !changed {
-            return segments
+            let described = segments
                 .into_iter()
-                .filter_map(|seg| describe(wire, units.get(seg)?, estimator))
-                .filter(|r| r.tokens >= config.min_tokens && r.tokens > 0)
+                .filter_map(|seg| Some((seg.clone(), describe(wire, units.get(seg)?, estimator)?)))
+                .collect();
+            return merge_small(described, config.min_tokens)
+                .into_iter()
+                .filter(|r| r.tokens > 0)
                 .collect();
         }
     }
+}
+
+/// Keeps the ranges of at least `min_tokens` and merges the smaller ones (acp §26 #90): a
+/// short exchange is not worth a summary of its own, but a run of them side by side is, so
+/// consecutive small ranges with nothing between them in the view (cut apart only at user
+/// messages) merge until the merged range reaches the minimum. A run that never reaches
+/// it is left out, as a lone small range is. Ranges of the minimum or more stay as they are.
+fn merge_small(
+    described: Vec<(std::ops::Range<usize>, RangeInfo)>,
+    min_tokens: u64,
+) -> Vec<RangeInfo> {
+    let mut out = Vec::new();
+    // The small ranges merged so far, and the position after the last of them.
+    let mut batch: Option<(usize, RangeInfo)> = None;
+    for (span, info) in described {
+        if info.tokens >= min_tokens {
+            batch = None;
+            out.push(info);
+            continue;
+        }
+        let (end, merged) = match batch.take() {
+            Some((end, mut merged)) if end == span.start => {
+                merged.absorb(&info);
+                (span.end, merged)
+            }
+            _ => (span.end, info),
+        };
+        if merged.tokens >= min_tokens {
+            out.push(merged);
+        } else {
+            batch = Some((end, merged));
+        }
+    }
+    out
 }
 
 /// Where runs of candidates are cut besides their ends.
@@ -205,5 +243,9 @@ fn describe(wire: Wire, units: &[Message], estimator: &dyn TokenEstimator) -> Op
         tokens: units.iter().map(|u| unit_tokens(wire, u, estimator)).sum(),
         messages: units.len(),
         tool_calls,
+        tool_units: units
+            .iter()
+            .filter(|u| matches!(u.kind, MessageKind::ToolCall | MessageKind::ToolResult))
+            .count(),
     })
 }

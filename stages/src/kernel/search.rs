@@ -33,6 +33,14 @@ fn occurrences(hay: &str, needle: &str) -> usize {
     }
 }
 
+/// The best `limit` hits of [`search`], best first (acp §26 #132: results are sorted and
+/// limited, so a broad query does not flood the caller with every block of a long session).
+pub fn search_top(state: &SessionState, query: &str, limit: usize) -> Vec<SearchHit> {
+    let mut hits = search(state, query);
+    hits.truncate(limit);
+    hits
+}
+
 /// Ranks every block (active first on ties) by how well its topic and summary match the
 /// whitespace-separated terms of `query`, case-insensitively. A topic match weighs three
 /// times a summary match; repeated matches count with diminishing weight. Blocks matching

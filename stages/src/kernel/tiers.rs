@@ -58,6 +58,7 @@ impl SummaryRun {
             tokens: self.tokens,
             messages: self.blocks.len(),
             tool_calls: Default::default(),
+            tool_units: 0,
         })
     }
 }

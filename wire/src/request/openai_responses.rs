@@ -85,9 +85,15 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
             .map(|f| cx.string_text(&f.value))
     };
     let (role, kind, text, tool) = match ty.as_ref() {
-        "function_call" | "custom_tool_call" => {
+        // A computer-use action is a call like a function's: its screenshot comes back in a
+        // `computer_call_output` with the same `call_id`, and the two fold together.
+        "function_call" | "custom_tool_call" | "computer_call" => {
             let call_id = cx.req_str(path, &fields, "call_id")?.into_owned();
-            let name = cx.opt_str(path, &fields, "name")?.map(|s| s.into_owned());
+            let name = match cx.opt_str(path, &fields, "name")? {
+                Some(name) => Some(name.into_owned()),
+                None if ty == "computer_call" => Some("computer".to_owned()),
+                None => None,
+            };
             let args = str_of("arguments")
                 .or_else(|| str_of("input"))
                 .unwrap_or_default();
@@ -98,7 +104,7 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
                 Some(ToolLink { call_id, name }),
             )
         }
-        "function_call_output" | "custom_tool_call_output" => {
+        "function_call_output" | "custom_tool_call_output" | "computer_call_output" => {
             let call_id = cx.req_str(path, &fields, "call_id")?.into_owned();
             let text = scan::field(&fields, "output")
                 .map(|f| cx.content_text(&f.value))
@@ -110,6 +116,21 @@ fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<
                 Some(ToolLink {
                     call_id,
                     name: None,
+                }),
+            )
+        }
+        // A remote MCP call carries its own output: one item, no result to pair with. It
+        // folds as one unit, named by its tool so protected-tool rules reach it.
+        "mcp_call" => {
+            let name = cx.opt_str(path, &fields, "name")?.map(|s| s.into_owned());
+            let id = cx.opt_str(path, &fields, "id")?.map(|s| s.into_owned());
+            (
+                Role::Assistant,
+                MessageKind::Other,
+                cx.json_text(span),
+                Some(ToolLink {
+                    call_id: id.unwrap_or_default(),
+                    name,
                 }),
             )
         }
