@@ -13,6 +13,7 @@ use crate::wire::Wire;
 /// A fact a stage establishes about the turn, which later stages may require.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Fact {
     /// The body was decoded into a conversation.
     Decoded,
