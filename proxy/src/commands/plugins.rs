@@ -8,13 +8,21 @@ use anyhow::Result;
 use super::write_stdout;
 use crate::setup;
 
+/// What `foldwire plugins` is told.
+#[derive(Debug, clap::Args)]
+pub struct PluginsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
 /// Prints the registry as a table or JSON.
 ///
 /// # Errors
 /// A registry that cannot load.
-pub fn run(json: bool) -> Result<ExitCode> {
+pub fn run(args: PluginsArgs) -> Result<ExitCode> {
     let list = setup::registry()?.list();
-    let text = if json {
+    let text = if args.json {
         let mut s = serde_json::to_string_pretty(&list)?;
         s.push('\n');
         s
