@@ -192,6 +192,20 @@ pub struct LayoutPlan {
     pub seal_head: bool,
 }
 
+/// The order that sends the head first, then what came before it, then what follows it: the
+/// arrangement several layouts share, so a strategy crate need not reach into the stage's
+/// internals for it. Indices past `len` are ignored.
+///
+/// ```
+/// assert_eq!(foldwire_api::strategy::head_first_order(5, 2..4), [2, 3, 0, 1, 4]);
+/// ```
+pub fn head_first_order(len: usize, head: std::ops::Range<usize>) -> Vec<usize> {
+    let mut order: Vec<usize> = head.clone().collect();
+    order.extend(0..head.start.min(len));
+    order.extend(head.end.min(len)..len);
+    order
+}
+
 /// Head window, recent window, reset behaviour and cache markers. The stage
 /// `layout.head_window` measures the windows; the strategy decides the order they go out in.
 pub trait Layout: Send + Sync + std::fmt::Debug {
