@@ -17,7 +17,7 @@
 //!   here); [`Registry::register`] adds factories at runtime.
 //!
 //! The layering has no cycles: [`component`] (kinds, params, errors) → [`strategy`] →
-//! [`stage`] → [`registry`].
+//! [`stage`] → [`registry`] → [`config`] (typed configs, [`register_config!`]).
 //!
 //! A fold policy in its own crate:
 //!
@@ -54,6 +54,7 @@ pub mod archive;
 pub mod block;
 pub mod budget;
 pub mod component;
+pub mod config;
 pub mod conversation;
 pub mod ids;
 pub mod message;
@@ -75,12 +76,13 @@ pub use archive::{
 pub use block::Block;
 pub use budget::{Budget, CharEstimator, TokenEstimator};
 pub use component::{BuildError, ComponentKind, Params, RegistryError, StrategyUse};
+pub use config::ComponentConfig;
 pub use conversation::{Conversation, Entry, FieldOverride};
 pub use ids::{AnyRef, BlockId, IdParseError, Ref, SessionId, SessionIdError};
 pub use message::{
     MediaClass, MediaRef, Message, MessageId, MessageKind, Origin, Pin, Role, ToolLink, UnitSlot,
 };
-pub use registry::{Component, ComponentInfo, Registration, Registry};
+pub use registry::{About, Component, ComponentInfo, Registration, Registry};
 pub use report::{Refusal, StageTiming, TurnReport, Warning};
 pub use stage::{Clock, Stage, StageCx, StageError, SystemClock};
 pub use state::{STATE_VERSION, SessionState, StateFormatError};

@@ -62,6 +62,18 @@ pub struct Registration {
     pub crate_name: &'static str,
     /// The factory.
     pub build: BuildFn,
+    /// Description and defaults, for components registered through
+    /// [`register_config!`](crate::register_config).
+    pub about: Option<About>,
+}
+
+/// What a typed component says about itself (see [`ComponentConfig`](crate::ComponentConfig)).
+#[derive(Debug, Clone, Copy)]
+pub struct About {
+    /// One line saying what the component does.
+    pub description: &'static str,
+    /// Its default params.
+    pub defaults: fn() -> Params,
 }
 
 inventory::collect!(Registration);
@@ -98,6 +110,7 @@ macro_rules! register {
                 name: $name,
                 crate_name: ::core::env!("CARGO_PKG_NAME"),
                 build: $build,
+                about: ::core::option::Option::None,
             }
         }
     };
@@ -125,6 +138,13 @@ pub struct ComponentInfo {
     pub crate_name: String,
     /// Link time or runtime.
     pub source: Source,
+    /// One line saying what it does (components registered with a typed config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The params it is built with when a spec gives none (components registered with a
+    /// typed config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_params: Option<Params>,
 }
 
 #[derive(Clone)]
@@ -191,6 +211,8 @@ impl Registry {
                     name: r.name.to_owned(),
                     crate_name: r.crate_name.to_owned(),
                     source: Source::Linked,
+                    description: r.about.map(|a| a.description.to_owned()),
+                    default_params: r.about.map(|a| (a.defaults)()),
                 },
                 Arc::new(build),
             )?;
@@ -205,7 +227,11 @@ impl Registry {
         }
     }
 
-    fn insert(&self, info: ComponentInfo, build: DynBuildFn) -> Result<(), RegistryError> {
+    pub(crate) fn insert(
+        &self,
+        info: ComponentInfo,
+        build: DynBuildFn,
+    ) -> Result<(), RegistryError> {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = entries.get(&info.name) {
             return Err(RegistryError::Duplicate {
@@ -235,6 +261,8 @@ impl Registry {
                 name: name.to_owned(),
                 crate_name: owner.to_owned(),
                 source: Source::Runtime,
+                description: None,
+                default_params: None,
             },
             Arc::new(build),
         )

@@ -16,7 +16,8 @@ pub struct PluginsArgs {
     pub json: bool,
 }
 
-/// Prints the registry as a table or JSON.
+/// Prints the registry as a table or JSON; components with a typed config also give their
+/// one-line description and (in JSON) their default params.
 ///
 /// # Errors
 /// A registry that cannot load.
@@ -27,9 +28,19 @@ pub fn run(args: PluginsArgs) -> Result<ExitCode> {
         s.push('\n');
         s
     } else {
-        let mut s = format!("{:<12} {:<28} {}\n", "KIND", "NAME", "CRATE");
+        let mut s = format!(
+            "{:<12} {:<28} {:<18} {}\n",
+            "KIND", "NAME", "CRATE", "DESCRIPTION"
+        );
         for c in &list {
-            let _ = writeln!(s, "{:<12} {:<28} {}", c.kind.as_str(), c.name, c.crate_name);
+            let _ = writeln!(
+                s,
+                "{:<12} {:<28} {:<18} {}",
+                c.kind.as_str(),
+                c.name,
+                c.crate_name,
+                c.description.as_deref().unwrap_or("")
+            );
         }
         s
     };
