@@ -146,4 +146,20 @@ mod tests {
             commands::restore::RestoreTarget::Block { full: true, .. }
         ));
     }
+
+    #[test]
+    fn no_command_reaches_back_into_cli() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            read += 1;
+            assert!(
+                !text.contains("crate::cli"),
+                "{} imports from cli; shared flags belong in commands/mod.rs",
+                entry.path().display()
+            );
+        }
+        assert!(read > 5, "read only {read} command modules");
+    }
 }
