@@ -123,3 +123,14 @@ fn no_engine_crate_is_reachable_from_the_api_crate() {
         );
     }
 }
+
+#[test]
+fn the_example_plugin_crate_needs_only_the_api_and_serde() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/fold-policy");
+    let direct = normal_dependencies(&read(&dir.join("Cargo.toml")).unwrap());
+    let expected: BTreeSet<String> = ["foldwire-api", "serde"]
+        .into_iter()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(direct, expected);
+}
