@@ -56,6 +56,7 @@ pub mod budget;
 pub mod component;
 pub mod config;
 pub mod conversation;
+pub mod extensions;
 pub mod ids;
 pub mod message;
 pub mod registry;
@@ -78,6 +79,7 @@ pub use budget::{Budget, CharEstimator, TokenEstimator};
 pub use component::{BuildError, ComponentKind, Params, RegistryError, StrategyUse};
 pub use config::ComponentConfig;
 pub use conversation::{Conversation, Entry, FieldOverride};
+pub use extensions::Extensions;
 pub use ids::{AnyRef, BlockId, IdParseError, Ref, SessionId, SessionIdError};
 pub use message::{
     MediaClass, MediaRef, Message, MessageId, MessageKind, Origin, Pin, Role, ToolLink, UnitSlot,

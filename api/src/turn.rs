@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::conversation::Conversation;
+use crate::extensions::Extensions;
 use crate::ids::SessionId;
 use crate::report::TurnReport;
 use crate::state::SessionState;
@@ -89,8 +90,11 @@ pub struct Turn {
     pub ranges: Vec<crate::strategy::RangeInfo>,
     /// Values a stage leaves for later stages of the same turn, by `stage.key` name (e.g.
     /// `ranges.protection`: the protection `ranges.build` used, which `fold` reuses). Never
-    /// persisted.
+    /// persisted. New notes belong in [`Turn::extensions`].
     pub stage_notes: serde_json::Map<String, serde_json::Value>,
+    /// Typed values a stage leaves for later stages of the same turn, keyed by type (no JSON
+    /// round trip, no key to misspell). Never persisted.
+    pub extensions: Extensions,
 }
 
 impl Turn {
@@ -113,6 +117,7 @@ impl Turn {
             output: None,
             ranges: Vec::new(),
             stage_notes: serde_json::Map::new(),
+            extensions: Extensions::new(),
         }
     }
 

@@ -25,8 +25,8 @@ pub mod pipeline;
 // `foldwire_core::Stage` and `foldwire_core::register!` all keep resolving.
 pub use foldwire_api::*;
 pub use foldwire_api::{
-    archive, block, budget, component, config, conversation, ids, message, registry, report, stage,
-    state, strategy, text, think, turn, wire,
+    archive, block, budget, component, config, conversation, extensions, ids, message, registry,
+    report, stage, state, strategy, text, think, turn, wire,
 };
 
 pub use actors::{
