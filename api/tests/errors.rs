@@ -1,5 +1,6 @@
 //! Errors keep what caused them: a host can walk `source()` down to the underlying error
 //! instead of parsing a flattened message.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::error::Error as _;
 

@@ -1,6 +1,7 @@
 //! Tests share helpers through this crate, not by including another crate's test files with
 //! `#[path = "../../…"]` (which compiles them twice, outside their crate's lints and
 //! dependencies, and breaks silently when that crate moves a file).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};
 
