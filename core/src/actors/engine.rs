@@ -76,10 +76,10 @@ impl EngineBuilder {
                 }
                 drop(arbiters);
             })
-            .map_err(|e| HostError::Unavailable(format!("cannot spawn the actor thread: {e}")))?;
+            .map_err(|e| HostError::Start { source: e.into() })?;
         let (system, arbiters) = rx
             .recv()
-            .map_err(|e| HostError::Unavailable(format!("actor system did not start: {e}")))?;
+            .map_err(|e| HostError::Start { source: e.into() })?;
         let chains = start_chains(&self.pipeline, &self.cx, &arbiters);
         let sessions = Arc::new(DashMap::new());
         if let (Some(after), Some(arbiter)) = (self.idle_after, arbiters.first()) {
@@ -293,7 +293,7 @@ impl Engine {
         let (addr, _lease) = self.session(session);
         addr.send(RunTurn(request))
             .await
-            .map_err(|e| HostError::Unavailable(e.to_string()))?
+            .map_err(|source| HostError::Mailbox { source })?
     }
 
     /// A copy of a session's state.
@@ -304,7 +304,7 @@ impl Engine {
         let (addr, _lease) = self.session(session);
         addr.send(Snapshot)
             .await
-            .map_err(|e| HostError::Unavailable(e.to_string()))?
+            .map_err(|source| HostError::Mailbox { source })?
     }
 
     /// Applies a change to a session's state between its turns and saves it.
@@ -319,7 +319,7 @@ impl Engine {
         let (addr, _lease) = self.session(session);
         addr.send(Update(update))
             .await
-            .map_err(|e| HostError::Unavailable(e.to_string()))?
+            .map_err(|source| HostError::Mailbox { source })?
     }
 
     /// Swaps in a new pipeline atomically: turns already running finish on the old one.
