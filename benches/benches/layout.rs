@@ -6,8 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../plugins/tests/layout_probe_support.rs"]
-mod probe;
+use foldwire_test_kit::probe;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 use foldwire_core::{CharEstimator, Layout, SessionState, Wire};
@@ -15,7 +14,7 @@ use foldwire_plugins::layout::{
     HeadFill, HeadFirst, HeadFirstConfig, MoveHead, StoreOrderFill, StoreOrderFillConfig,
 };
 use foldwire_stages::layout_head_window::{HeadWindowConfig, lay_out, reset};
-use probe::common::{conversation, history, turn};
+use foldwire_test_kit::layout::{conversation, history, turn};
 
 fn print_probe() {
     let strategies: Vec<(&str, Box<dyn Layout>)> = vec![

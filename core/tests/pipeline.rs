@@ -334,3 +334,47 @@ fn a_misspelled_strategy_fails_the_build_with_a_did_you_mean() {
         .build()
         .unwrap();
 }
+
+#[test]
+fn third_party_stages_order_themselves_with_their_own_facts() {
+    const REDACTED: Fact = Fact::Custom("acme.redacted");
+    let registry = Registry::empty();
+    let redact = || Marker {
+        name: "acme.redact",
+        requires: &[],
+        provides: &[REDACTED],
+    };
+    let audit = || Marker {
+        name: "acme.audit",
+        requires: &[REDACTED],
+        provides: &[],
+    };
+    let ok = Pipeline::builder(&registry)
+        .stage(redact())
+        .stage(audit())
+        .build()
+        .unwrap();
+    assert_eq!(ok.names(), ["acme.redact", "acme.audit"]);
+    let err = Pipeline::builder(&registry)
+        .stage(audit())
+        .stage(redact())
+        .build()
+        .unwrap_err();
+    assert!(
+        matches!(err, PipelineError::Unmet { fact, .. } if fact == REDACTED),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("acme.audit requires acme.redacted: put acme.redact before acme.audit"),
+        "{err}"
+    );
+    // Facts print by name; built-in ones read back, custom ones are named in the error.
+    assert_eq!(serde_json::to_value(REDACTED).unwrap(), "acme.redacted");
+    assert_eq!(
+        serde_json::from_value::<Fact>(serde_json::json!("refs_minted")).unwrap(),
+        Fact::RefsMinted
+    );
+    let unknown = serde_json::from_value::<Fact>(serde_json::json!("acme.redacted")).unwrap_err();
+    assert!(unknown.to_string().contains("unknown fact"), "{unknown}");
+}

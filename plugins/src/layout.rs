@@ -20,8 +20,8 @@
 
 use std::sync::Arc;
 
+use foldwire_core::strategy::head_first_order;
 use foldwire_core::{BuildError, Component, Layout, LayoutPlan, LayoutRequest, Params, Refusal};
-use foldwire_stages::layout_head_window::windows::head_first_order;
 use serde::{Deserialize, Serialize};
 
 /// Registered name of [`HeadFirst`].

@@ -228,10 +228,10 @@ impl Summarizer for Extractive {
     }
     async fn summarize(&self, request: SummaryRequest<'_>) -> Result<Summary, StrategyError> {
         if request.messages.is_empty() {
-            return Err(StrategyError {
-                strategy: NAME.to_owned(),
-                message: "asked to summarize an empty range".to_owned(),
-            });
+            return Err(StrategyError::new(
+                NAME,
+                "asked to summarize an empty range",
+            ));
         }
         Ok(self.summarize_units(request.messages, request.max_chars))
     }

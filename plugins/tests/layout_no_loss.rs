@@ -4,8 +4,7 @@
 //! every Anthropic request keeps the cache-marker rules.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../stages/tests/layout_common.rs"]
-mod common;
+use foldwire_test_kit::layout as common;
 
 use common::*;
 use foldwire_core::{

@@ -3,12 +3,10 @@
 //! 1.0R for every strategy we ship. Prints a table (run with `--nocapture`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-mod layout_probe_support;
-
 use foldwire_plugins::layout::{
     HeadFill, HeadFirst, HeadFirstConfig, MoveHead, StoreOrderFill, StoreOrderFillConfig,
 };
-use layout_probe_support::run;
+use foldwire_test_kit::probe::run;
 
 #[test]
 fn the_seed_probe_stays_within_one_r() {

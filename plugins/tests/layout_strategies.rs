@@ -3,8 +3,7 @@
 //! fold, and the cache-marker rules on every Anthropic request they send.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-#[path = "../../stages/tests/layout_common.rs"]
-mod common;
+use foldwire_test_kit::layout as common;
 
 use common::*;
 use foldwire_core::{CharEstimator, ComponentKind, Layout, Registry, Role, SessionState, Wire};

@@ -2,8 +2,7 @@
 //! The bundled strategies, and the fold stage folding on its own when a request is over its
 //! budget.
 
-#[path = "../../stages/tests/support/mod.rs"]
-mod support;
+use foldwire_test_kit::conv as support;
 
 use std::sync::Arc;
 

@@ -1,17 +1,21 @@
-//! Command-line parsing. Flags are stable: scripts depend on them.
+//! Command-line parsing: the top-level flags and the list of commands. Each command's flags
+//! are its own args struct in `commands/<command>.rs`, next to the code that runs it, so this
+//! file names commands and nothing reaches back into it. Flags are stable: scripts depend on
+//! them.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
-use foldwire_core::Wire;
+use clap::{Parser, Subcommand};
 
-use crate::commands;
-
-/// Exit code when the pipeline failed and the body was passed through unchanged.
-pub const EXIT_PASSED_THROUGH: u8 = 2;
-/// Exit code when the request was refused (cannot fit its budget).
-pub const EXIT_REFUSED: u8 = 3;
+use crate::commands::{
+    self, fold::FoldArgs, gc::GcArgs, inspect::InspectArgs, pipeline::PipelineCommand,
+    plugins::PluginsArgs, reset::ResetArgs, restore::RestoreArgs, search::SearchArgs,
+};
+// The args structs and exit codes as they were reachable before each command owned them.
+pub use crate::commands::{
+    EXIT_PASSED_THROUGH, EXIT_REFUSED, SessionArgs, StateArgs, replay::ReplayArgs, run::RunArgs,
+    serve::ServeArgs,
+};
 
 /// foldwire keeps long LLM agent sessions inside the model's context window without losing
 /// anything.
@@ -30,11 +34,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List every registered stage and strategy: kind, name, crate.
-    Plugins {
-        /// Print JSON instead of a table.
-        #[arg(long)]
-        json: bool,
-    },
+    Plugins(PluginsArgs),
     /// Run one request through the pipeline offline: body on stdin (or --input), the body to
     /// forward on stdout. Exit 2 when the pipeline failed and the body passed through
     /// unchanged, 3 when the request was refused.
@@ -44,94 +44,23 @@ pub enum Command {
     Serve(ServeArgs),
     /// Fold a range of refs (or block ids) of a session into a block with this summary;
     /// prints the blocks created and per-range errors as JSON.
-    Fold {
-        /// The session.
-        #[arg(long)]
-        session: String,
-        /// State location.
-        #[command(flatten)]
-        state: StateArgs,
-        /// First ref (`mNNNNN`) or block id (`bN`).
-        #[arg(long)]
-        from: String,
-        /// Last ref or block id.
-        #[arg(long)]
-        to: String,
-        /// The summary that stands in for the range.
-        #[arg(long)]
-        summary: String,
-        /// A topic line.
-        #[arg(long)]
-        topic: Option<String>,
-    },
+    Fold(FoldArgs),
     /// Print the originals of a block exactly as received (one unit per line), or archived
     /// media bytes (`--image-ref mNNNNN [-o FILE]`, `--image-ref list`).
-    Restore {
-        /// The session.
-        #[arg(long)]
-        session: String,
-        /// State location.
-        #[command(flatten)]
-        state: StateArgs,
-        /// The block to restore.
-        #[arg(
-            long,
-            conflicts_with = "image_ref",
-            required_unless_present = "image_ref"
-        )]
-        block: Option<String>,
-        /// With --block: also the units of the blocks it consumed.
-        #[arg(long, requires = "block")]
-        full: bool,
-        /// With --block: print JSON (refs and units) instead of the exact units.
-        #[arg(long, requires = "block")]
-        json: bool,
-        /// An archived media ref, or `list`.
-        #[arg(long)]
-        image_ref: Option<String>,
-        /// With --image-ref: write the bytes to this file.
-        #[arg(short = 'o', long = "output", requires = "image_ref")]
-        output: Option<PathBuf>,
-    },
+    Restore(RestoreArgs),
     /// Print a session's refs, blocks and current compressible ranges as JSON.
-    Inspect {
-        /// The session.
-        #[arg(long)]
-        session: String,
-        /// State location.
-        #[command(flatten)]
-        state: StateArgs,
-    },
+    Inspect(InspectArgs),
     /// Search a session's block summaries and topics.
-    Search {
-        /// The session.
-        #[arg(long)]
-        session: String,
-        /// State location.
-        #[command(flatten)]
-        state: StateArgs,
-        /// The words to look for.
-        query: String,
-    },
+    Search(SearchArgs),
     /// Start a new head window at a transition message (topic reset).
-    Reset {
-        /// The session.
-        #[arg(long)]
-        session: String,
-        /// State location.
-        #[command(flatten)]
-        state: StateArgs,
-        /// The transition text.
-        #[arg(long)]
-        transition: String,
-    },
+    Reset(ResetArgs),
     /// Replay a recorded session (JSONL: one request body per line, or
     /// `{"foldwire_reset": "TEXT"}` lines) through the pipeline; prints per-turn tokens,
     /// folds and rewrite.
     Replay(ReplayArgs),
     /// Apply retention to a state location: remove sessions idle too long and archived
     /// objects nothing points to; prints what it freed.
-    Gc(commands::gc::GcArgs),
+    Gc(GcArgs),
     /// Pipeline specs.
     Pipeline {
         /// The action.
@@ -140,133 +69,26 @@ pub enum Command {
     },
 }
 
-/// `foldwire pipeline …`.
-#[derive(Debug, Subcommand)]
-pub enum PipelineCommand {
-    /// Validate a spec (a TOML/JSON file or a built-in name) and print the resolved ordering.
-    Check {
-        /// The spec file or built-in name.
-        spec: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-/// Where session state lives; every session command takes it.
-#[derive(Debug, Clone, Args)]
-pub struct StateArgs {
-    /// State directory or URL (`file://DIR`, `memory://`, `s3://bucket/prefix`). Default: the
-    /// user's data dir, e.g. `~/.local/share/foldwire`.
-    #[arg(long, env = "FOLDWIRE_STATE")]
-    pub state: Option<String>,
-}
-
-/// `foldwire run`.
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// The request's wire.
-    #[arg(long, value_parser = parse_wire)]
-    pub wire: Wire,
-    /// The session id (letters, digits, '.', '_', '-').
-    #[arg(long)]
-    pub session: String,
-    /// State location.
-    #[command(flatten)]
-    pub state: StateArgs,
-    /// A built-in pipeline name (`default`, `passthrough`) or a spec file.
-    #[arg(long, default_value = "default")]
-    pub pipeline: String,
-    /// Write the turn report (JSON: stage timings, counters, warnings) here.
-    #[arg(long)]
-    pub report: Option<PathBuf>,
-    /// Read the request body from this file instead of stdin.
-    #[arg(long)]
-    pub input: Option<PathBuf>,
-    /// The budget: the model's context window in tokens (overrides the pipeline's default).
-    #[arg(long)]
-    pub window: Option<u64>,
-    /// The layout strategy for this run (e.g. `layout.store_order_fill`, `layout.head_first`).
-    #[arg(long)]
-    pub layout: Option<String>,
-    /// Head-window size in tokens for this run.
-    #[arg(long)]
-    pub head_tokens: Option<u64>,
-    /// Recent-window size in tokens for this run.
-    #[arg(long)]
-    pub recent_tokens: Option<u64>,
-}
-
-impl RunArgs {
-    /// The per-turn overrides these flags set, as stages read them from `Turn::options`.
-    pub fn turn_options(&self) -> foldwire_core::TurnOptions {
-        let mut o = foldwire_core::TurnOptions::new();
-        if let Some(v) = self.window {
-            o.insert("window".into(), v.into());
+impl Command {
+    /// Runs the command.
+    ///
+    /// # Errors
+    /// Whatever the command reports; `main` prints it and exits 1.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            Command::Plugins(args) => commands::plugins::run(args),
+            Command::Run(args) => commands::run::run(args),
+            Command::Serve(args) => commands::serve::run(args),
+            Command::Fold(args) => commands::fold::run(args),
+            Command::Restore(args) => commands::restore::run(args),
+            Command::Inspect(args) => commands::inspect::run(args),
+            Command::Search(args) => commands::search::run(args),
+            Command::Reset(args) => commands::reset::run(args),
+            Command::Replay(args) => commands::replay::run(args),
+            Command::Gc(args) => commands::gc::run(args),
+            Command::Pipeline { action } => commands::pipeline::run(action),
         }
-        if let Some(v) = &self.layout {
-            o.insert("layout".into(), v.clone().into());
-        }
-        if let Some(v) = self.head_tokens {
-            o.insert("head_tokens".into(), v.into());
-        }
-        if let Some(v) = self.recent_tokens {
-            o.insert("recent_tokens".into(), v.into());
-        }
-        o
     }
-}
-
-/// `foldwire replay`.
-#[derive(Debug, Args)]
-pub struct ReplayArgs {
-    /// The recorded session (JSONL).
-    pub file: PathBuf,
-    /// The wire of the requests (detected from each body when absent).
-    #[arg(long, value_parser = parse_wire)]
-    pub wire: Option<Wire>,
-    /// A built-in pipeline name or a spec file.
-    #[arg(long, default_value = "default")]
-    pub pipeline: String,
-    /// The budget (context window) in tokens.
-    #[arg(long)]
-    pub window: Option<u64>,
-    /// Print JSON instead of a table.
-    #[arg(long)]
-    pub json: bool,
-}
-
-/// `foldwire serve`. Precedence: defaults, then `--config FILE`, then environment, then flags.
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// TOML config file (every key optional).
-    #[arg(long, env = "FOLDWIRE_CONFIG")]
-    pub config: Option<PathBuf>,
-    /// Listen address.
-    #[arg(long, env = "FOLDWIRE_LISTEN")]
-    pub listen: Option<std::net::SocketAddr>,
-    /// State and archive location.
-    #[command(flatten)]
-    pub state: StateArgs,
-    /// A built-in pipeline name or a spec file.
-    #[arg(long, env = "FOLDWIRE_PIPELINE")]
-    pub pipeline: Option<String>,
-    /// Anthropic upstream base URL.
-    #[arg(long, env = "FOLDWIRE_UPSTREAM_ANTHROPIC")]
-    pub upstream_anthropic: Option<String>,
-    /// OpenAI upstream base URL (Chat and Responses).
-    #[arg(long, env = "FOLDWIRE_UPSTREAM_OPENAI")]
-    pub upstream_openai: Option<String>,
-    /// Gemini upstream base URL.
-    #[arg(long, env = "FOLDWIRE_UPSTREAM_GEMINI")]
-    pub upstream_gemini: Option<String>,
-    /// Worker threads of the actor engine (0 = one per core).
-    #[arg(long, env = "FOLDWIRE_WORKERS")]
-    pub workers: Option<usize>,
-}
-
-fn parse_wire(s: &str) -> Result<Wire, String> {
-    s.parse::<Wire>().map_err(|e| e.to_string())
 }
 
 /// Parses arguments, runs the command, and maps errors to exit codes.
@@ -282,72 +104,62 @@ pub fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(ansi)
         .init();
-    let result = match cli.command {
-        Command::Plugins { json } => commands::plugins::run(json),
-        Command::Run(args) => commands::run::run(args),
-        Command::Serve(args) => commands::serve::run(args),
-        Command::Fold {
-            session,
-            state,
-            from,
-            to,
-            summary,
-            topic,
-        } => commands::session_cmds::fold(
-            &session,
-            state.state.as_deref(),
-            &from,
-            &to,
-            &summary,
-            topic.as_deref(),
-        ),
-        Command::Restore {
-            session,
-            state,
-            block,
-            full,
-            json,
-            image_ref,
-            output,
-        } => {
-            let target = match (block, image_ref) {
-                (Some(block), _) => {
-                    Ok(commands::session_cmds::RestoreTarget::Block { block, full, json })
-                }
-                (None, Some(r#ref)) => {
-                    Ok(commands::session_cmds::RestoreTarget::Image { r#ref, out: output })
-                }
-                (None, None) => Err(anyhow::anyhow!(
-                    "restore needs --block bN or --image-ref mNNNNN|list"
-                )),
-            };
-            target
-                .and_then(|t| commands::session_cmds::restore(&session, state.state.as_deref(), t))
-        }
-        Command::Inspect { session, state } => {
-            commands::session_cmds::inspect(&session, state.state.as_deref())
-        }
-        Command::Search {
-            session,
-            state,
-            query,
-        } => commands::session_cmds::search(&session, state.state.as_deref(), &query),
-        Command::Reset {
-            session,
-            state,
-            transition,
-        } => commands::session_cmds::reset(&session, state.state.as_deref(), &transition),
-        Command::Replay(args) => commands::replay::run(args),
-        Command::Gc(args) => commands::gc::run(args),
-        Command::Pipeline {
-            action: PipelineCommand::Check { spec, json },
-        } => commands::pipeline::check(&spec, json),
-    };
-    match result {
+    match cli.command.run() {
         Ok(code) => code,
         Err(e) => {
             eprintln!("foldwire: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory as _;
+
+    use super::*;
+
+    #[test]
+    fn every_command_s_args_assemble_into_one_valid_cli() {
+        // clap's own consistency checks (conflicting ids, `requires` naming a flag that
+        // exists, …) across the args structs the command modules own.
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "foldwire",
+            "restore",
+            "--session",
+            "s1",
+            "--state",
+            "memory://",
+            "--block",
+            "b1",
+            "--full",
+        ])
+        .unwrap();
+        let Command::Restore(args) = cli.command else {
+            panic!("parsed as {:?}", cli.command);
+        };
+        assert_eq!(args.session.session, "s1");
+        assert_eq!(args.session.state.state.as_deref(), Some("memory://"));
+        assert!(matches!(
+            args.target().unwrap(),
+            commands::restore::RestoreTarget::Block { full: true, .. }
+        ));
+    }
+
+    #[test]
+    fn no_command_reaches_back_into_cli() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/commands");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            read += 1;
+            assert!(
+                !text.contains("crate::cli"),
+                "{} imports from cli; shared flags belong in commands/mod.rs",
+                entry.path().display()
+            );
+        }
+        assert!(read > 5, "read only {read} command modules");
     }
 }

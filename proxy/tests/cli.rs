@@ -23,6 +23,15 @@ fn plugins_lists_every_linked_stage_and_strategy_as_json() {
     let decode = list.iter().find(|c| c["name"] == "wire.decode").unwrap();
     assert_eq!(decode["kind"], "stage");
     assert_eq!(decode["crate"], "foldwire-stages");
+    // A component with a typed config says what it does and what it is built with.
+    let classify = list.iter().find(|c| c["name"] == "media.classify").unwrap();
+    assert!(
+        classify["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("media payload")),
+        "{classify}"
+    );
+    assert_eq!(classify["default_params"], serde_json::json!({}));
 
     let table = foldwire(&["plugins"], b"");
     assert!(

@@ -14,34 +14,41 @@
 
 use std::sync::Arc;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use foldwire_archive::index::{self, MediaRecord};
 use foldwire_core::{
-    BuildError, Component, Fact, MediaArchive, MediaClass, Message, MessageKind, Origin, Params,
-    Pin, SessionId, SessionState, Stage, StageCx, StageError, Turn, async_trait,
+    BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaArchive, MediaClass, Message,
+    MessageKind, Origin, Pin, SessionId, SessionState, Stage, StageCx, StageError, Turn,
+    async_trait,
 };
 
 use crate::media_classify::InlinePayload;
 
 /// The registered stage name.
-pub const NAME: &str = "archive.spill";
+pub const NAME: &str = ArchiveSpillConfig::NAME;
 
 /// Parameters of `archive.spill` (none yet; unknown keys are refused).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveSpillConfig {}
+
+impl ComponentConfig for ArchiveSpillConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "archive.spill";
+    const DESCRIPTION: &'static str =
+        "Stores every archivable media payload before anything may fold it; pins it if not.";
+
+    fn build(self) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(ArchiveSpill)))
+    }
+}
 
 /// The `archive.spill` stage.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ArchiveSpill;
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let _: ArchiveSpillConfig = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(ArchiveSpill)))
-}
-
-foldwire_core::register!(Stage, "archive.spill", build);
+foldwire_core::register_config!(ArchiveSpillConfig);
 
 /// What happened to one unit's payloads.
 #[derive(Debug, Default)]

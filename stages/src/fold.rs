@@ -160,18 +160,14 @@ impl Fold {
 
     async fn auto_fold(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         let compress = self.compress_config(turn);
-        let failed = |e: &dyn std::fmt::Display| StageError::Failed {
-            stage: NAME,
-            message: e.to_string(),
-        };
         let policy = cx
             .registry
             .fold_policy(&self.config.policy, &self.config.policy_params)
-            .map_err(|e| failed(&e))?;
+            .map_err(|e| StageError::caused(NAME, "cannot build the fold policy", e))?;
         let summarizer = cx
             .registry
             .summarizer(&self.config.summarizer, &self.config.summarizer_params)
-            .map_err(|e| failed(&e))?;
+            .map_err(|e| StageError::caused(NAME, "cannot build the summarizer", e))?;
         let estimator = cx.estimator.as_ref();
         let Some(conversation) = turn.conversation.take() else {
             return Err(StageError::NotDecoded { stage: NAME });

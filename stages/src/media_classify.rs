@@ -17,32 +17,38 @@ use memchr::memmem::Finder;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use foldwire_core::{
-    BuildError, Component, Fact, MediaClass, MediaRef, Message, Params, Pin, Stage, StageCx,
-    StageError, Turn, Wire, async_trait,
+    BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef, Message,
+    Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
 };
 
 /// The registered stage name.
-pub const NAME: &str = "media.classify";
+pub const NAME: &str = MediaClassifyConfig::NAME;
 
 /// Parameters of `media.classify` (none yet; unknown keys are refused).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MediaClassifyConfig {}
+
+impl ComponentConfig for MediaClassifyConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "media.classify";
+    const DESCRIPTION: &'static str =
+        "Sorts every media payload into archivable (inline bytes) or unrecoverable (pinned).";
+
+    fn build(self) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(MediaClassify)))
+    }
+}
 
 /// The `media.classify` stage.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct MediaClassify;
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let _: MediaClassifyConfig = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(MediaClassify)))
-}
-
-foldwire_core::register!(Stage, "media.classify", build);
+foldwire_core::register_config!(MediaClassifyConfig);
 
 #[async_trait]
 impl Stage for MediaClassify {

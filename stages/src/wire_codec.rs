@@ -62,10 +62,8 @@ impl Stage for WireEncode {
             .conversation
             .as_ref()
             .ok_or(StageError::NotDecoded { stage: ENCODE })?;
-        let out = request::encode(conv).map_err(|e| StageError::Failed {
-            stage: ENCODE,
-            message: e.to_string(),
-        })?;
+        let out = request::encode(conv)
+            .map_err(|e| StageError::caused(ENCODE, "cannot encode the request", e))?;
         turn.output = Some(out);
         Ok(())
     }

@@ -8,8 +8,7 @@
     clippy::field_reassign_with_default
 )]
 
-#[path = "layout_common.rs"]
-mod common;
+use foldwire_test_kit::layout as common;
 
 use std::sync::Arc;
 

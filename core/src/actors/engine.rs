@@ -76,10 +76,10 @@ impl EngineBuilder {
                 }
                 drop(arbiters);
             })
-            .map_err(|e| HostError::Unavailable(format!("cannot spawn the actor thread: {e}")))?;
+            .map_err(|e| HostError::Start { source: e.into() })?;
         let (system, arbiters) = rx
             .recv()
-            .map_err(|e| HostError::Unavailable(format!("actor system did not start: {e}")))?;
+            .map_err(|e| HostError::Start { source: e.into() })?;
         let chains = start_chains(&self.pipeline, &self.cx, &arbiters);
         let sessions = Arc::new(DashMap::new());
         if let (Some(after), Some(arbiter)) = (self.idle_after, arbiters.first()) {
@@ -204,6 +204,51 @@ impl Drop for Inner {
 /// The running actor system: stage actors per worker, one session actor per live session,
 /// a session directory, and the pipeline in force. Cheap to clone; every method can be
 /// called from any thread or tokio runtime.
+///
+/// ```
+/// use std::sync::Arc;
+/// use foldwire_core::{
+///     async_trait, Engine, MemoryStateStore, Pipeline, Registry, SessionId, Stage, StageCx,
+///     StageError, Turn, TurnRequest, Wire,
+/// };
+///
+/// /// Counts the turns of each session in its persisted state.
+/// struct CountTurns;
+/// #[async_trait]
+/// impl Stage for CountTurns {
+///     fn name(&self) -> &'static str { "doc.count_turns" }
+///     async fn run(&self, turn: &mut Turn, _: &StageCx) -> Result<(), StageError> {
+///         *turn.state.counters.entry("turns".into()).or_default() += 1;
+///         Ok(())
+///     }
+/// }
+///
+/// let registry = Arc::new(Registry::empty());
+/// let pipeline = Pipeline::builder(&registry).stage(CountTurns).build().unwrap();
+/// let engine = Engine::builder(pipeline, Arc::new(MemoryStateStore::new()), registry)
+///     .workers(1)
+///     .start()
+///     .unwrap();
+///
+/// let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+/// runtime.block_on(async {
+///     let session = SessionId::new("doc-session").unwrap();
+///     let body = bytes::Bytes::from_static(br#"{"messages":[]}"#);
+///     for _ in 0..2 {
+///         let outcome = engine
+///             .run_turn(&session, TurnRequest::new(Wire::Anthropic, body.clone()))
+///             .await
+///             .unwrap();
+///         // No stage encoded a new body, so the original goes on unchanged.
+///         assert_eq!(outcome.output, body);
+///     }
+///     // The session actor kept the state between turns and saved it.
+///     let state = engine.snapshot(&session).await.unwrap();
+///     assert_eq!(state.counters["turns"], 2);
+/// });
+/// // Dropping the last handle stops the actor system and joins its thread.
+/// drop(engine);
+/// ```
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
@@ -248,7 +293,7 @@ impl Engine {
         let (addr, _lease) = self.session(session);
         addr.send(RunTurn(request))
             .await
-            .map_err(|e| HostError::Unavailable(e.to_string()))?
+            .map_err(|source| HostError::Mailbox { source })?
     }
 
     /// A copy of a session's state.
@@ -259,7 +304,7 @@ impl Engine {
         let (addr, _lease) = self.session(session);
         addr.send(Snapshot)
             .await
-            .map_err(|e| HostError::Unavailable(e.to_string()))?
+            .map_err(|source| HostError::Mailbox { source })?
     }
 
     /// Applies a change to a session's state between its turns and saves it.
@@ -274,7 +319,7 @@ impl Engine {
         let (addr, _lease) = self.session(session);
         addr.send(Update(update))
             .await
-            .map_err(|e| HostError::Unavailable(e.to_string()))?
+            .map_err(|source| HostError::Mailbox { source })?
     }
 
     /// Swaps in a new pipeline atomically: turns already running finish on the old one.

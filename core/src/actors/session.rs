@@ -55,6 +55,7 @@ pub struct TurnOutcome {
 
 /// Errors of the actor host.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum HostError {
     /// The state store failed; the turn's state changes were not saved.
     #[error("session {session}: {source}")]
@@ -78,6 +79,20 @@ pub enum HostError {
     /// The actor system is shutting down.
     #[error("actor system unavailable: {0}")]
     Unavailable(String),
+    /// A message to an actor was not delivered (the system is shutting down).
+    #[error("actor system unavailable: {source}")]
+    Mailbox {
+        /// Why actix could not deliver it.
+        #[source]
+        source: actix::MailboxError,
+    },
+    /// The actor system did not start.
+    #[error("actor system did not start: {source}")]
+    Start {
+        /// The thread spawn or start-up handshake error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// The pipeline chains currently in force, one per worker; swapped atomically.

@@ -119,6 +119,39 @@ pub struct StageFailure {
 
 impl Pipeline {
     /// A builder for host code; named stages are looked up in `registry`.
+    ///
+    /// `build` checks the ordering before anything runs, and says how to fix it:
+    ///
+    /// ```
+    /// use foldwire_core::{
+    ///     async_trait, Fact, Pipeline, PipelineError, Registry, Stage, StageCx, StageError, Turn,
+    /// };
+    ///
+    /// struct Decode;
+    /// #[async_trait]
+    /// impl Stage for Decode {
+    ///     fn name(&self) -> &'static str { "doc.decode" }
+    ///     fn provides(&self) -> &'static [Fact] { &[Fact::Decoded] }
+    ///     async fn run(&self, _: &mut Turn, _: &StageCx) -> Result<(), StageError> { Ok(()) }
+    /// }
+    ///
+    /// struct Count;
+    /// #[async_trait]
+    /// impl Stage for Count {
+    ///     fn name(&self) -> &'static str { "doc.count" }
+    ///     fn requires(&self) -> &'static [Fact] { &[Fact::Decoded] }
+    ///     async fn run(&self, _: &mut Turn, _: &StageCx) -> Result<(), StageError> { Ok(()) }
+    /// }
+    ///
+    /// let registry = Registry::empty();
+    /// let pipeline = Pipeline::builder(&registry).name("doc").stage(Decode).stage(Count).build();
+    /// assert_eq!(pipeline.unwrap().names(), ["doc.decode", "doc.count"]);
+    ///
+    /// let backwards = Pipeline::builder(&registry).stage(Count).stage(Decode).build();
+    /// let err = backwards.unwrap_err();
+    /// assert!(matches!(err, PipelineError::Unmet { fact: Fact::Decoded, .. }));
+    /// assert!(err.to_string().contains("put doc.decode before doc.count"), "{err}");
+    /// ```
     pub fn builder(registry: &Registry) -> PipelineBuilder<'_> {
         PipelineBuilder {
             registry,

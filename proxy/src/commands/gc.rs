@@ -15,7 +15,7 @@ use crate::setup;
 pub struct GcArgs {
     /// State location.
     #[command(flatten)]
-    pub state: crate::cli::StateArgs,
+    pub state: super::StateArgs,
     /// Remove sessions idle (no turn) for more than this many days; 0 keeps them.
     #[arg(long, default_value_t = 30)]
     pub session_days: u64,

@@ -17,6 +17,33 @@ struct ResolvedStage {
     provides: Vec<&'static str>,
 }
 
+/// `foldwire pipeline …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum PipelineCommand {
+    /// Validate a spec (a TOML/JSON file or a built-in name) and print the resolved ordering.
+    Check(CheckArgs),
+}
+
+/// What `foldwire pipeline check` is told.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The spec file or built-in name.
+    pub spec: String,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Runs a `foldwire pipeline` action.
+///
+/// # Errors
+/// As the action.
+pub fn run(action: PipelineCommand) -> Result<ExitCode> {
+    match action {
+        PipelineCommand::Check(args) => check(&args.spec, args.json),
+    }
+}
+
 /// Validates a spec against the registry and prints the ordering.
 ///
 /// # Errors

@@ -8,20 +8,39 @@ use anyhow::Result;
 use super::write_stdout;
 use crate::setup;
 
-/// Prints the registry as a table or JSON.
+/// What `foldwire plugins` is told.
+#[derive(Debug, clap::Args)]
+pub struct PluginsArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Prints the registry as a table or JSON; components with a typed config also give their
+/// one-line description and (in JSON) their default params.
 ///
 /// # Errors
 /// A registry that cannot load.
-pub fn run(json: bool) -> Result<ExitCode> {
+pub fn run(args: PluginsArgs) -> Result<ExitCode> {
     let list = setup::registry()?.list();
-    let text = if json {
+    let text = if args.json {
         let mut s = serde_json::to_string_pretty(&list)?;
         s.push('\n');
         s
     } else {
-        let mut s = format!("{:<12} {:<28} {}\n", "KIND", "NAME", "CRATE");
+        let mut s = format!(
+            "{:<12} {:<28} {:<18} {}\n",
+            "KIND", "NAME", "CRATE", "DESCRIPTION"
+        );
         for c in &list {
-            let _ = writeln!(s, "{:<12} {:<28} {}", c.kind.as_str(), c.name, c.crate_name);
+            let _ = writeln!(
+                s,
+                "{:<12} {:<28} {:<18} {}",
+                c.kind.as_str(),
+                c.name,
+                c.crate_name,
+                c.description.as_deref().unwrap_or("")
+            );
         }
         s
     };

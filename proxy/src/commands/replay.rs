@@ -2,18 +2,38 @@
 
 use std::fmt::Write as _;
 use std::io::IsTerminal as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, anyhow};
 use bytes::Bytes;
-use foldwire_core::{Engine, MemoryStateStore, SessionId, TurnRequest};
+use foldwire_core::{Engine, MemoryStateStore, SessionId, TurnRequest, Wire};
 use foldwire_stages::layout_head_window;
 use serde::Serialize;
 
+use super::parse_wire;
 use super::write_stdout;
-use crate::cli::ReplayArgs;
 use crate::setup;
+
+/// `foldwire replay`.
+#[derive(Debug, clap::Args)]
+pub struct ReplayArgs {
+    /// The recorded session (JSONL).
+    pub file: PathBuf,
+    /// The wire of the requests (detected from each body when absent).
+    #[arg(long, value_parser = parse_wire)]
+    pub wire: Option<Wire>,
+    /// A built-in pipeline name or a spec file.
+    #[arg(long, default_value = "default")]
+    pub pipeline: String,
+    /// The budget (context window) in tokens.
+    #[arg(long)]
+    pub window: Option<u64>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// One replayed turn.
 #[derive(Debug, Serialize)]

@@ -1,15 +1,71 @@
 //! `foldwire run`: one request through the pipeline, offline.
 
 use std::io::Read as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 use bytes::Bytes;
-use foldwire_core::{Engine, SessionId, StageCx, TurnRequest};
+use foldwire_core::{Engine, SessionId, StageCx, TurnRequest, Wire};
 
 use super::write_stdout;
-use crate::cli::{EXIT_PASSED_THROUGH, EXIT_REFUSED, RunArgs};
+use super::{EXIT_PASSED_THROUGH, EXIT_REFUSED, StateArgs, parse_wire};
 use crate::{session, setup};
+
+/// `foldwire run`.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The request's wire.
+    #[arg(long, value_parser = parse_wire)]
+    pub wire: Wire,
+    /// The session id (letters, digits, '.', '_', '-').
+    #[arg(long)]
+    pub session: String,
+    /// State location.
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// A built-in pipeline name (`default`, `passthrough`) or a spec file.
+    #[arg(long, default_value = "default")]
+    pub pipeline: String,
+    /// Write the turn report (JSON: stage timings, counters, warnings) here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Read the request body from this file instead of stdin.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// The budget: the model's context window in tokens (overrides the pipeline's default).
+    #[arg(long)]
+    pub window: Option<u64>,
+    /// The layout strategy for this run (e.g. `layout.store_order_fill`, `layout.head_first`).
+    #[arg(long)]
+    pub layout: Option<String>,
+    /// Head-window size in tokens for this run.
+    #[arg(long)]
+    pub head_tokens: Option<u64>,
+    /// Recent-window size in tokens for this run.
+    #[arg(long)]
+    pub recent_tokens: Option<u64>,
+}
+
+impl RunArgs {
+    /// The per-turn overrides these flags set, as stages read them from `Turn::options`.
+    pub fn turn_options(&self) -> foldwire_core::TurnOptions {
+        let mut o = foldwire_core::TurnOptions::new();
+        if let Some(v) = self.window {
+            o.insert("window".into(), v.into());
+        }
+        if let Some(v) = &self.layout {
+            o.insert("layout".into(), v.clone().into());
+        }
+        if let Some(v) = self.head_tokens {
+            o.insert("head_tokens".into(), v.into());
+        }
+        if let Some(v) = self.recent_tokens {
+            o.insert("recent_tokens".into(), v.into());
+        }
+        o
+    }
+}
 
 /// Runs one turn and writes the body to forward on stdout.
 ///

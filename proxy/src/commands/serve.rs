@@ -1,11 +1,41 @@
 //! `foldwire serve`: merge the configuration layers and run the proxy until interrupted.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, Result};
 
-use crate::cli::ServeArgs;
+use super::StateArgs;
 use crate::serve::{self, ServeConfig};
+
+/// `foldwire serve`. Precedence: defaults, then `--config FILE`, then environment, then flags.
+#[derive(Debug, clap::Args)]
+pub struct ServeArgs {
+    /// TOML config file (every key optional).
+    #[arg(long, env = "FOLDWIRE_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Listen address.
+    #[arg(long, env = "FOLDWIRE_LISTEN")]
+    pub listen: Option<std::net::SocketAddr>,
+    /// State and archive location.
+    #[command(flatten)]
+    pub state: StateArgs,
+    /// A built-in pipeline name or a spec file.
+    #[arg(long, env = "FOLDWIRE_PIPELINE")]
+    pub pipeline: Option<String>,
+    /// Anthropic upstream base URL.
+    #[arg(long, env = "FOLDWIRE_UPSTREAM_ANTHROPIC")]
+    pub upstream_anthropic: Option<String>,
+    /// OpenAI upstream base URL (Chat and Responses).
+    #[arg(long, env = "FOLDWIRE_UPSTREAM_OPENAI")]
+    pub upstream_openai: Option<String>,
+    /// Gemini upstream base URL.
+    #[arg(long, env = "FOLDWIRE_UPSTREAM_GEMINI")]
+    pub upstream_gemini: Option<String>,
+    /// Worker threads of the actor engine (0 = one per core).
+    #[arg(long, env = "FOLDWIRE_WORKERS")]
+    pub workers: Option<usize>,
+}
 
 /// The effective configuration: defaults, then the file, then environment and flags.
 ///

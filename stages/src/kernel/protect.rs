@@ -106,13 +106,13 @@ impl Protection {
     }
 
     /// Positions of the units that form the head window the layout recorded in `state`
-    /// (matched by fingerprint; see [`crate::layout_head_window::head_fingerprints`]). The
+    /// (matched by fingerprint; see [`crate::head_record::head_fingerprints`]). The
     /// head is kept verbatim by `layout.head_window`, so these units never fold, whatever
     /// the other settings say. Empty when no head is recorded (on a session's first turn
     /// `ranges.build` passes the head the layout will record, see
-    /// [`crate::layout_head_window::with_first_head`]).
+    /// `layout_head_window::with_first_head`).
     pub fn head(&self, units: &[Message], state: &SessionState) -> HashSet<usize> {
-        let ids: HashSet<MessageId> = crate::layout_head_window::head_fingerprints(state)
+        let ids: HashSet<MessageId> = crate::head_record::head_fingerprints(state)
             .into_iter()
             .collect();
         if ids.is_empty() {

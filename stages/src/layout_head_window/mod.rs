@@ -249,12 +249,15 @@ impl Stage for HeadWindowStage {
         let layout = cx
             .registry
             .layout(&config.layout, &config.layout_params)
-            .map_err(|e| StageError::Failed {
-                stage: NAME,
-                message: format!(
-                    "cannot build layout strategy `{}`: {e} (is foldwire_plugins::link() called?)",
-                    config.layout
-                ),
+            .map_err(|e| {
+                StageError::caused(
+                    NAME,
+                    format!(
+                        "cannot build layout strategy `{}` (is foldwire_plugins::link() called?)",
+                        config.layout
+                    ),
+                    e,
+                )
             })?;
         lay_out(turn, layout.as_ref(), cx.estimator.as_ref(), &config).map(|_| ())
     }
@@ -565,10 +568,7 @@ pub fn lay_out(
     head.previous_frame = Some(digest);
     head.last_estimate = measured.request_tokens;
     head.store(&mut turn.state)
-        .map_err(|e| StageError::Failed {
-            stage: NAME,
-            message: e.to_string(),
-        })?;
+        .map_err(|e| StageError::caused(NAME, "cannot record the head window", e))?;
     Ok(LayoutOutcome {
         rewrite: measured,
         head: zone,

@@ -137,17 +137,8 @@ pub fn reset(state: &mut SessionState, transition_text: &str) -> Result<u64, Lay
     Ok(head.generation)
 }
 
-/// Fingerprints of the units in the session's current head window.
-///
-/// For the kernel: `ranges.build` must leave these units out of every compressible range
-/// (the head is kept verbatim and never folded). After a reset they are the transition and
-/// the units after it; the old head is no longer listed, so it can fold. Empty when the state
-/// holds no head yet (or is unreadable).
-pub fn head_fingerprints(state: &SessionState) -> Vec<MessageId> {
-    HeadState::load(state)
-        .map(|h| h.head_ids)
-        .unwrap_or_default()
-}
+/// The head's units, as the kernel reads them; defined where kernel and stage meet.
+pub use crate::head_record::head_fingerprints;
 
 /// Folds the usage samples newer than the last update into `state.calibration`: an
 /// exponential average of reported/estimated with weight `alpha` for each new sample,

@@ -170,10 +170,5 @@ pub fn units_of(groups: &[Range<usize>], range: Range<usize>) -> Range<usize> {
     start..end.max(start)
 }
 
-/// The order that sends the head first, then what came before it, then what follows it.
-pub fn head_first_order(len: usize, head: Range<usize>) -> Vec<usize> {
-    let mut order: Vec<usize> = head.clone().collect();
-    order.extend(0..head.start.min(len));
-    order.extend(head.end.min(len)..len);
-    order
-}
+/// The head-first order, defined with the `Layout` contract so strategies share it.
+pub use foldwire_core::strategy::head_first_order;

@@ -265,8 +265,7 @@ impl<'a> Cx<'a> {
         if self.bytes().get(span.start) != Some(&b'{') {
             return Err(self.shape(path, "an object", span));
         }
-        self.tape
-            .object_fields(self.src, span)
+        scan::indexed_object_fields(self.tape, self.src, span)
             .unwrap_or_else(|| scan::object_fields_mode(self.src, span, Mode::Trusted))
             .map_err(|e| self.syntax(path, e))
     }

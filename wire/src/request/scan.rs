@@ -292,6 +292,28 @@ pub(crate) fn object_fields<'a>(
     object_fields_mode(src, span, Mode::Validate)
 }
 
+/// The fields of the object at `span` from the index alone, or `None` when its children
+/// are not indexed (the caller then scans the bytes).
+pub(crate) fn indexed_object_fields<'a>(
+    tape: &Tape,
+    src: &'a str,
+    span: &Range<usize>,
+) -> Option<Result<Vec<Field<'a>>, Syntax>> {
+    let mut children = tape.child_spans(span)?;
+    let mut fields = Vec::with_capacity(8);
+    while let Some(key) = children.next() {
+        let Some(value) = children.next() else {
+            return Some(syntax(key.end, "a value after an object key"));
+        };
+        fields.push(Field {
+            key: unescape_key(src, &key),
+            key_start: key.start,
+            value,
+        });
+    }
+    Some(Ok(fields))
+}
+
 /// [`object_fields`] with a chosen string-scanning mode.
 pub(crate) fn object_fields_mode<'a>(
     src: &'a str,
@@ -576,7 +598,9 @@ mod tests {
         );
         let (end, tape) = value_end_indexed(src.as_bytes(), 0).unwrap();
         assert_eq!(end, src.len());
-        let top = tape.object_fields(&src, &(0..end)).unwrap().unwrap();
+        let top = indexed_object_fields(&tape, &src, &(0..end))
+            .unwrap()
+            .unwrap();
         let plain = object_fields(&src, &(0..end)).unwrap();
         assert_eq!(top.len(), 4);
         for (a, b) in top.iter().zip(&plain) {
@@ -589,7 +613,7 @@ mod tests {
         assert_eq!(items, array_items(src.as_bytes(), &top[0].value).unwrap());
         // Strings, empty containers and containers at the depth limit have no indexed children.
         assert!(tape.array_items(&top[1].value).is_none());
-        assert!(tape.object_fields(&src, &top[2].value).is_none());
+        assert!(indexed_object_fields(&tape, &src, &top[2].value).is_none());
         let mut span = top[3].value.clone();
         for depth in 1..INDEX_DEPTH {
             let inner = tape.array_items(&span).unwrap();
@@ -624,7 +648,7 @@ mod tests {
         let children: Vec<Range<usize>> = match src.as_bytes().get(span.start) {
             Some(b'{') => {
                 let scanned = object_fields(src, span).unwrap();
-                if let Some(indexed) = tape.object_fields(src, span) {
+                if let Some(indexed) = indexed_object_fields(tape, src, span) {
                     let indexed = indexed.unwrap();
                     assert_eq!(indexed.len(), scanned.len());
                     for (a, b) in indexed.iter().zip(&scanned) {

@@ -4,11 +4,12 @@
 //! The validating scan records it as it goes, so the decoders walk objects and arrays by
 //! index instead of scanning the same bytes again at every nesting level (a 2,000-character
 //! tool output is read once, by the validator, and never again unless its text is asked for).
+//!
+//! The index knows spans only; turning an object's child spans into decoded fields is the
+//! scanner's job (`scan::indexed_object_fields`), so this module depends on nothing else.
 
 use std::cell::Cell;
 use std::ops::Range;
-
-use super::scan::{self, Field, Syntax};
 
 /// How deep values are indexed (the root is depth 0). Every wire reaches its units and their
 /// tool identities by depth 6 (`contents[i].parts[j].functionCall.args`); deeper values are
@@ -111,34 +112,19 @@ impl Tape {
         Some(hint + step / 2 + i)
     }
 
-    /// The fields of the indexed object at `span`, or `None` when it is not indexed.
-    pub(crate) fn object_fields<'a>(
+    /// The spans of the direct children of the indexed container at `span` (for an object:
+    /// key, value, key, value, …), or `None` when its children are not indexed.
+    pub(crate) fn child_spans(
         &self,
-        src: &'a str,
         span: &Range<usize>,
-    ) -> Option<Result<Vec<Field<'a>>, Syntax>> {
-        let mut children = self.children_of(span.start)?;
-        let mut fields = Vec::with_capacity(8);
-        while let Some(key) = children.next() {
-            let Some(value) = children.next() else {
-                return Some(Err(Syntax {
-                    at: key.end,
-                    expected: "a value after an object key",
-                }));
-            };
-            fields.push(Field {
-                key: scan::unescape_key(src, &(key.start..key.end)),
-                key_start: key.start,
-                value: value.start..value.end,
-            });
-        }
-        Some(Ok(fields))
+    ) -> Option<impl Iterator<Item = Range<usize>> + '_> {
+        let children = self.children_of(span.start)?;
+        Some(children.map(|n| n.start..n.end))
     }
 
     /// The item spans of the indexed array at `span`, or `None` when it is not indexed.
     pub(crate) fn array_items(&self, span: &Range<usize>) -> Option<Vec<Range<usize>>> {
-        let children = self.children_of(span.start)?;
-        Some(children.map(|n| n.start..n.end).collect())
+        Some(self.child_spans(span)?.collect())
     }
 }
 

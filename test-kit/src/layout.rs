@@ -1,6 +1,5 @@
 //! Helpers shared by the layout tests: conversations built by hand (the codecs are not
 //! needed) and turns to run them in.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use foldwire_core::{
     Conversation, Entry, Message, MessageId, MessageKind, Origin, Role, SessionId, SessionState,
@@ -20,10 +19,12 @@ pub enum B {
     Marked(String, &'static str),
 }
 
+/// A text block of `chars` characters whose fingerprint is `label`.
 pub fn text(label: &str, chars: usize) -> B {
     B::Text(label.to_owned(), chars)
 }
 
+/// `label` padded with filler to `chars` characters.
 pub fn padded(label: &str, chars: usize) -> String {
     let pad = chars.saturating_sub(label.len() + 1);
     format!("{label} {}", "w".repeat(pad))

@@ -1,5 +1,5 @@
-//! The I/O traits stages use for archived payloads and session state. `core` defines them;
-//! `foldwire-archive` implements them over object_store.
+//! The I/O traits stages use for archived payloads and session state. `foldwire-api` defines
+//! them; `foldwire-archive` implements them over object_store.
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -10,6 +10,7 @@ use crate::state::SessionState;
 
 /// Errors from an archive or state backend.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StoreError {
     /// No object under that key for this session.
     #[error("{what} not found for session {session}")]
@@ -83,15 +84,6 @@ pub struct StoredContent {
     pub size: u64,
 }
 
-/// The error the default content-addressed methods return for archives that lack them.
-fn content_unsupported(operation: &str) -> StoreError {
-    StoreError::Backend {
-        backend: "archive".to_owned(),
-        operation: operation.to_owned(),
-        source: "this MediaArchive does not implement content-addressed storage".into(),
-    }
-}
-
 /// Where archived payloads go before anything folds them off the wire.
 ///
 /// Contract: `put` is create-if-absent and content-addressed, so a retried or duplicate
@@ -125,16 +117,12 @@ pub trait MediaArchive: Send + Sync + std::fmt::Debug {
         session: &SessionId,
         media_type: &str,
         bytes: Bytes,
-    ) -> Result<StoredContent, StoreError> {
-        let _ = (session, media_type, bytes);
-        Err(content_unsupported("put_content"))
-    }
+    ) -> Result<StoredContent, StoreError>;
 
     /// Reads bytes stored by [`MediaArchive::put_content`] (or `put`) by their content key.
-    async fn get_content(&self, session: &SessionId, key: &str) -> Result<Bytes, StoreError> {
-        let _ = (session, key);
-        Err(content_unsupported("get_content"))
-    }
+    /// Required like `put_content`: an archive without it would compile, then pin every
+    /// payload `archive.spill` meets.
+    async fn get_content(&self, session: &SessionId, key: &str) -> Result<Bytes, StoreError>;
 }
 
 /// An opaque version tag of a stored state (an ETag, a generation number).

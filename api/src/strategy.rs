@@ -1,23 +1,81 @@
 //! Strategy kinds: the policies stages consult. Stages are the fixed steps; strategies are
 //! the plugins.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
+use crate::component::{Params, RegistryError};
 use crate::ids::Ref;
 use crate::message::Message;
 use crate::report::Refusal;
 use crate::wire::Wire;
 
+/// Any error a strategy wraps (a model client's, a parser's), kept whole as the source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// Why a strategy failed.
 #[derive(Debug, thiserror::Error)]
 #[error("{strategy}: {message}")]
+#[non_exhaustive]
 pub struct StrategyError {
     /// The strategy name.
     pub strategy: String,
     /// What failed.
     pub message: String,
+    /// The underlying error, when one caused it (a summarizer's model call, …).
+    #[source]
+    pub source: Option<BoxError>,
+}
+
+impl StrategyError {
+    /// A failure described by a message alone.
+    pub fn new(strategy: &str, message: impl Into<String>) -> Self {
+        StrategyError {
+            strategy: strategy.to_owned(),
+            message: message.into(),
+            source: None,
+        }
+    }
+
+    /// A failure caused by another error, which stays reachable through `source()`.
+    pub fn caused(strategy: &str, message: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        StrategyError {
+            strategy: strategy.to_owned(),
+            message: message.into(),
+            source: Some(source.into()),
+        }
+    }
+}
+
+/// Where a stage gets its strategies from by name: the [`Registry`](crate::registry::Registry)
+/// in a running pipeline. A trait so the stage contract need not name the registry (which names
+/// stages) and a test can hand a stage exactly the strategies it wants.
+pub trait StrategySource: Send + Sync + std::fmt::Debug {
+    /// Builds a fold policy.
+    ///
+    /// # Errors
+    /// Unknown name, another kind under that name, or params the factory refuses.
+    fn fold_policy(
+        &self,
+        name: &str,
+        params: &Params,
+    ) -> Result<Arc<dyn FoldPolicy>, RegistryError>;
+
+    /// Builds a layout.
+    ///
+    /// # Errors
+    /// As [`StrategySource::fold_policy`].
+    fn layout(&self, name: &str, params: &Params) -> Result<Arc<dyn Layout>, RegistryError>;
+
+    /// Builds a summarizer.
+    ///
+    /// # Errors
+    /// As [`StrategySource::fold_policy`].
+    fn summarizer(&self, name: &str, params: &Params)
+    -> Result<Arc<dyn Summarizer>, RegistryError>;
 }
 
 /// A compressible range as fold policies see it.
@@ -165,6 +223,20 @@ pub struct LayoutPlan {
     pub state: serde_json::Value,
     /// Fix the head's membership now, before it has filled: later units no longer join it.
     pub seal_head: bool,
+}
+
+/// The order that sends the head first, then what came before it, then what follows it: the
+/// arrangement several layouts share, so a strategy crate need not reach into the stage's
+/// internals for it. Indices past `len` are ignored.
+///
+/// ```
+/// assert_eq!(foldwire_api::strategy::head_first_order(5, 2..4), [2, 3, 0, 1, 4]);
+/// ```
+pub fn head_first_order(len: usize, head: std::ops::Range<usize>) -> Vec<usize> {
+    let mut order: Vec<usize> = head.clone().collect();
+    order.extend(0..head.start.min(len));
+    order.extend(head.end.min(len)..len);
+    order
 }
 
 /// Head window, recent window, reset behaviour and cache markers. The stage

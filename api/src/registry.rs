@@ -7,44 +7,11 @@ use std::sync::{Arc, RwLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::component::did_you_mean;
+pub use crate::component::{BuildError, ComponentKind, Params, RegistryError, StrategyUse};
 use crate::stage::Stage;
-use crate::strategy::{FoldPolicy, Layout, Summarizer};
+use crate::strategy::{FoldPolicy, Layout, StrategySource, Summarizer};
 use crate::turn::Fact;
-
-/// Parameters a component is built with (a JSON object, or null for defaults).
-pub type Params = serde_json::Value;
-
-/// The kinds of registered components.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ComponentKind {
-    /// A pipeline stage.
-    Stage,
-    /// A fold policy strategy.
-    FoldPolicy,
-    /// A layout strategy.
-    Layout,
-    /// A summarizer strategy.
-    Summarizer,
-}
-
-impl ComponentKind {
-    /// The snake_case name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ComponentKind::Stage => "stage",
-            ComponentKind::FoldPolicy => "fold_policy",
-            ComponentKind::Layout => "layout",
-            ComponentKind::Summarizer => "summarizer",
-        }
-    }
-}
-
-impl fmt::Display for ComponentKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// A built component.
 #[derive(Clone)]
@@ -77,38 +44,6 @@ impl fmt::Debug for Component {
     }
 }
 
-/// Why a component could not be built from its params.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{component}: {message}")]
-pub struct BuildError {
-    /// The component name.
-    pub component: String,
-    /// What was wrong with the params.
-    pub message: String,
-}
-
-impl BuildError {
-    /// A build error for a component.
-    pub fn new(component: &str, message: impl Into<String>) -> Self {
-        BuildError {
-            component: component.to_owned(),
-            message: message.into(),
-        }
-    }
-
-    /// Parses a component's params into its config type, with an error naming the component.
-    pub fn parse_params<T: serde::de::DeserializeOwned + Default>(
-        component: &str,
-        params: &Params,
-    ) -> Result<T, BuildError> {
-        if params.is_null() {
-            return Ok(T::default());
-        }
-        serde_json::from_value(params.clone())
-            .map_err(|e| BuildError::new(component, format!("bad params: {e}")))
-    }
-}
-
 /// A link-time factory.
 pub type BuildFn = fn(&Params) -> Result<Component, BuildError>;
 
@@ -127,6 +62,18 @@ pub struct Registration {
     pub crate_name: &'static str,
     /// The factory.
     pub build: BuildFn,
+    /// Description and defaults, for components registered through
+    /// [`register_config!`](crate::register_config).
+    pub about: Option<About>,
+}
+
+/// What a typed component says about itself (see [`ComponentConfig`](crate::ComponentConfig)).
+#[derive(Debug, Clone, Copy)]
+pub struct About {
+    /// One line saying what the component does.
+    pub description: &'static str,
+    /// Its default params.
+    pub defaults: fn() -> Params,
 }
 
 inventory::collect!(Registration);
@@ -135,7 +82,7 @@ inventory::collect!(Registration);
 ///
 /// ```
 /// use std::sync::Arc;
-/// use foldwire_core::{async_trait, Component, BuildError, Params, Stage, StageCx, StageError, Turn};
+/// use foldwire_api::{async_trait, Component, BuildError, Params, Stage, StageCx, StageError, Turn};
 ///
 /// struct Tag;
 /// #[async_trait]
@@ -149,10 +96,10 @@ inventory::collect!(Registration);
 /// fn build_tag(_: &Params) -> Result<Component, BuildError> {
 ///     Ok(Component::Stage(Arc::new(Tag)))
 /// }
-/// foldwire_core::register!(Stage, "doc.tag", build_tag);
+/// foldwire_api::register!(Stage, "doc.tag", build_tag);
 ///
-/// let registry = foldwire_core::Registry::from_inventory().unwrap();
-/// assert!(registry.names(foldwire_core::ComponentKind::Stage).contains(&"doc.tag".to_string()));
+/// let registry = foldwire_api::Registry::from_inventory().unwrap();
+/// assert!(registry.names(foldwire_api::ComponentKind::Stage).contains(&"doc.tag".to_string()));
 /// ```
 #[macro_export]
 macro_rules! register {
@@ -163,6 +110,7 @@ macro_rules! register {
                 name: $name,
                 crate_name: ::core::env!("CARGO_PKG_NAME"),
                 build: $build,
+                about: ::core::option::Option::None,
             }
         }
     };
@@ -190,48 +138,13 @@ pub struct ComponentInfo {
     pub crate_name: String,
     /// Link time or runtime.
     pub source: Source,
-}
-
-/// Registry errors.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RegistryError {
-    /// Two registrations share a name.
-    #[error(
-        "{name:?} is registered twice (by {first} and {second}); component names must be unique"
-    )]
-    Duplicate {
-        /// The name.
-        name: String,
-        /// The first registrant.
-        first: String,
-        /// The second registrant.
-        second: String,
-    },
-    /// No component by that name.
-    #[error("no {kind} named {name:?} is registered{hint}; registered {kind} names: {known}")]
-    Unknown {
-        /// The kind looked for.
-        kind: ComponentKind,
-        /// The name.
-        name: String,
-        /// A did-you-mean hint (empty when no registered name is close).
-        hint: String,
-        /// The registered names of that kind.
-        known: String,
-    },
-    /// The name is registered, but as another kind.
-    #[error("{name:?} is a {actual}, not a {wanted}")]
-    WrongKind {
-        /// The name.
-        name: String,
-        /// The kind asked for.
-        wanted: ComponentKind,
-        /// The kind registered.
-        actual: ComponentKind,
-    },
-    /// The factory refused the params.
-    #[error(transparent)]
-    Build(#[from] BuildError),
+    /// One line saying what it does (components registered with a typed config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The params it is built with when a spec gives none (components registered with a
+    /// typed config).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_params: Option<Params>,
 }
 
 #[derive(Clone)]
@@ -242,6 +155,35 @@ struct Entry {
 
 /// Every known stage and strategy, seeded from link-time registrations and open to runtime
 /// additions.
+///
+/// ```
+/// use std::sync::Arc;
+/// use foldwire_api::{
+///     Component, ComponentKind, FoldDemand, FoldPolicy, Params, RangeInfo, Registry,
+///     RegistryError,
+/// };
+///
+/// #[derive(Debug)]
+/// struct Never;
+/// impl FoldPolicy for Never {
+///     fn name(&self) -> &'static str { "doc.never" }
+///     fn choose(&self, _: &[RangeInfo], _: &FoldDemand) -> Vec<usize> { Vec::new() }
+/// }
+///
+/// let registry = Registry::empty();
+/// // Host code adds a factory at runtime; pipelines built afterwards can name it.
+/// registry
+///     .register(ComponentKind::FoldPolicy, "doc.never", "my-host", |_: &Params| {
+///         Ok(Component::FoldPolicy(Arc::new(Never)))
+///     })
+///     .unwrap();
+/// assert_eq!(registry.fold_policy("doc.never", &Params::Null).unwrap().name(), "doc.never");
+///
+/// // A typo is caught with a suggestion, not a silent default.
+/// let err = registry.fold_policy("doc.nevr", &Params::Null).unwrap_err();
+/// assert!(matches!(err, RegistryError::Unknown { .. }));
+/// assert!(err.to_string().contains("did you mean \"doc.never\""), "{err}");
+/// ```
 pub struct Registry {
     entries: RwLock<BTreeMap<String, Entry>>,
 }
@@ -269,6 +211,8 @@ impl Registry {
                     name: r.name.to_owned(),
                     crate_name: r.crate_name.to_owned(),
                     source: Source::Linked,
+                    description: r.about.map(|a| a.description.to_owned()),
+                    default_params: r.about.map(|a| (a.defaults)()),
                 },
                 Arc::new(build),
             )?;
@@ -283,7 +227,11 @@ impl Registry {
         }
     }
 
-    fn insert(&self, info: ComponentInfo, build: DynBuildFn) -> Result<(), RegistryError> {
+    pub(crate) fn insert(
+        &self,
+        info: ComponentInfo,
+        build: DynBuildFn,
+    ) -> Result<(), RegistryError> {
         let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
         if let Some(existing) = entries.get(&info.name) {
             return Err(RegistryError::Duplicate {
@@ -313,6 +261,8 @@ impl Registry {
                 name: name.to_owned(),
                 crate_name: owner.to_owned(),
                 source: Source::Runtime,
+                description: None,
+                default_params: None,
             },
             Arc::new(build),
         )
@@ -449,51 +399,32 @@ impl Registry {
     }
 }
 
+impl StrategySource for Registry {
+    fn fold_policy(
+        &self,
+        name: &str,
+        params: &Params,
+    ) -> Result<Arc<dyn FoldPolicy>, RegistryError> {
+        Registry::fold_policy(self, name, params)
+    }
+
+    fn layout(&self, name: &str, params: &Params) -> Result<Arc<dyn Layout>, RegistryError> {
+        Registry::layout(self, name, params)
+    }
+
+    fn summarizer(
+        &self,
+        name: &str,
+        params: &Params,
+    ) -> Result<Arc<dyn Summarizer>, RegistryError> {
+        Registry::summarizer(self, name, params)
+    }
+}
+
 fn wrong(name: &str, wanted: ComponentKind, actual: ComponentKind) -> RegistryError {
     RegistryError::WrongKind {
         name: name.to_owned(),
         wanted,
         actual,
-    }
-}
-
-/// The closest registered name, when one is close enough to be a typo.
-pub(crate) fn did_you_mean(name: &str, known: &[String]) -> String {
-    known
-        .iter()
-        .map(|k| (edit_distance(name, k), k))
-        .filter(|(d, _)| *d <= 3)
-        .min()
-        .map(|(_, k)| format!(" (did you mean {k:?}?)"))
-        .unwrap_or_default()
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur[j + 1] = (prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn edit_distance_counts_edits() {
-        assert_eq!(edit_distance("fodl", "fold"), 2);
-        assert_eq!(edit_distance("fold", "fold"), 0);
-        assert_eq!(
-            did_you_mean("wire.decod", &["wire.decode".into()]),
-            " (did you mean \"wire.decode\"?)"
-        );
-        assert_eq!(did_you_mean("zzzzzzzzzz", &["wire.decode".into()]), "");
     }
 }

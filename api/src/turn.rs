@@ -5,14 +5,18 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::conversation::Conversation;
+use crate::extensions::Extensions;
 use crate::ids::SessionId;
 use crate::report::TurnReport;
 use crate::state::SessionState;
 use crate::wire::Wire;
 
 /// A fact a stage establishes about the turn, which later stages may require.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+///
+/// Third-party stages that order among themselves name their own facts with
+/// [`Fact::Custom`]; the pipeline builder checks those like the built-in ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum Fact {
     /// The body was decoded into a conversation.
     Decoded,
@@ -32,6 +36,43 @@ pub enum Fact {
     LaidOut,
     /// The output body is encoded.
     Encoded,
+    /// A fact a third-party stage defines, by a dotted name of its own (`acme.redacted`).
+    Custom(&'static str),
+}
+
+/// The built-in facts, for reading a fact back by name.
+const BUILT_IN: [Fact; 9] = [
+    Fact::Decoded,
+    Fact::MediaClassified,
+    Fact::Archived,
+    Fact::RefsMinted,
+    Fact::RangesBuilt,
+    Fact::Folded,
+    Fact::PairingRepaired,
+    Fact::LaidOut,
+    Fact::Encoded,
+];
+
+impl Serialize for Fact {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Fact {
+    /// Built-in facts only: a custom fact's name is `'static` and lives in its stage's code.
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+        BUILT_IN
+            .into_iter()
+            .find(|f| f.as_str() == name)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "unknown fact {name:?}; built-in facts: {}",
+                    BUILT_IN.map(Fact::as_str).join(", ")
+                ))
+            })
+    }
 }
 
 impl Fact {
@@ -47,6 +88,7 @@ impl Fact {
             Fact::PairingRepaired => "pairing_repaired",
             Fact::LaidOut => "laid_out",
             Fact::Encoded => "encoded",
+            Fact::Custom(name) => name,
         }
     }
 }
@@ -88,8 +130,11 @@ pub struct Turn {
     pub ranges: Vec<crate::strategy::RangeInfo>,
     /// Values a stage leaves for later stages of the same turn, by `stage.key` name (e.g.
     /// `ranges.protection`: the protection `ranges.build` used, which `fold` reuses). Never
-    /// persisted.
+    /// persisted. New notes belong in [`Turn::extensions`].
     pub stage_notes: serde_json::Map<String, serde_json::Value>,
+    /// Typed values a stage leaves for later stages of the same turn, keyed by type (no JSON
+    /// round trip, no key to misspell). Never persisted.
+    pub extensions: Extensions,
 }
 
 impl Turn {
@@ -112,6 +157,7 @@ impl Turn {
             output: None,
             ranges: Vec::new(),
             stage_notes: serde_json::Map::new(),
+            extensions: Extensions::new(),
         }
     }
 

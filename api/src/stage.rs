@@ -7,8 +7,9 @@ use async_trait::async_trait;
 
 use crate::archive::{MediaArchive, StoreError};
 use crate::budget::{CharEstimator, TokenEstimator};
-use crate::registry::{ComponentKind, Params, Registry};
+pub use crate::component::StrategyUse;
 use crate::report::Refusal;
+use crate::strategy::{BoxError, StrategySource};
 use crate::turn::{Fact, Turn};
 
 /// A source of time, so stages stay testable.
@@ -28,7 +29,7 @@ impl Clock for SystemClock {
 }
 
 /// What a stage may use besides the turn: the archive, the token estimator, the clock and
-/// the strategy registry.
+/// where strategies come from (the registry).
 #[derive(Debug, Clone)]
 pub struct StageCx {
     /// The session media archive, when the host configured one.
@@ -37,15 +38,16 @@ pub struct StageCx {
     pub estimator: Arc<dyn TokenEstimator>,
     /// The clock.
     pub clock: Arc<dyn Clock>,
-    /// The registry, for stages that build strategies.
-    pub registry: Arc<Registry>,
+    /// Where stages that build strategies get them: the registry in a running pipeline.
+    pub registry: Arc<dyn StrategySource>,
     /// How long an archive write may take before the payload is pinned instead.
     pub archive_timeout: Duration,
 }
 
 impl StageCx {
-    /// A context with no archive, the char estimator, the system clock and this registry.
-    pub fn new(registry: Arc<Registry>) -> Self {
+    /// A context with no archive, the char estimator, the system clock and this registry
+    /// (any [`StrategySource`]; an `Arc<Registry>` coerces).
+    pub fn new(registry: Arc<dyn StrategySource>) -> Self {
         StageCx {
             archive: None,
             estimator: Arc::new(CharEstimator),
@@ -70,6 +72,7 @@ impl StageCx {
 
 /// Why a stage failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum StageError {
     /// The request body could not be decoded.
     #[error("{stage}: {message}")]
@@ -105,21 +108,33 @@ pub enum StageError {
         /// What failed.
         message: String,
     },
+    /// A step of the stage failed because of another error, kept whole as the source.
+    #[error("{stage}: {context}: {source}")]
+    Caused {
+        /// The stage.
+        stage: &'static str,
+        /// What the stage was doing.
+        context: String,
+        /// The underlying error (a strategy's, the registry's, a codec's).
+        #[source]
+        source: BoxError,
+    },
 }
 
-/// A strategy a stage builds from the registry when it runs, declared so a pipeline can
-/// resolve it when it is built: a misspelled name then fails validation instead of failing
-/// every turn open.
-#[derive(Debug, Clone, PartialEq)]
-pub struct StrategyUse {
-    /// The stage param that names it (`policy`, `summarizer`, `layout`).
-    pub param: &'static str,
-    /// The kind of strategy.
-    pub kind: ComponentKind,
-    /// Its registered name.
-    pub name: String,
-    /// The params it is built with.
-    pub params: Params,
+impl StageError {
+    /// A failure of `stage` while doing `context`, keeping `source` reachable through
+    /// [`std::error::Error::source`].
+    pub fn caused(
+        stage: &'static str,
+        context: impl Into<String>,
+        source: impl Into<BoxError>,
+    ) -> Self {
+        StageError::Caused {
+            stage,
+            context: context.into(),
+            source: source.into(),
+        }
+    }
 }
 
 /// One fixed step of the pipeline.
@@ -127,6 +142,50 @@ pub struct StrategyUse {
 /// A stage is a plain value: it can be unit-tested by calling [`Stage::run`] on a [`Turn`]
 /// without any actor runtime. `requires` and `provides` let the pipeline builder check an
 /// ordering before anything runs.
+///
+/// ```
+/// use std::sync::Arc;
+/// use foldwire_api::{
+///     async_trait, Fact, Registry, SessionId, SessionState, Stage, StageCx, StageError, Turn,
+///     Wire,
+/// };
+///
+/// /// Counts the units of the decoded conversation.
+/// struct CountUnits;
+///
+/// #[async_trait]
+/// impl Stage for CountUnits {
+///     fn name(&self) -> &'static str {
+///         "doc.count_units"
+///     }
+///     fn requires(&self) -> &'static [Fact] {
+///         &[Fact::Decoded]
+///     }
+///     async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+///         let conversation = turn
+///             .conversation
+///             .as_ref()
+///             .ok_or(StageError::NotDecoded { stage: self.name() })?;
+///         let units = conversation.messages.len() as u64;
+///         turn.report.count("units", units);
+///         Ok(())
+///     }
+/// }
+///
+/// // No engine needed: build a turn and run the stage on it.
+/// let session = SessionId::new("doc-session").unwrap();
+/// let mut turn = Turn::new(
+///     session.clone(),
+///     Wire::Anthropic,
+///     bytes::Bytes::from_static(b"{}"),
+///     SessionState::new(session),
+/// );
+/// let cx = StageCx::new(Arc::new(Registry::empty()));
+/// let run = tokio::runtime::Builder::new_current_thread().build().unwrap();
+/// // The body was never decoded, and the stage says so instead of guessing.
+/// let err = run.block_on(CountUnits.run(&mut turn, &cx)).unwrap_err();
+/// assert!(err.to_string().contains("wire.decode"), "{err}");
+/// ```
 #[async_trait]
 pub trait Stage: Send + Sync + 'static {
     /// The registered name (`wire.decode`, `fold`, …).

@@ -4,12 +4,7 @@
 //! for the kernel folds the oldest foldable history when the request passes 90% of the
 //! budget, down to 60% (outside the head and the recent window), as the fold stage would
 //! before the layout runs.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
-#[path = "../../stages/tests/layout_common.rs"]
-pub mod common;
-
-use common::*;
+use crate::layout::*;
 use foldwire_core::{Block, CharEstimator, Layout, MessageId, Role, SessionState, Wire};
 use foldwire_stages::layout_head_window::{
     HeadState, HeadWindowConfig, Rewrite, cache_markers, head_fingerprints, lay_out, reset,
