@@ -236,3 +236,16 @@ async fn after_the_encoder_the_stage_says_where_it_belongs() {
         "{err}"
     );
 }
+
+#[test]
+fn the_stage_and_the_three_handlers_are_registered() {
+    let registry = Registry::from_inventory().unwrap();
+    let stages = registry.names(foldwire_core::ComponentKind::Stage);
+    assert!(stages.contains(&"tools.inject".to_owned()), "{stages:?}");
+    let handlers: Vec<&str> = foldwire_stages::tool_loop::handlers()
+        .iter()
+        .map(|h| h.name())
+        .collect();
+    assert_eq!(handlers, NAMES);
+    assert_eq!(foldwire_stages::tool_loop::names(), NAMES);
+}
