@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, Result, bail};
-use foldwire_core::{Pipeline, PipelineSpec, Registry};
+use foldwire_core::{Pipeline, PipelineSpec, Registry, StageSpec};
 
 /// A registry holding every linked stage and strategy.
 ///
@@ -46,6 +46,23 @@ pub fn pipeline(name_or_file: &str, registry: &Registry) -> Result<Pipeline> {
     Ok(Pipeline::from_spec(&spec, registry)?)
 }
 
+/// The spec with the tool loop's `tools.inject` stage put right before `wire.encode`, when
+/// the spec builds ranges (the loop offers them) and does not place the stage itself; any
+/// other spec is returned as it is.
+pub fn with_tool_loop(mut spec: PipelineSpec) -> PipelineSpec {
+    let has = |name: &str| spec.stages.iter().any(|s| s.name == name);
+    if has(foldwire_stages::tool_loop::inject::NAME) || !has("ranges.build") {
+        return spec;
+    }
+    if let Some(at) = spec.stages.iter().position(|s| s.name == "wire.encode") {
+        spec.stages.insert(
+            at,
+            StageSpec::named(foldwire_stages::tool_loop::inject::NAME),
+        );
+    }
+    spec
+}
+
 /// The stages that rebuild what the model saw: refs minted and ranges built, nothing folded.
 pub const VIEW_STAGES: [&str; 5] = [
     "wire.decode",
@@ -55,8 +72,8 @@ pub const VIEW_STAGES: [&str; 5] = [
     "ranges.build",
 ];
 
-/// The pipeline that rebuilds a request's view, for commands and the compress tool that
-/// check refs against what the model saw.
+/// The pipeline that rebuilds a request's view, for the session commands that check refs
+/// against what the model saw.
 ///
 /// # Errors
 /// A registry without the view stages.

@@ -106,7 +106,16 @@ async fn session_commands_work_on_a_session_made_by_serve() {
         .unwrap();
     assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
 
-    let inspected = cli_json(&["inspect", "--session", "served", "--state", &st]);
+    // The request is recorded for the session commands off the request's path: the answer
+    // can arrive before the write lands.
+    let mut inspected = cli_json(&["inspect", "--session", "served", "--state", &st]);
+    for _ in 0..50 {
+        if inspected["refs"].as_array().is_some_and(|r| r.len() == 41) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        inspected = cli_json(&["inspect", "--session", "served", "--state", &st]);
+    }
     let refs = inspected["refs"].as_array().unwrap();
     assert_eq!(refs.len(), 41, "{inspected}");
     assert_eq!(refs[0]["role"], "user");

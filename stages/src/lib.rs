@@ -2,7 +2,8 @@
 //!
 //! The built-in stages, one module each, registered at link time:
 //! `wire.decode`, `media.classify`, `archive.spill`, `refs.mint`, `ranges.build`, `fold`,
-//! `pairing.repair`, `layout.head_window`, `wire.encode`.
+//! `pairing.repair`, `layout.head_window`, `wire.encode`, and the tool loop's
+//! `tools.inject` with the handlers of the model's calls ([`tool_loop`]).
 
 pub mod archive_spill;
 pub mod fold;
@@ -13,6 +14,7 @@ pub mod media_classify;
 pub mod pairing_repair;
 pub mod ranges_build;
 pub mod refs_mint;
+pub mod tool_loop;
 pub mod wire_codec;
 
 /// Call from a binary or test that needs these stages registered; referencing the crate is

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::chain::{ChainError, StageChain};
 use crate::archive::{StateStore, StateVersion, StoreError};
 use crate::budget::Budget;
+use crate::conversation::Conversation;
 use crate::ids::SessionId;
 use crate::report::TurnReport;
 use crate::stage::StageError;
@@ -51,6 +52,10 @@ pub struct TurnOutcome {
     pub output: Bytes,
     /// What happened.
     pub report: TurnReport,
+    /// The conversation the pipeline produced (refs minted, folds and layout applied: what
+    /// the model sees), when the turn ran to the end. Handlers of the model's tool calls
+    /// check refs against it; it is moved out of the turn, never copied.
+    pub conversation: Option<Arc<Conversation>>,
 }
 
 /// Errors of the actor host.
@@ -222,10 +227,11 @@ async fn execute_turn(
         }
         turn.options = request.options.clone();
         turn.report.turn = before.turns + 1;
-        let (mut next, report, output) = match chain.run(turn).await {
-            Ok(turn) => {
+        let (mut next, report, output, conversation) = match chain.run(turn).await {
+            Ok(mut turn) => {
                 let output = turn.outgoing();
-                (turn.state, turn.report, output)
+                let conversation = turn.conversation.take().map(Arc::new);
+                (turn.state, turn.report, output, conversation)
             }
             Err(ChainError::Stage(failed)) => {
                 // Nothing the client sent is lost: the original body goes on unchanged and
@@ -238,7 +244,7 @@ async fn execute_turn(
                         report.fail_open = Some(format!("{}: {other}", failed.failure.stage));
                     }
                 }
-                (before.clone(), report, request.body.clone())
+                (before.clone(), report, request.body.clone(), None)
             }
             Err(ChainError::Unavailable { stage, reason }) => {
                 return (
@@ -249,7 +255,14 @@ async fn execute_turn(
         };
         next.turns = before.turns + 1;
         match save_or_reload(store.as_ref(), &session, &next, version.as_ref()).await {
-            Saved::Done(v) => return (Some((next, Some(v))), Ok(TurnOutcome { output, report })),
+            Saved::Done(v) => {
+                let outcome = TurnOutcome {
+                    output,
+                    report,
+                    conversation,
+                };
+                return (Some((next, Some(v))), Ok(outcome));
+            }
             Saved::Lost(fresh, v) => (state, version) = (*fresh, v),
             Saved::Failed(e) => return (Some((before, version)), Err(e)),
             Saved::Unloadable(e) => return (None, Err(e)),

@@ -10,7 +10,7 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use foldwire_core::{Pipeline, PipelineSpec, SessionId, SessionState};
+use foldwire_core::{PipelineSpec, SessionId, SessionState};
 use serde_json::json;
 
 use super::{AppState, newtopic};
@@ -159,7 +159,7 @@ pub async fn get_pipeline(State(app): State<Arc<AppState>>) -> Response {
 pub async fn put_pipeline(State(app): State<Arc<AppState>>, body: String) -> Response {
     let built = PipelineSpec::parse(&body, "PUT /admin/pipeline")
         .map_err(|e| e.to_string())
-        .and_then(|spec| Pipeline::from_spec(&spec, &app.registry).map_err(|e| e.to_string()));
+        .and_then(|spec| app.pipeline_from(&spec).map_err(|e| e.to_string()));
     match built {
         Ok(pipeline) => {
             let names = pipeline.names();

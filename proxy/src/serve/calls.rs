@@ -1,312 +1,33 @@
-//! Running the model's calls to the proxy tools, and the request/response edits around them:
-//! the follow-up request that carries the results back to the model, and the removal of the
-//! calls from a non-streamed answer.
+//! The request/response edits around the model's calls to the proxy tools: the follow-up
+//! request that carries the results back to the model, and the removal of the calls from a
+//! non-streamed answer. Running the calls is the library's
+//! ([`foldwire_stages::tool_loop::run_call`]).
 
 use std::sync::Arc;
 
 use base64::Engine as _;
-use foldwire_archive::{RestoreError, RestoredMedia, restore_media_part};
-use foldwire_core::{AnyRef, BlockId, Conversation, Engine, Ref, SessionId, Wire};
-use foldwire_stages::kernel::{
-    CompressConfig, CompressRequest, apply_compression, restore, restore_with_archive, search_top,
-};
+use foldwire_archive::RestoredMedia;
+use foldwire_core::{Conversation, Engine, SessionId, Wire};
+pub use foldwire_stages::tool_loop::CallResult;
+use foldwire_stages::tool_loop::{CallCx, run_call};
 use foldwire_wire::stream::HiddenCall;
-use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::tools::{self, COMPRESS, LIST, NAMES, RESTORE, SEARCH};
+use super::tools;
 
-/// Most search hits returned to the model.
-const MAX_HITS: usize = 8;
-
-#[derive(Debug, Deserialize)]
-struct CompressArgs {
-    ranges: Vec<RangeArg>,
-}
-
-#[derive(Debug, Deserialize)]
-struct RangeArg {
-    start: String,
-    end: String,
-    summary: String,
-    #[serde(default)]
-    topic: Option<String>,
-}
-
-/// What a proxy call gives back to the model: its text, and the media it restored.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct CallResult {
-    /// The tool result's text.
-    pub text: String,
-    /// Archived payloads restored by ref, attached to the result in the wire's shape.
-    pub media: Vec<RestoredMedia>,
-}
-
-impl From<String> for CallResult {
-    fn from(text: String) -> Self {
-        CallResult {
-            text,
-            media: Vec::new(),
-        }
-    }
-}
-
-/// Runs one proxy call and returns what the model gets back as the tool result.
-/// Failures are results too (the model reads them and can correct itself).
+/// Runs one proxy call against the session and the conversation the model saw.
 pub async fn run(
     engine: &Engine,
     session: &SessionId,
     view: Option<&Arc<Conversation>>,
     call: &HiddenCall,
 ) -> CallResult {
-    let args: Value = match serde_json::from_str(&call.arguments) {
-        Ok(v) => v,
-        Err(e) => {
-            return format!("error: the arguments of {} are not JSON: {e}", call.name).into();
-        }
+    let cx = CallCx {
+        engine,
+        session,
+        view,
     };
-    match call.name.as_str() {
-        COMPRESS => compress(engine, session, view, args).await.into(),
-        RESTORE => {
-            let id = args.get("id").and_then(Value::as_str).unwrap_or_default();
-            if id.trim().eq_ignore_ascii_case(LIST) {
-                return list_media(engine, session).await.into();
-            }
-            // Placeholders of units with several payloads name one: `m00014 part 1`.
-            let (name, part) = match id.split_once(" part ") {
-                Some((name, part)) => (name, part.trim().parse::<usize>().ok()),
-                None => (id, None),
-            };
-            match name.trim().parse::<AnyRef>() {
-                Ok(AnyRef::Block(block)) => restore_block(engine, session, block).await.into(),
-                Ok(AnyRef::Message(r)) => restore_media_ref(engine, session, r, part).await,
-                Err(_) => format!(
-                    "error: {id:?} is neither a block id (b1, b2, ...) nor a media ref (m00012, or m00012 part 1)"
-                )
-                .into(),
-            }
-        }
-        SEARCH => search_blocks(engine, session, &args).await.into(),
-        other => format!("error: {other} is not a foldwire tool").into(),
-    }
-}
-
-async fn compress(
-    engine: &Engine,
-    session: &SessionId,
-    view: Option<&Arc<Conversation>>,
-    args: Value,
-) -> String {
-    let Some(view) = view.cloned() else {
-        return "error: this request could not be indexed, so nothing can be compressed now"
-            .to_owned();
-    };
-    let args: CompressArgs = match serde_json::from_value(args) {
-        Ok(a) => a,
-        Err(e) => {
-            return format!(
-                "error: compress expects {{\"ranges\":[{{\"start\",\"end\",\"summary\",\"topic\"?}}]}}: {e}"
-            );
-        }
-    };
-    let mut requests = Vec::new();
-    let mut problems = Vec::new();
-    for r in args.ranges {
-        match (r.start.parse::<AnyRef>(), r.end.parse::<AnyRef>()) {
-            (Ok(start), Ok(end)) => requests.push(CompressRequest {
-                start,
-                end,
-                summary: r.summary,
-                topic: r.topic,
-                author: Some("model".to_owned()),
-                max_summary_chars: None,
-            }),
-            _ => problems.push(format!(
-                "{}..{}: refs look like m00012 or b3",
-                r.start, r.end
-            )),
-        }
-    }
-    let estimator = engine.context().estimator.clone();
-    let outcome = engine
-        .update(
-            session,
-            Box::new(move |state| {
-                let result = apply_compression(
-                    state,
-                    &view,
-                    &requests,
-                    &CompressConfig::default(),
-                    estimator.as_ref(),
-                );
-                serde_json::to_value(&result).unwrap_or(Value::Null)
-            }),
-        )
-        .await;
-    let result = match outcome {
-        Ok(v) => v,
-        Err(e) => return format!("error: the session could not be updated: {e}"),
-    };
-    let mut lines = Vec::new();
-    for r in result
-        .get("ranges")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let span = format!(
-            "{}..{}",
-            r.get("start").and_then(Value::as_str).unwrap_or("?"),
-            r.get("end").and_then(Value::as_str).unwrap_or("?")
-        );
-        match r.get("block").and_then(Value::as_str) {
-            Some(b) => lines.push(format!("{span}: folded into {b}")),
-            None => lines.push(format!(
-                "{span}: not folded: {}",
-                r.get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .or_else(|| r.get("error").map(Value::to_string))
-                    .unwrap_or_default()
-            )),
-        }
-    }
-    lines.extend(problems);
-    // A batch-level explanation (every ref unknown) leads: it says why each range failed.
-    if let Some(note) = result.get("note").and_then(Value::as_str) {
-        lines.insert(0, note.to_owned());
-    }
-    if lines.is_empty() {
-        "no ranges given".to_owned()
-    } else {
-        lines.join("\n")
-    }
-}
-
-async fn restore_block(engine: &Engine, session: &SessionId, block: BlockId) -> String {
-    let state = match engine.snapshot(session).await {
-        Ok(s) => s,
-        Err(e) => return format!("error: the session could not be read: {e}"),
-    };
-    // Originals live in the session's archive once the fold stage stored them; the state
-    // holds only those not archived yet.
-    let restored = match &engine.context().archive {
-        Some(archive) => restore_with_archive(&state, archive.as_ref(), session, block, true).await,
-        None => restore(&state, block, true),
-    };
-    match restored {
-        Ok(restored) => restored
-            .units
-            .iter()
-            .map(|u| format!("[{}] {}", u.r#ref, u.raw))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        Err(e) => format!("error: {e}"),
-    }
-}
-
-/// The archived media of the session, one line per payload (`m00012: image/png, 149
-/// bytes`), named as placeholders and `restore` name them; payloads whose unit has no ref
-/// cannot be asked for by ref and are left out.
-async fn list_media(engine: &Engine, session: &SessionId) -> String {
-    let state = match engine.snapshot(session).await {
-        Ok(s) => s,
-        Err(e) => return format!("error: the session could not be read: {e}"),
-    };
-    let lines: Vec<String> = foldwire_archive::list_media(&state)
-        .iter()
-        .filter_map(|m| {
-            let r = m.r#ref?;
-            let name = match m.part {
-                0 => r.to_string(),
-                part => format!("{r} part {part}"),
-            };
-            Some(format!("{name}: {}, {} bytes", m.media_type, m.size))
-        })
-        .collect();
-    if lines.is_empty() {
-        return "no archived media in this session".to_owned();
-    }
-    format!(
-        "{} archived media item(s) in this session; restore one with its ref:\n{}",
-        lines.len(),
-        lines.join("\n")
-    )
-}
-
-/// Archived payload `part` of the unit named by `r`, or all of them (an image or document
-/// that a fold took off the wire and left a placeholder line for).
-async fn restore_media_ref(
-    engine: &Engine,
-    session: &SessionId,
-    r: Ref,
-    part: Option<usize>,
-) -> CallResult {
-    let Some(archive) = engine.context().archive.clone() else {
-        return format!("error: this proxy has no archive, so {r} cannot be restored").into();
-    };
-    let state = match engine.snapshot(session).await {
-        Ok(s) => s,
-        Err(e) => return format!("error: the session could not be read: {e}").into(),
-    };
-    let mut media = Vec::new();
-    let mut next = part.unwrap_or(0);
-    loop {
-        match restore_media_part(archive.as_ref(), &state, session, r, next).await {
-            Ok(m) => media.push((next, m)),
-            Err(RestoreError::NoSuchPart { .. }) if !media.is_empty() => break,
-            Err(e) => return format!("error: {e}").into(),
-        }
-        if part.is_some() {
-            break;
-        }
-        next += 1;
-    }
-    let lines: Vec<String> = media
-        .iter()
-        .map(|(part, m)| {
-            format!(
-                "[{r} part {part}] {}, {} bytes, restored exactly as sent (attached)",
-                m.media_type,
-                m.bytes.len()
-            )
-        })
-        .collect();
-    CallResult {
-        text: lines.join("\n"),
-        media: media.into_iter().map(|(_, m)| m).collect(),
-    }
-}
-
-async fn search_blocks(engine: &Engine, session: &SessionId, args: &Value) -> String {
-    let query = args
-        .get("query")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let state = match engine.snapshot(session).await {
-        Ok(s) => s,
-        Err(e) => return format!("error: the session could not be read: {e}"),
-    };
-    let hits = search_top(&state, query, MAX_HITS);
-    if hits.is_empty() {
-        return format!("no folded context matches {query:?}");
-    }
-    hits.iter()
-        .map(|h| {
-            format!(
-                "{} ({}..{}{}): {}",
-                h.block,
-                h.span.0,
-                h.span.1,
-                h.topic
-                    .as_deref()
-                    .map(|t| format!(", {t}"))
-                    .unwrap_or_default(),
-                h.snippet
-            )
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
+    run_call(&cx, &call.name, &call.arguments).await
 }
 
 /// Appends the model's turn (its text and proxy calls) and the call results to a request,
@@ -504,7 +225,7 @@ fn responses_output(r: &CallResult) -> Value {
 }
 
 fn is_proxy_tool(name: Option<&str>) -> bool {
-    name.is_some_and(|n| NAMES.contains(&n))
+    name.is_some_and(|n| tools::names().contains(&n))
 }
 
 /// Removes the proxy's tool calls from a non-streamed answer; when no client tool call is
@@ -600,11 +321,15 @@ pub fn strip_json(wire: Wire, body: &mut Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use foldwire_core::Ref;
+    use foldwire_stages::tool_loop::{COMPRESS, RESTORE};
 
-    /// A session with one turn through the default pipeline, and the model's view of it.
+    /// A session with one turn through the proxy's default pipeline (tools injected), and the
+    /// conversation the turn produced.
     async fn session_with_history() -> (Engine, SessionId, Arc<Conversation>, Vec<(Ref, Ref)>) {
         let registry = crate::setup::registry().unwrap();
-        let pipeline = crate::setup::pipeline("default", &registry).unwrap();
+        let spec = crate::setup::with_tool_loop(crate::setup::spec("default").unwrap());
+        let pipeline = foldwire_core::Pipeline::from_spec(&spec, &registry).unwrap();
         let backends = foldwire_archive::Backends::memory();
         let cx = foldwire_core::StageCx::new(registry.clone()).with_archive(backends.media);
         let engine = Engine::builder(pipeline, backends.state, registry.clone())
@@ -622,27 +347,28 @@ mod tests {
             json!({"model": "m", "max_tokens": 64, "messages": messages}).to_string(),
         );
         let session = SessionId::new("calls-refs").unwrap();
-        engine
+        let outcome = engine
             .run_turn(
                 &session,
                 foldwire_core::TurnRequest::new(Wire::Anthropic, body.clone()),
             )
             .await
             .unwrap();
-        let state = engine.snapshot(&session).await.unwrap();
-        let mut turn = foldwire_core::Turn::new(session.clone(), Wire::Anthropic, body, state);
-        crate::setup::view_pipeline(&registry)
-            .unwrap()
-            .run(&mut turn, engine.context())
-            .await
-            .unwrap();
-        let ranges = turn.ranges.iter().map(|r| (r.start, r.end)).collect();
-        (
-            engine,
-            session,
-            Arc::new(turn.conversation.unwrap()),
-            ranges,
-        )
+        assert_eq!(outcome.report.counter("tools.injected"), 1);
+        let view = outcome.conversation.unwrap();
+        // The ranges the turn offered are in the note it appended.
+        let text = String::from_utf8(outcome.output.to_vec()).unwrap();
+        let ranges = text
+            .split("\\n- ")
+            .skip(1)
+            .filter_map(|line| {
+                let (span, _) = line.split_once(':')?;
+                let (a, b) = span.split_once("..")?;
+                Some((a.parse().ok()?, b.parse().ok()?))
+            })
+            .collect::<Vec<(Ref, Ref)>>();
+        assert!(!ranges.is_empty(), "{text}");
+        (engine, session, view, ranges)
     }
 
     fn call(name: &str, arguments: Value) -> HiddenCall {

@@ -32,7 +32,7 @@ use super::forward::{self, error};
 use super::merge;
 use super::route::Route;
 use super::stitch::Stitcher;
-use super::tools::NAMES;
+use super::tools;
 use super::usage;
 
 /// The SSE comment sent while the proxy works between rounds.
@@ -66,9 +66,10 @@ pub struct Exchange {
 
 /// What the compress loop needs.
 pub struct LoopState {
-    /// The forwarded request as JSON (rounds are appended to it).
-    pub body: Value,
-    /// The conversation with refs as the model saw it (compress checks refs against it).
+    /// The forwarded request (rounds are appended to it; it is read as JSON only when the
+    /// model calls a proxy tool).
+    pub body: Bytes,
+    /// The conversation the turn produced, refs minted (compress checks refs against it).
     pub view: Option<Arc<Conversation>>,
     /// The client asked for Gemini's JSON-array stream; upstream was asked for SSE and the
     /// client's stream is re-framed (see [`super::array_stream`]).
@@ -331,7 +332,9 @@ impl RoundSeen {
         for e in events {
             match e {
                 StreamEvent::TextDelta { text, .. } => self.text.push_str(text),
-                StreamEvent::ToolCallStart { name, .. } if !NAMES.contains(&name.as_str()) => {
+                StreamEvent::ToolCallStart { name, .. }
+                    if !tools::names().contains(&name.as_str()) =>
+                {
                     self.client_calls = true;
                 }
                 _ => {}
@@ -373,8 +376,10 @@ async fn next_round(
         last.text.push_str(LAST_ROUND_NOTE);
     }
     let looped = ex.looped.as_mut()?;
-    calls::append_round(wire, &mut looped.body, text, hidden, &results);
-    let body = Bytes::from(serde_json::to_vec(&looped.body).ok()?);
+    let mut request: Value = serde_json::from_slice(&looped.body).ok()?;
+    calls::append_round(wire, &mut request, text, hidden, &results);
+    let body = Bytes::from(serde_json::to_vec(&request).ok()?);
+    looped.body = body.clone();
     let upstream = send(ex, body).await.ok()?;
     if upstream.status().is_success() {
         Some(upstream)
@@ -438,7 +443,7 @@ async fn stream_rounds(
     let mut round = 0;
     loop {
         let mut parser = StreamParser::new(wire);
-        let mut filter = StreamFilter::new(wire, NAMES);
+        let mut filter = StreamFilter::new(wire, tools::names().iter().copied());
         let mut seen = RoundSeen::default();
         let mut pending: Vec<u8> = Vec::new();
         let mut consumed = 0usize;
@@ -622,7 +627,7 @@ fn hidden_calls(events: &[StreamEvent]) -> Vec<HiddenCall> {
                 index, id, name, ..
             } => {
                 open = None;
-                if NAMES.contains(&name.as_str()) {
+                if tools::names().contains(&name.as_str()) {
                     calls.push(HiddenCall {
                         index: *index,
                         id: id.clone(),

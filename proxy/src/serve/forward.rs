@@ -6,7 +6,8 @@ use axum::extract::State;
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use foldwire_core::{CharEstimator, SessionId, Turn, TurnReport, TurnRequest, Wire};
+use foldwire_core::{CharEstimator, SessionId, TurnOptions, TurnReport, TurnRequest, Wire};
+use foldwire_stages::tool_loop::{ADDED_TOKENS_COUNTER, INJECTED_COUNTER, TOOL_LOOP_OPTION};
 use serde_json::json;
 
 use super::AppState;
@@ -14,7 +15,6 @@ use super::compress_loop::{self, Exchange, LoopState};
 use super::identity;
 use super::route::{self, Route};
 use super::side;
-use super::tools;
 use super::usage;
 
 /// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus those the
@@ -138,6 +138,7 @@ async fn process(
     .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
     super::newtopic::apply_command(app, &session, wire, &body).await;
     let mut request = TurnRequest::new(wire, body.clone());
+    request.options = turn_options(app, &session, wire, &body);
     let window = window_for(app, &session).await;
     request.budget = request.budget.with_window(window);
     match app.engine.run_turn(&session, request).await {
@@ -162,9 +163,10 @@ async fn process(
                     }
                 });
             }
+            let injected = outcome.report.counter(INJECTED_COUNTER) > 0;
             let estimated = match outcome.report.counter("request_tokens") {
                 0 => foldwire_wire::tokens::raw_tokens(wire, &outcome.output, &CharEstimator),
-                n => n,
+                n => n + outcome.report.counter(ADDED_TOKENS_COUNTER),
             };
             let mut report = outcome.report;
             // What the client sent, in the same units the pipeline estimates with (bytes/4,
@@ -189,16 +191,19 @@ async fn process(
                     (StatusCode::UNPROCESSABLE_ENTITY, axum::Json(body)).into_response(),
                 ));
             }
-            let mut processed = Processed {
+            // The tools were added in the turn (`tools.inject`); the loop runs on its output
+            // and the conversation it produced.
+            let looped = (injected && !failed).then(|| LoopState {
+                body: outcome.output.clone(),
+                view: outcome.conversation,
+                array_stream: false,
+            });
+            Ok(Processed {
                 body: outcome.output,
                 session: Some((wire, session.clone())),
                 estimated,
-                looped: None,
-            };
-            if !failed && loop_applies(app) {
-                inject_tools(app, &session, wire, body, window, &mut processed).await;
-            }
-            Ok(processed)
+                looped,
+            })
         }
         Err(e) => {
             // Fail open: nothing the client sent is lost.
@@ -223,75 +228,20 @@ async fn process(
     }
 }
 
-/// The compress loop runs when it is enabled and the pipeline mints refs (so ranges can be
-/// named).
-fn loop_applies(app: &AppState) -> bool {
-    app.config.compress_tools
-        && app.config.max_rounds > 0
-        && app.engine.pipeline().names().contains(&"refs.mint")
-}
-
-/// Adds the proxy's tools, the system note and the per-turn note (pressure nudge and range
-/// list, appended after everything cached) to the forwarded body, unless it is a side request
-/// (see [`side`]). Any problem leaves the body as the pipeline made it.
-async fn inject_tools(
-    app: &AppState,
-    session: &SessionId,
-    wire: Wire,
-    client_body: Bytes,
-    window: u64,
-    processed: &mut Processed,
-) {
-    let Ok(mut value) = serde_json::from_slice::<serde_json::Value>(&processed.body) else {
-        return;
-    };
-    // The pipeline leaves output constraints and tool choices as the client sent them.
-    if let Some(why) = side::side_request(wire, &value) {
+/// The turn options of a request: the tool loop is skipped for a side request (see
+/// [`side`]), whose output constraints and tool choices the pipeline leaves as the client
+/// sent them. Only the frame (the fields beside the messages) is read.
+fn turn_options(app: &AppState, session: &SessionId, wire: Wire, body: &[u8]) -> TurnOptions {
+    let mut options = TurnOptions::new();
+    if !(app.config.compress_tools && app.config.max_rounds > 0) {
+        return options;
+    }
+    let frame = foldwire_wire::request::extend::frame_value(wire, body);
+    if let Some(why) = frame.as_ref().and_then(|f| side::side_request(wire, f)) {
         tracing::debug!(session = %session, why, "Side request: proxy tools not injected.");
-        return;
+        options.insert(TOOL_LOOP_OPTION.to_owned(), serde_json::Value::Bool(false));
     }
-    let view = match app.engine.snapshot(session).await {
-        Ok(state) => {
-            let mut turn = Turn::new(session.clone(), wire, client_body, state);
-            // The ranges offered are built for the session's window, as the turn's were.
-            turn.budget = turn.budget.with_window(window);
-            match app.view_pipeline.run(&mut turn, app.engine.context()).await {
-                Ok(()) => {
-                    let runs =
-                        tools::summary_runs_of(&turn, app.engine.context().estimator.as_ref());
-                    Some((turn.conversation, turn.ranges, runs))
-                }
-                Err(f) => {
-                    tracing::warn!(session = %session, stage = %f.stage, error = %f.error, "The compress tool's view could not be built.");
-                    None
-                }
-            }
-        }
-        Err(_) => None,
-    };
-    let (conversation, ranges, runs) = view.unwrap_or_default();
-    let note = tools::turn_note(
-        &ranges,
-        &runs,
-        conversation.as_ref(),
-        processed.estimated,
-        window,
-    );
-    if let Err(e) = tools::inject(wire, &mut value, note.as_deref()) {
-        tracing::debug!(session = %session, reason = %e, "Proxy tools not injected.");
-        return;
-    }
-    let Ok(bytes) = serde_json::to_vec(&value) else {
-        return;
-    };
-    let added = (bytes.len().saturating_sub(processed.body.len()) as u64).div_ceil(4);
-    processed.estimated += added;
-    processed.body = Bytes::from(bytes);
-    processed.looped = Some(LoopState {
-        body: value,
-        view: conversation.map(Arc::new),
-        array_stream: false,
-    });
+    options
 }
 
 /// Whether a client request header is sent upstream.

@@ -32,7 +32,7 @@ use axum::routing::{any, get, post};
 use dashmap::DashMap;
 use foldwire_archive::object_store::path::Path as ObjectPath;
 use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _, PutMode, PutOptions};
-use foldwire_core::{Engine, Pipeline, Registry, SessionId, StageCx, TurnReport};
+use foldwire_core::{Engine, Pipeline, PipelineSpec, Registry, SessionId, StageCx, TurnReport};
 use tower_http::decompression::RequestDecompressionLayer;
 
 pub use config::ServeConfig;
@@ -57,15 +57,24 @@ pub struct AppState {
     pub reports: reports::RecentReports,
     /// Windows learned from overflow errors (`None`: looked up, nothing learned).
     pub windows: DashMap<SessionId, Option<u64>>,
-    /// The pipeline that rebuilds the model's view of a request (refs and ranges) for the
-    /// compress tool.
-    pub view_pipeline: Pipeline,
     /// The state location's object store, where each session's last request is kept for
     /// the session commands.
     pub store: Arc<dyn ObjectStore>,
 }
 
 impl AppState {
+    /// Builds a pipeline from a spec as this proxy runs it: with the tool loop's
+    /// `tools.inject` stage when the compress tools are on (see [`setup::with_tool_loop`]).
+    ///
+    /// # Errors
+    /// A spec the registry refuses.
+    pub fn pipeline_from(
+        &self,
+        spec: &PipelineSpec,
+    ) -> Result<Pipeline, foldwire_core::PipelineError> {
+        build_pipeline(&self.config, spec, &self.registry)
+    }
+
     fn remember(&self, session: &SessionId, report: TurnReport) {
         self.reports.remember(session, report);
     }
@@ -77,7 +86,7 @@ impl AppState {
 /// An invalid pipeline, an unusable state location, or an actor system that cannot start.
 pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let registry = setup::registry()?;
-    let pipeline = setup::pipeline(&config.pipeline, &registry)?;
+    let pipeline = build_pipeline(&config, &setup::spec(&config.pipeline)?, &registry)?;
     let backends = setup::backends(config.state.as_deref())?;
     let (backends, store_breaker) = if config.store_breaker_failures > 0 {
         let (guarded, breaker) = backends.with_breaker(foldwire_archive::BreakerConfig {
@@ -104,7 +113,6 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         (config.idle_session_secs > 0).then(|| Duration::from_secs(config.idle_session_secs)),
     );
     let engine = builder.start()?;
-    let view_pipeline = setup::view_pipeline(&registry)?;
     let reports = reports::RecentReports::new(config.reports_per_session, config.report_sessions);
     // A proxy relays redirects instead of following them: following would send the
     // client's credentials (x-api-key, x-goog-api-key, bearer tokens) to another host.
@@ -121,11 +129,24 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         metrics: metrics::Metrics::default().with_store_breaker(store_breaker),
         reports,
         windows: DashMap::new(),
-        view_pipeline,
         store,
     });
     retention::spawn(&app, backend);
     Ok(app)
+}
+
+/// The pipeline a spec makes in this proxy: the tool loop's stage is added when the compress
+/// tools are on, so injecting them is part of the turn.
+fn build_pipeline(
+    config: &ServeConfig,
+    spec: &PipelineSpec,
+    registry: &Registry,
+) -> Result<Pipeline, foldwire_core::PipelineError> {
+    if config.compress_tools && config.max_rounds > 0 {
+        Pipeline::from_spec(&setup::with_tool_loop(spec.clone()), registry)
+    } else {
+        Pipeline::from_spec(spec, registry)
+    }
 }
 
 /// Where the identity key lives beside the sessions, so anonymous session ids survive restarts

@@ -20,12 +20,16 @@ use std::time::Duration;
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{MediaArchive, Ref, SessionId, SessionState};
+use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 
 /// The media type archived originals are stored under (the unit's JSON text, as received).
 pub const ORIGINAL_MEDIA_TYPE: &str = "application/vnd.foldwire.original+json";
 
 /// The extra field that marks an archive item as a folded unit's original (not media).
+/// Archive writes of one turn's originals in flight at once.
+const CONCURRENT_WRITES: usize = 32;
+
 const ORIGINAL_FIELD: &str = "original";
 
 /// What [`archive_originals`] did.
@@ -68,15 +72,29 @@ pub async fn archive_originals(
     timeout: Duration,
 ) -> OriginalsArchived {
     let mut done = OriginalsArchived::default();
-    let pending: Vec<(Ref, String)> = state
+    let pending: Vec<(Ref, Bytes)> = state
         .originals
         .iter()
-        .map(|(r, raw)| (*r, raw.clone()))
+        .map(|(r, raw)| (*r, Bytes::from(raw.clone().into_bytes())))
         .collect();
-    for (r, raw) in pending {
-        let bytes = Bytes::from(raw.into_bytes());
+    // A first turn over a long history folds thousands of units: their writes overlap
+    // (each waits on its own durable create), instead of one after another.
+    let writes = futures::stream::iter(pending.into_iter().map(|(r, bytes)| async move {
         let write = archive.put_content(session, ORIGINAL_MEDIA_TYPE, bytes);
-        let stored = match tokio::time::timeout(timeout, write).await {
+        (r, tokio::time::timeout(timeout, write).await)
+    }))
+    .buffered(CONCURRENT_WRITES)
+    .collect::<Vec<_>>()
+    .await;
+    // The keys already recorded, read once (not once per unit).
+    let mut recorded: HashMap<Ref, String> = state
+        .archive
+        .iter()
+        .filter(|item| is_original(item))
+        .filter_map(|item| item.r#ref.map(|r| (r, item.key.clone())))
+        .collect();
+    for (r, outcome) in writes {
+        let stored = match outcome {
             Ok(Ok(stored)) => stored,
             Ok(Err(e)) => {
                 done.failed.push((r, format!("archive write failed: {e}")));
@@ -99,7 +117,8 @@ pub async fn archive_originals(
         };
         item.extra
             .insert(ORIGINAL_FIELD.to_owned(), serde_json::Value::Bool(true));
-        if original_key(state, r) != Some(stored.key.as_str()) {
+        if recorded.get(&r) != Some(&stored.key) {
+            recorded.insert(r, stored.key.clone());
             state.archive.push(item);
         }
         done.bytes += stored.size;

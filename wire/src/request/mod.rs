@@ -11,6 +11,7 @@
 mod anthropic;
 mod detect;
 mod error;
+pub mod extend;
 mod gemini;
 mod identity;
 mod openai_chat;

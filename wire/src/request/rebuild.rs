@@ -585,16 +585,16 @@ fn object_with(
 fn assemble(conv: &Conversation, array: &[u8]) -> Result<Bytes, WireError> {
     let src = &conv.source;
     let span = conv.messages_span.clone();
-    let mut edits: Vec<(Range<usize>, Cow<'_, [u8]>)> = vec![(span, Cow::Borrowed(array))];
+    let mut edits: Vec<(Range<usize>, Cow<'_, [u8]>)> = vec![(span.clone(), Cow::Borrowed(array))];
     if !conv.overrides.is_empty() {
         let bad_source =
             |found: String| encode_err(conv.wire, "source".to_owned(), "a JSON object body", found);
         let text = std::str::from_utf8(src)
             .map_err(|_| bad_source("bytes that are not UTF-8".to_owned()))?;
         let start = scan::skip_ws(src, 0);
-        let end = scan::value_end(src, start)
-            .map_err(|e| bad_source(format!("invalid JSON at byte {}", e.at)))?;
-        let fields = scan::object_fields(text, &(start..end))
+        // The source was validated when it was decoded; the messages array is not scanned
+        // again.
+        let (fields, end) = scan::frame_fields(text, start, &span)
             .map_err(|e| bad_source(format!("invalid JSON at byte {}", e.at)))?;
         let mut appended = Vec::new();
         let mut any_field = !fields.is_empty();

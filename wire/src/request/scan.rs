@@ -357,6 +357,52 @@ pub(crate) fn object_fields_mode<'a>(
     }
 }
 
+/// The fields of the top-level object starting at `start` in a body that was already
+/// validated, and the object's end, without scanning the value at `known` again: the
+/// messages array of a decoded body is where almost all of its bytes are, and its span is
+/// known, so reading the frame costs the frame's bytes only.
+pub(crate) fn frame_fields<'a>(
+    src: &'a str,
+    start: usize,
+    known: &Range<usize>,
+) -> Result<(Vec<Field<'a>>, usize), Syntax> {
+    let bytes = src.as_bytes();
+    if bytes.get(start) != Some(&b'{') {
+        return syntax(start, "an object");
+    }
+    let mut fields = Vec::new();
+    let mut pos = skip_ws(bytes, start + 1);
+    if bytes.get(pos) == Some(&b'}') {
+        return Ok((fields, pos + 1));
+    }
+    loop {
+        let key_start = pos;
+        let key_end = string_end_trusted(bytes, pos)?;
+        let key = unescape_key(src, &(key_start..key_end));
+        let colon = skip_ws(bytes, key_end);
+        if bytes.get(colon) != Some(&b':') {
+            return syntax(colon, "':' after an object key");
+        }
+        let vstart = skip_ws(bytes, colon + 1);
+        let vend = if vstart == known.start && known.end > vstart {
+            known.end
+        } else {
+            value_end_mode(bytes, vstart, Mode::Trusted)?
+        };
+        fields.push(Field {
+            key,
+            key_start,
+            value: vstart..vend,
+        });
+        pos = skip_ws(bytes, vend);
+        match bytes.get(pos) {
+            Some(b',') => pos = skip_ws(bytes, pos + 1),
+            Some(b'}') => return Ok((fields, pos + 1)),
+            _ => return syntax(pos, "',' or '}'"),
+        }
+    }
+}
+
 /// The element spans of the array value at `span` (which must start with `[`).
 pub(crate) fn array_items(src: &[u8], span: &Range<usize>) -> Result<Vec<Range<usize>>, Syntax> {
     array_items_mode(src, span, Mode::Validate)

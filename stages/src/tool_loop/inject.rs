@@ -1,0 +1,128 @@
+//! Stage `tools.inject`: adds the tool loop's tools, the static system note and the per-turn
+//! note to the turn's own conversation, right before `wire.encode` writes it.
+//!
+//! It reads what this turn already knows, so nothing runs twice: the compressible ranges
+//! `ranges.build` found (less those `fold` took this turn), the conversation as folded and
+//! laid out (the previews and the summary runs come from it), the request's tokens as the
+//! layout measured them, and the turn's window. The additions are top-level overrides and
+//! synthesized units ([`foldwire_wire::request::extend`]), so the encoder splices them in
+//! the same pass as everything else: every byte the client sent stays as it was, and no
+//! body is parsed into a `Value`.
+//!
+//! The turn option [`TOOL_LOOP_OPTION`] set to `false` skips a turn (a side request whose
+//! output the client constrains). A client tool that already uses one of the names leaves
+//! the request as the pipeline made it. Counters: [`INJECTED_COUNTER`],
+//! [`ADDED_TOKENS_COUNTER`].
+
+use std::sync::Arc;
+
+use foldwire_core::{
+    BuildError, CharEstimator, Component, Conversation, Fact, Params, Stage, StageCx, StageError,
+    Turn, async_trait,
+};
+use foldwire_wire::request::extend::{
+    ExtendError, add_tools_and_note, append_user_text, without_added_units,
+};
+
+use super::{
+    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, TOOL_LOOP_OPTION, names, summary_runs_of,
+    tool_entries, turn_note,
+};
+
+/// Stage name.
+pub const NAME: &str = "tools.inject";
+
+/// The `tools.inject` stage (no params).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolsInject;
+
+#[async_trait]
+impl Stage for ToolsInject {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+    fn requires(&self) -> &'static [Fact] {
+        &[Fact::RangesBuilt]
+    }
+    async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
+        if turn.output.is_some() {
+            return Err(StageError::Failed {
+                stage: NAME,
+                message: "the request is already encoded; put tools.inject before wire.encode"
+                    .to_owned(),
+            });
+        }
+        if turn.options.get(TOOL_LOOP_OPTION) == Some(&serde_json::Value::Bool(false)) {
+            return Ok(());
+        }
+        let Some(conversation) = turn.conversation.as_ref() else {
+            return Err(StageError::NotDecoded { stage: NAME });
+        };
+        let runs = summary_runs_of(turn, cx.estimator.as_ref());
+        // The layout measured the request; without a layout, the body as the client sent it.
+        let request_tokens = match turn.report.counter("request_tokens") {
+            0 => foldwire_wire::tokens::raw_tokens(turn.wire, &conversation.source, &CharEstimator),
+            n => n,
+        };
+        let note = turn_note(
+            &turn.ranges,
+            &runs,
+            Some(conversation),
+            request_tokens,
+            turn.budget.window,
+        );
+        let entries = tool_entries(turn.wire);
+        let reserved = names();
+        let Some(conversation) = turn.conversation.as_mut() else {
+            return Err(StageError::NotDecoded { stage: NAME });
+        };
+        match add_tools_and_note(conversation, &entries, &reserved, SYSTEM_NOTE) {
+            Ok(()) => {}
+            Err(e @ ExtendError::NameTaken(_)) => {
+                tracing::debug!(session = %turn.session, reason = %e, "Proxy tools not injected.");
+                return Ok(());
+            }
+            Err(ExtendError::Unreadable(why)) => {
+                return Err(StageError::Failed {
+                    stage: NAME,
+                    message: why,
+                });
+            }
+        }
+        if let Some(note) = note.as_deref() {
+            append_user_text(conversation, note);
+        }
+        // What the additions weigh, in the estimator's units of JSON text (bytes / 4).
+        let added_bytes = entries.iter().map(|e| e.to_string().len()).sum::<usize>()
+            + SYSTEM_NOTE.len()
+            + note.as_ref().map_or(0, String::len)
+            + 64;
+        turn.report.count(INJECTED_COUNTER, 1);
+        turn.report
+            .count(ADDED_TOKENS_COUNTER, (added_bytes as u64).div_ceil(4));
+        Ok(())
+    }
+}
+
+/// The conversation as the model saw it, without what `tools.inject` added: the client's
+/// messages with refs, folds and layout applied. The `compress` handler checks ranges
+/// against it.
+pub fn model_view(conversation: &Conversation) -> Conversation {
+    without_added_units(conversation)
+}
+
+fn build(params: &Params) -> Result<Component, BuildError> {
+    match params {
+        serde_json::Value::Null => {}
+        serde_json::Value::Object(m) if m.is_empty() => {}
+        other => {
+            return Err(BuildError::new(
+                NAME,
+                format!("takes no params, got {other}"),
+            ));
+        }
+    }
+    Ok(Component::Stage(Arc::new(ToolsInject)))
+}
+
+foldwire_core::register!(Stage, NAME, build);

@@ -1,0 +1,252 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `tools.inject`: the tool loop's tools and notes are written by the codec in the turn's
+//! own encode, in each wire's shape, and every byte the client sent before the additions
+//! stays where it was.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use foldwire_core::{Registry, SessionId, SessionState, Stage, StageCx, StageError, Turn, Wire};
+use foldwire_stages::tool_loop::{
+    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, NAMES, SYSTEM_NOTE, TOOL_LOOP_OPTION, ToolsInject,
+    model_view,
+};
+use foldwire_stages::wire_codec::{WireDecode, WireEncode};
+use serde_json::{Value, json};
+
+fn cx() -> StageCx {
+    StageCx::new(Arc::new(Registry::empty()))
+}
+
+const NOTE_MARK: &str = "[foldwire] Compressible ranges now:";
+
+/// A turn of `body`, decoded, with one compressible range over its first ref.
+async fn decoded(wire: Wire, body: &str) -> Turn {
+    let mut turn = Turn::new(
+        SessionId::new("inject").unwrap(),
+        wire,
+        Bytes::from(body.to_owned()),
+        SessionState::default(),
+    );
+    WireDecode.run(&mut turn, &cx()).await.unwrap();
+    let conv = turn.conversation.as_mut().unwrap();
+    if let Some(first) = conv
+        .messages
+        .iter_mut()
+        .find(|m| m.role != foldwire_core::Role::System)
+    {
+        first.r#ref = Some("m00001".parse().unwrap());
+    }
+    turn.ranges.push(foldwire_core::RangeInfo {
+        start: "m00001".parse().unwrap(),
+        end: "m00001".parse().unwrap(),
+        tokens: 900,
+        messages: 1,
+        tool_calls: Default::default(),
+        tool_units: 0,
+    });
+    turn
+}
+
+async fn injected(wire: Wire, body: &str) -> (Turn, Value) {
+    let mut turn = decoded(wire, body).await;
+    ToolsInject.run(&mut turn, &cx()).await.unwrap();
+    WireEncode.run(&mut turn, &cx()).await.unwrap();
+    let out: Value = serde_json::from_slice(turn.output.as_ref().unwrap()).unwrap();
+    (turn, out)
+}
+
+fn tool_names(wire: Wire, body: &Value) -> Vec<String> {
+    let tools = body["tools"].as_array().unwrap();
+    let mut names = Vec::new();
+    for t in tools {
+        match wire {
+            Wire::Gemini => names.extend(
+                t["functionDeclarations"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|d| d["name"].as_str().unwrap().to_owned()),
+            ),
+            Wire::OpenAiChat => names.push(t["function"]["name"].as_str().unwrap().to_owned()),
+            _ => names.push(t["name"].as_str().unwrap().to_owned()),
+        }
+    }
+    names
+}
+
+#[tokio::test]
+async fn each_wire_gets_the_tools_the_system_note_and_the_trailing_note() {
+    let cases = [
+        (
+            Wire::Anthropic,
+            r#"{"model":"m","system":"be brief","tools":[{"name":"bash","input_schema":{}}],"messages":[{"role":"user","content":"hi \u00e9"},{"role":"assistant","content":"yo"},{"role":"user","content":"go on"}]}"#,
+        ),
+        (
+            Wire::OpenAiChat,
+            r#"{"model":"m","messages":[{"role":"system","content":"s"},{"role":"user","content":"hi \u00e9"},{"role":"assistant","content":"yo"},{"role":"user","content":"go on"}]}"#,
+        ),
+        (
+            Wire::OpenAiResponses,
+            r#"{"model":"m","instructions":"be brief","input":[{"role":"user","content":"hi \u00e9"},{"role":"assistant","content":"yo"},{"role":"user","content":"go on"}]}"#,
+        ),
+        (
+            Wire::Gemini,
+            r#"{"contents":[{"role":"user","parts":[{"text":"hi \u00e9"}]},{"role":"model","parts":[{"text":"yo"}]},{"role":"user","parts":[{"text":"go on"}]}],"tools":[{"functionDeclarations":[{"name":"bash"}]}]}"#,
+        ),
+    ];
+    for (wire, body) in cases {
+        let (turn, out) = injected(wire, body).await;
+        let text = String::from_utf8(turn.output.clone().unwrap().to_vec()).unwrap();
+        // Every tool the client declared stays, ours follow.
+        let names = tool_names(wire, &out);
+        for n in NAMES {
+            assert!(names.contains(&n.to_owned()), "{wire}: {names:?}");
+        }
+        if wire != Wire::OpenAiChat && wire != Wire::OpenAiResponses {
+            assert_eq!(names[0], "bash", "{wire}");
+        }
+        // The client's escapes are not rewritten: its bytes are copied, not re-serialized.
+        assert!(text.contains(r"hi \u00e9"), "{wire}: {text}");
+        // The system note sits after the client's system text.
+        match wire {
+            Wire::Anthropic => {
+                assert_eq!(out["system"][0]["text"], "be brief");
+                assert_eq!(out["system"][1]["text"], SYSTEM_NOTE);
+            }
+            Wire::OpenAiChat => {
+                assert_eq!(out["messages"][0]["content"], "s");
+                assert_eq!(out["messages"][1]["role"], "system");
+                assert_eq!(out["messages"][1]["content"], SYSTEM_NOTE);
+            }
+            Wire::OpenAiResponses => {
+                assert_eq!(out["instructions"], format!("be brief\n\n{SYSTEM_NOTE}"));
+            }
+            Wire::Gemini => {
+                assert_eq!(out["systemInstruction"]["parts"][0]["text"], SYSTEM_NOTE);
+            }
+        }
+        // The per-turn note is the last user content, after everything cached.
+        let last = match wire {
+            Wire::Anthropic => out["messages"].as_array().unwrap().last().unwrap()["content"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()["text"]
+                .clone(),
+            Wire::OpenAiChat => {
+                out["messages"].as_array().unwrap().last().unwrap()["content"].clone()
+            }
+            Wire::OpenAiResponses => {
+                out["input"].as_array().unwrap().last().unwrap()["content"].clone()
+            }
+            Wire::Gemini => out["contents"].as_array().unwrap().last().unwrap()["parts"]
+                .as_array()
+                .unwrap()
+                .last()
+                .unwrap()["text"]
+                .clone(),
+        };
+        let last = last.as_str().unwrap();
+        assert!(last.starts_with(NOTE_MARK), "{wire}: {last}");
+        assert!(
+            last.contains("m00001..m00001: 1 messages, ~900 tokens"),
+            "{wire}: {last}"
+        );
+        assert!(last.contains("starts: \"hi é\""), "{wire}: {last}");
+        // The last user message joins the note on the wires that take parts; the others get
+        // a message of their own.
+        let count = |key: &str| out[key].as_array().unwrap().len();
+        match wire {
+            Wire::Anthropic => assert_eq!(count("messages"), 3),
+            Wire::Gemini => assert_eq!(count("contents"), 3),
+            Wire::OpenAiChat => assert_eq!(count("messages"), 6),
+            Wire::OpenAiResponses => assert_eq!(count("input"), 4),
+        }
+        assert_eq!(turn.report.counter(INJECTED_COUNTER), 1, "{wire}");
+        assert!(turn.report.counter(ADDED_TOKENS_COUNTER) > 500, "{wire}");
+        // The model's view leaves the additions out: the client's units, as they were.
+        let view = model_view(turn.conversation.as_ref().unwrap());
+        let client = foldwire_wire::request::decode(wire, Bytes::from(body.to_owned())).unwrap();
+        assert_eq!(view.messages.len(), client.messages.len(), "{wire}");
+    }
+}
+
+#[tokio::test]
+async fn the_client_prefix_is_byte_identical() {
+    let body = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]},{"role":"assistant","content":"b"},{"role":"user","content":"c"}],"max_tokens":5}"#;
+    let (turn, _) = injected(Wire::Anthropic, body).await;
+    let out = turn.output.unwrap();
+    let prefix = r#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","cache_control":{"type":"ephemeral"}}]},{"role":"assistant","content":"b"},"#;
+    assert!(
+        out.starts_with(prefix.as_bytes()),
+        "{}",
+        String::from_utf8_lossy(&out)
+    );
+}
+
+#[tokio::test]
+async fn a_string_input_and_no_system_still_take_the_additions() {
+    let (_, out) = injected(Wire::OpenAiResponses, r#"{"model":"m","input":"hello"}"#).await;
+    assert_eq!(out["input"][0]["content"], "hello");
+    assert!(
+        out["input"][1]["content"]
+            .as_str()
+            .unwrap()
+            .starts_with(NOTE_MARK)
+    );
+    assert_eq!(out["instructions"], SYSTEM_NOTE);
+    let (_, out) = injected(
+        Wire::Anthropic,
+        r#"{"model":"m","messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]}"#,
+    )
+    .await;
+    assert_eq!(out["system"], SYSTEM_NOTE);
+    // The last message is the model's: the note is a user message of its own.
+    assert_eq!(out["messages"][2]["role"], "user");
+    assert_eq!(out["tools"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn a_client_tool_of_the_same_name_or_the_option_leaves_the_request_alone() {
+    let taken = r#"{"contents":[{"role":"user","parts":[{"text":"q"}]}],"tools":[{"functionDeclarations":[{"name":"compress"}]}]}"#;
+    let (turn, _) = injected(Wire::Gemini, taken).await;
+    assert_eq!(turn.output.as_deref(), Some(taken.as_bytes()));
+    assert_eq!(turn.report.counter(INJECTED_COUNTER), 0);
+
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"q"}]}"#;
+    let mut turn = decoded(Wire::OpenAiChat, body).await;
+    turn.options
+        .insert(TOOL_LOOP_OPTION.to_owned(), json!(false));
+    ToolsInject.run(&mut turn, &cx()).await.unwrap();
+    WireEncode.run(&mut turn, &cx()).await.unwrap();
+    assert_eq!(turn.output.as_deref(), Some(body.as_bytes()));
+}
+
+#[tokio::test]
+async fn after_the_encoder_the_stage_says_where_it_belongs() {
+    let mut turn = decoded(
+        Wire::Anthropic,
+        r#"{"messages":[{"role":"user","content":"q"}]}"#,
+    )
+    .await;
+    WireEncode.run(&mut turn, &cx()).await.unwrap();
+    let err = ToolsInject.run(&mut turn, &cx()).await.unwrap_err();
+    assert!(
+        matches!(&err, StageError::Failed { message, .. } if message.contains("before wire.encode")),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_stage_and_the_three_handlers_are_registered() {
+    let registry = Registry::from_inventory().unwrap();
+    let stages = registry.names(foldwire_core::ComponentKind::Stage);
+    assert!(stages.contains(&"tools.inject".to_owned()), "{stages:?}");
+    let handlers: Vec<&str> = foldwire_stages::tool_loop::handlers()
+        .iter()
+        .map(|h| h.name())
+        .collect();
+    assert_eq!(handlers, NAMES);
+    assert_eq!(foldwire_stages::tool_loop::names(), NAMES);
+}
