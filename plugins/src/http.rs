@@ -333,7 +333,10 @@ impl Summarizer for HttpSummarizer {
 fn build_fold(params: &Params) -> Result<Component, BuildError> {
     let config = HttpConfig::parse(FOLD, params)?;
     let fallback = fallback::fold_policy(FOLD, &config.fallback())?;
-    Ok(Component::FoldPolicy(Arc::new(HttpFold { config, fallback })))
+    Ok(Component::FoldPolicy(Arc::new(HttpFold {
+        config,
+        fallback,
+    })))
 }
 
 fn build_layout(params: &Params) -> Result<Component, BuildError> {

@@ -11,6 +11,7 @@ pub mod fallback;
 pub mod fold_policy;
 pub mod http;
 pub mod layout;
+pub mod llm;
 pub mod protocol;
 pub mod summarizer;
 

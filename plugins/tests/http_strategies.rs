@@ -187,7 +187,10 @@ fn http_strategies_refuse_params_without_a_usable_url() {
         ("fold.http", Params::Null),
         ("fold.http", json!({"url": "ftp://x/"})),
         ("layout.http", json!({"url": "not a url"})),
-        ("summarizer.http", json!({"url": "http://x/", "timeout_ms": 0})),
+        (
+            "summarizer.http",
+            json!({"url": "http://x/", "timeout_ms": 0}),
+        ),
         (
             "fold.http",
             json!({"url": "http://x/", "fallback": "fold.nope"}),
@@ -277,7 +280,11 @@ async fn in_a_pipeline_endpoint_summaries_reach_the_wire_and_failures_are_report
         })
     };
     assert!(warned("fold", "fold.http"), "{:?}", r.warnings);
-    assert!(warned("layout.head_window", "layout.http"), "{:?}", r.warnings);
+    assert!(
+        warned("layout.head_window", "layout.http"),
+        "{:?}",
+        r.warnings
+    );
     assert!(r.counter("strategy.fallbacks") >= 2, "{r:?}");
     let out = String::from_utf8(turn.output.clone().unwrap().to_vec()).unwrap();
     assert!(out.contains("endpoint summary of"), "{out}");
@@ -308,5 +315,8 @@ async fn in_a_pipeline_endpoint_summaries_reach_the_wire_and_failures_are_report
     );
     let out: Value = serde_json::from_slice(&turn.output.clone().unwrap()).unwrap();
     let last = out["messages"].as_array().unwrap().last().unwrap().clone();
-    assert_eq!(last["content"], "start: fix src/login.rs", "reversed: {last}");
+    assert_eq!(
+        last["content"], "start: fix src/login.rs",
+        "reversed: {last}"
+    );
 }

@@ -26,15 +26,15 @@ fn every_bundled_component_is_registered_once() {
     );
     expect(
         ComponentKind::Layout,
-        &["layout.head_first", "layout.store_order_fill", "layout.http"],
+        &[
+            "layout.head_first",
+            "layout.store_order_fill",
+            "layout.http",
+        ],
     );
     expect(
         ComponentKind::Summarizer,
-        &[
-            "summarizer.extractive",
-            "summarizer.http",
-            "summarizer.llm",
-        ],
+        &["summarizer.extractive", "summarizer.http", "summarizer.llm"],
     );
     for c in registry.list() {
         let expected_crate = if c.kind == ComponentKind::Stage {

@@ -179,6 +179,17 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         "# TYPE foldwire_sessions_live gauge\nfoldwire_sessions_live {}",
         app.engine.live_sessions()
     );
+    // Strategies that call out (HTTP, plugins, a model) and had to fall back.
+    let fallbacks = foldwire_plugins::fallback::counts();
+    if !fallbacks.is_empty() {
+        text.push_str("# TYPE foldwire_strategy_fallbacks_total counter\n");
+    }
+    for (strategy, reason, n) in fallbacks {
+        let _ = writeln!(
+            text,
+            "foldwire_strategy_fallbacks_total{{strategy=\"{strategy}\",reason=\"{reason}\"}} {n}"
+        );
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -138,6 +138,11 @@ async fn process(
     .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
     super::newtopic::apply_command(app, &session, wire, &body).await;
     let mut request = TurnRequest::new(wire, body.clone());
+    if let Some((key, upstream)) =
+        super::side::summarizer_upstream(&app.engine.pipeline(), route, wire, headers, &body)
+    {
+        request.options.insert(key, upstream);
+    }
     let window = window_for(app, &session).await;
     request.budget = request.budget.with_window(window);
     match app.engine.run_turn(&session, request).await {

@@ -1,0 +1,186 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! `summarizer.llm` in the proxy (issue 15, item 3): when a request is over its window before
+//! the model compressed anything, the proxy folds on its own and the summary is written by a
+//! side request to the session's own upstream, on the session's wire, with the client's
+//! credentials. The summary reaches the wire and the folded originals restore exactly. A
+//! side request that fails leaves the extractive summarizer to write it, with a warning.
+
+mod support;
+
+use foldwire_core::Wire;
+use serde_json::{Value, json};
+use support::*;
+
+const WINDOW: u64 = 12_000;
+
+fn spec(dir: &std::path::Path, summarizer_params: Value) -> String {
+    let spec = json!({
+        "name": "llm-summaries",
+        "stages": ["wire.decode", "media.classify", "archive.spill", "refs.mint", "ranges.build",
+            {"name": "fold", "params": {"summarizer": "summarizer.llm", "summarizer_params": summarizer_params}},
+            "pairing.repair", "layout.head_window", "wire.encode"],
+    });
+    let path = dir.join("pipeline.json");
+    std::fs::write(&path, spec.to_string()).unwrap();
+    path.display().to_string()
+}
+
+/// The wire's credential header, as its clients send it.
+fn credential(wire: Wire) -> (&'static str, &'static str) {
+    match wire {
+        Wire::Anthropic => ("x-api-key", "sk-ant-test"),
+        Wire::OpenAiChat | Wire::OpenAiResponses => ("authorization", "Bearer sk-test"),
+        Wire::Gemini => ("x-goog-api-key", "g-test"),
+    }
+}
+
+async fn send(proxy: std::net::SocketAddr, wire: Wire, session: &str, body: &Value) {
+    let (name, value) = credential(wire);
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}{}", path_of(wire, false)))
+        .header("x-foldwire-session", session)
+        .header("x-mock-script", "plain")
+        .header(name, value)
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200, "{wire} {session}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn automatic_folds_are_summarized_by_the_sessions_upstream_on_every_wire() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = spec(dir.path(), Value::Null);
+    let proxy = start_proxy_with(upstream, dir.path(), |c| {
+        c.window = WINDOW;
+        c.pipeline = pipeline;
+    })
+    .await;
+    for wire in [
+        Wire::Anthropic,
+        Wire::OpenAiChat,
+        Wire::OpenAiResponses,
+        Wire::Gemini,
+    ] {
+        mock.received.lock().unwrap().clear();
+        let session = format!("llm-{}", wire.as_str());
+        let body = history_body(wire, 20, 1200, false);
+        send(proxy, wire, &session, &body).await;
+
+        let received = mock.received.lock().unwrap().clone();
+        let side: Vec<_> = received
+            .iter()
+            .filter(|r| String::from_utf8_lossy(&r.body).contains(SUMMARY_SIDE_REQUEST))
+            .collect();
+        assert!(!side.is_empty(), "{wire}: no summary side request");
+        let (name, value) = credential(wire);
+        for r in &side {
+            assert_eq!(wire_of_path(&r.path), wire, "{wire}: {}", r.path);
+            assert!(!r.path.contains("stream"), "{wire}: {}", r.path);
+            assert_eq!(r.headers.get(name).unwrap(), value, "{wire}: credentials");
+            assert!(
+                r.headers.get("x-foldwire-session").is_none()
+                    && r.headers.get("x-mock-script").is_none(),
+                "{wire}: only credentials are passed on"
+            );
+            let side_body: Value = serde_json::from_slice(&r.body).unwrap();
+            if wire != Wire::Gemini {
+                assert_eq!(side_body["model"], "m", "{wire}: the session's model");
+            } else {
+                assert!(r.path.contains("/models/g:generateContent"), "{}", r.path);
+            }
+        }
+        let main = received
+            .iter()
+            .find(|r| !String::from_utf8_lossy(&r.body).contains(SUMMARY_SIDE_REQUEST))
+            .unwrap();
+        let forwarded = String::from_utf8_lossy(&main.body).into_owned();
+        assert!(
+            forwarded.contains(MOCK_LLM_SUMMARY),
+            "{wire}: the model's summary is not on the wire"
+        );
+
+        let admin = admin(proxy, &session).await;
+        let state: foldwire_core::SessionState =
+            serde_json::from_value(admin["state"].clone()).unwrap();
+        let block = state
+            .blocks
+            .iter()
+            .find(|b| b.author.as_deref() == Some("summarizer.llm"))
+            .unwrap_or_else(|| panic!("{wire}: no block by summarizer.llm: {admin}"));
+        assert!(block.summary.contains(MOCK_LLM_SUMMARY), "{wire}");
+        assert_eq!(block.topic.as_deref(), Some("side summary"), "{wire}");
+        let archive = foldwire_archive::open(dir.path().to_str().unwrap())
+            .unwrap()
+            .media;
+        let restored = foldwire_stages::kernel::restore_with_archive(
+            &state,
+            archive.as_ref(),
+            &foldwire_core::SessionId::new(session.clone()).unwrap(),
+            block.id,
+            true,
+        )
+        .await
+        .unwrap();
+        assert_eq!(restored.units.len(), block.effective.len(), "{wire}");
+        let sent = body.to_string();
+        for unit in &restored.units {
+            assert!(
+                sent.contains(&unit.raw),
+                "{wire}: {} is not what was sent",
+                unit.r#ref
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_side_request_leaves_the_extractive_summary_and_a_warning() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens there: the side request fails at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let pipeline = spec(
+        dir.path(),
+        json!({"base_url": format!("http://{closed}"), "model": "m", "timeout_ms": 2000}),
+    );
+    let proxy = start_proxy_with(upstream, dir.path(), |c| {
+        c.window = WINDOW;
+        c.pipeline = pipeline;
+    })
+    .await;
+    let session = "llm-down";
+    send(
+        proxy,
+        Wire::Anthropic,
+        session,
+        &history_body(Wire::Anthropic, 20, 1200, false),
+    )
+    .await;
+    let forwarded = String::from_utf8_lossy(&mock.bodies()[0]).into_owned();
+    assert!(forwarded.contains("(extractive summary of"), "{forwarded}");
+    let admin = admin(proxy, session).await;
+    let reports = admin["reports"].to_string();
+    assert!(
+        reports.contains("strategy_fallback") && reports.contains("summarizer.llm"),
+        "{reports}"
+    );
+    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(
+            "foldwire_strategy_fallbacks_total{strategy=\"summarizer.llm\",reason=\"unreachable\"}"
+        ),
+        "{metrics}"
+    );
+}
