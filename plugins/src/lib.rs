@@ -13,6 +13,7 @@ pub mod http;
 pub mod layout;
 pub mod llm;
 pub mod protocol;
+pub mod sandbox;
 pub mod summarizer;
 
 /// Names every crate whose link-time registrations foldwire relies on, so none is dropped.
