@@ -34,6 +34,9 @@ pub enum Command {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Also lists the sandboxed plugins in `<state>/plugins/`.
+        #[command(flatten)]
+        state: StateArgs,
     },
     /// Run one request through the pipeline offline: body on stdin (or --input), the body to
     /// forward on stdout. Exit 2 when the pipeline failed and the body passed through
@@ -283,7 +286,7 @@ pub fn main() -> ExitCode {
         .with_ansi(ansi)
         .init();
     let result = match cli.command {
-        Command::Plugins { json } => commands::plugins::run(json),
+        Command::Plugins { json, state } => commands::plugins::run(json, state.state.as_deref()),
         Command::Run(args) => commands::run::run(args),
         Command::Serve(args) => commands::serve::run(args),
         Command::Fold {
