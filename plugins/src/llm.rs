@@ -63,8 +63,9 @@ pub struct Upstream {
 pub struct LlmConfig {
     /// A fixed endpoint (else the session's upstream).
     pub base_url: Option<String>,
-    /// Its wire (default: the session's, else anthropic).
-    pub wire: Option<Wire>,
+    /// Its wire, as the CLI spells it (`anthropic`, `openai-chat`, `openai-responses`,
+    /// `gemini`; default: the session's, else anthropic).
+    pub wire: Option<String>,
     /// The model (default: the session's).
     pub model: Option<String>,
     /// An API key for the fixed endpoint.
@@ -83,6 +84,7 @@ pub struct LlmConfig {
 #[derive(Debug)]
 pub struct LlmSummarizer {
     config: LlmConfig,
+    wire: Option<Wire>,
     fallback: Arc<Extractive>,
 }
 
@@ -101,7 +103,6 @@ impl LlmSummarizer {
             return Ok(up);
         };
         let wire = self
-            .config
             .wire
             .or(session.as_ref().map(|s| s.wire))
             .unwrap_or(Wire::Anthropic);
@@ -355,6 +356,13 @@ fn build(params: &Params) -> Result<Component, BuildError> {
             ));
         }
     }
+    let wire = match &config.wire {
+        Some(w) => Some(
+            w.parse::<Wire>()
+                .map_err(|e| BuildError::new(NAME, format!("wire: {e}")))?,
+        ),
+        None => None,
+    };
     let fallback = fallback::summarizer(
         NAME,
         &FallbackSpec {
@@ -364,6 +372,7 @@ fn build(params: &Params) -> Result<Component, BuildError> {
     )?;
     Ok(Component::Summarizer(Arc::new(LlmSummarizer {
         config,
+        wire,
         fallback,
     })))
 }

@@ -60,12 +60,18 @@ pub enum Command {
         /// Last ref or block id.
         #[arg(long)]
         to: String,
-        /// The summary that stands in for the range.
+        /// The summary that stands in for the range; without it a summarizer writes one.
         #[arg(long)]
-        summary: String,
+        summary: Option<String>,
         /// A topic line.
         #[arg(long)]
         topic: Option<String>,
+        /// The summarizer that writes the summary when `--summary` is not given.
+        #[arg(long, default_value = "summarizer.llm")]
+        summarizer: String,
+        /// Its params as JSON (for `summarizer.llm`: base_url, wire, model, api_key_env, …).
+        #[arg(long)]
+        summarizer_params: Option<String>,
     },
     /// Print the originals of a block exactly as received (one unit per line), or archived
     /// media bytes (`--image-ref mNNNNN [-o FILE]`, `--image-ref list`).
@@ -296,12 +302,20 @@ pub fn main() -> ExitCode {
             to,
             summary,
             topic,
+            summarizer,
+            summarizer_params,
         } => commands::session_cmds::fold(
             &session,
             state.state.as_deref(),
             &from,
             &to,
-            &summary,
+            match summary {
+                Some(text) => commands::session_cmds::FoldSummary::Given(text),
+                None => commands::session_cmds::FoldSummary::Written {
+                    summarizer,
+                    params: summarizer_params,
+                },
+            },
             topic.as_deref(),
         ),
         Command::Restore {

@@ -184,3 +184,152 @@ async fn a_failing_side_request_leaves_the_extractive_summary_and_a_warning() {
         "{metrics}"
     );
 }
+
+const TOOLS: &str = include_str!("../../examples/requests/anthropic-tools.json");
+
+/// Runs the binary off the async workers (the mock answers on them).
+async fn cli(args: Vec<String>, stdin: &'static [u8]) -> std::process::Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        support::cli::foldwire(&args, stdin)
+    })
+    .await
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foldwire_fold_without_a_summary_asks_a_configured_model_or_falls_back() {
+    use support::cli::text;
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let st = dir.path().to_str().unwrap().to_owned();
+    let strings = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let start = |session: String| {
+        let st = st.clone();
+        async move {
+            let run = cli(
+                strings(&[
+                    "run",
+                    "--wire",
+                    "anthropic",
+                    "--session",
+                    &session,
+                    "--state",
+                    &st,
+                    "--head-tokens",
+                    "0",
+                ]),
+                TOOLS.as_bytes(),
+            )
+            .await;
+            assert!(run.status.success(), "{}", text(&run.stderr));
+        }
+    };
+
+    for (wire, path) in [
+        ("anthropic", "/v1/messages"),
+        ("openai-chat", "/v1/chat/completions"),
+        ("openai-responses", "/v1/responses"),
+        ("gemini", "/v1beta/models/m:generateContent"),
+    ] {
+        let session = format!("cli-{wire}");
+        start(session.clone()).await;
+        mock.received.lock().unwrap().clear();
+        let params = json!({"base_url": format!("http://{upstream}"), "wire": wire, "model": "m", "api_key": "k"});
+        let out = cli(
+            strings(&[
+                "fold",
+                "--session",
+                &session,
+                "--state",
+                &st,
+                "--from",
+                "m00002",
+                "--to",
+                "m00009",
+                "--summarizer-params",
+                &params.to_string(),
+            ]),
+            b"",
+        )
+        .await;
+        assert!(
+            out.status.success(),
+            "{wire}: {}{}",
+            text(&out.stderr),
+            text(&out.stdout)
+        );
+        let folded: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let block = folded["blocks_created"][0].as_str().unwrap().to_owned();
+        let received = mock.received.lock().unwrap().clone();
+        assert_eq!(received.len(), 1, "{wire}");
+        assert_eq!(received[0].path, path, "{wire}");
+        let inspect = cli(
+            strings(&["inspect", "--session", &session, "--state", &st]),
+            b"",
+        )
+        .await;
+        let view: Value = serde_json::from_slice(&inspect.stdout).unwrap();
+        let made = view["blocks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|b| b["id"] == block.as_str())
+            .unwrap_or_else(|| panic!("{view}"))
+            .to_string();
+        // The mock's `TOPIC:` line became the block's topic, its author the summarizer.
+        assert!(
+            made.contains("\"topic\":\"side summary\"") && made.contains("summarizer.llm"),
+            "{wire}: {made}"
+        );
+        // The folded originals come back exactly as they were sent.
+        let restored = cli(
+            strings(&[
+                "restore",
+                "--session",
+                &session,
+                "--state",
+                &st,
+                "--block",
+                &block,
+            ]),
+            b"",
+        )
+        .await;
+        assert!(restored.status.success(), "{}", text(&restored.stderr));
+        let lines = text(&restored.stdout);
+        assert!(lines.lines().count() >= 2, "{wire}: {lines}");
+        let sent: Value = serde_json::from_str(TOOLS).unwrap();
+        for line in lines.lines() {
+            let unit: Value = serde_json::from_str(line).unwrap();
+            assert!(
+                sent.to_string().contains(&unit.to_string()),
+                "{wire}: {line} is not what was sent"
+            );
+        }
+    }
+
+    // Without an endpoint the extractive summarizer writes it, and says why on stderr.
+    start("cli-plain".to_owned()).await;
+    let out = cli(
+        strings(&[
+            "fold",
+            "--session",
+            "cli-plain",
+            "--state",
+            &st,
+            "--from",
+            "m00002",
+            "--to",
+            "m00009",
+        ]),
+        b"",
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("summarizer.llm: no_endpoint"),
+        "{}",
+        text(&out.stderr)
+    );
+}

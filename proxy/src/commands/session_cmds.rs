@@ -26,8 +26,100 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .context("starting the async runtime")
 }
 
-/// `foldwire fold`: folds one range of refs (or block ids) into a block with a summary.
-/// Exit 1 when the range did not apply (the JSON says why).
+/// Where the summary of `foldwire fold` comes from.
+#[derive(Debug, Clone)]
+pub enum FoldSummary {
+    /// `--summary TEXT`.
+    Given(String),
+    /// Written by a registered summarizer (`--summarizer`, `--summarizer-params`).
+    Written {
+        /// Its registered name.
+        summarizer: String,
+        /// Its params as JSON text.
+        params: Option<String>,
+    },
+}
+
+/// Longest summary a summarizer is asked for by `foldwire fold`, in characters.
+const CLI_SUMMARY_CHARS: usize = 1500;
+
+/// The units a span covers in the view: the messages from `start` to `end`, or, for a span
+/// of block ids, the summaries of the blocks.
+fn span_units(
+    view: &foldwire_core::Conversation,
+    state: &foldwire_core::SessionState,
+    start: AnyRef,
+    end: AnyRef,
+) -> Result<Vec<foldwire_core::Message>> {
+    match (start, end) {
+        (AnyRef::Message(a), AnyRef::Message(b)) => {
+            let (Some(i), Some(j)) = (view.position_of_ref(a), view.position_of_ref(b)) else {
+                bail!(
+                    "{a}..{b} is not in the session's last request; `foldwire inspect` lists its refs"
+                );
+            };
+            Ok(view
+                .messages
+                .get(i..=j)
+                .map(<[_]>::to_vec)
+                .unwrap_or_default())
+        }
+        (AnyRef::Block(a), AnyRef::Block(b)) => Ok(state
+            .blocks
+            .iter()
+            .filter(|blk| blk.id >= a && blk.id <= b && blk.active)
+            .map(|blk| {
+                foldwire_core::Message::synthesized(
+                    0,
+                    foldwire_core::Role::User,
+                    kernel::summary_text(blk),
+                    foldwire_core::Origin::Summary(blk.id),
+                    bytes::Bytes::new(),
+                )
+            })
+            .collect()),
+        _ => bail!("--from and --to must both be refs or both block ids"),
+    }
+}
+
+/// A summary written by the named summarizer, its warnings on stderr.
+async fn written_summary(
+    s: &OfflineSession,
+    view: &foldwire_core::Conversation,
+    start: AnyRef,
+    end: AnyRef,
+    summarizer: &str,
+    params: Option<&str>,
+) -> Result<foldwire_core::Summary> {
+    let params: serde_json::Value = match params {
+        Some(p) => serde_json::from_str(p).context("--summarizer-params is not JSON")?,
+        None => serde_json::Value::Null,
+    };
+    let summarizer = crate::setup::registry()?
+        .summarizer(summarizer, &params)
+        .context("--summarizer")?;
+    let units = span_units(view, &s.state, start, end)?;
+    if units.is_empty() {
+        bail!("{start}..{end} covers nothing to summarize");
+    }
+    let scope = foldwire_stages::strategy_scope::StrategyScope::default();
+    let summary = scope
+        .scoped(summarizer.summarize(foldwire_core::SummaryRequest {
+            wire: view.wire,
+            messages: &units,
+            max_chars: CLI_SUMMARY_CHARS,
+        }))
+        .await
+        .map_err(|e| anyhow!("{e}"))?;
+    for w in scope.take_warnings() {
+        eprintln!("foldwire: {}: {}", w.strategy, w.message);
+    }
+    Ok(summary)
+}
+
+/// `foldwire fold`: folds one range of refs (or block ids) into a block with a summary,
+/// given or written by a summarizer. Exit 1 when the range did not apply (the JSON says
+/// why).
 ///
 /// # Errors
 /// Unusable session or refs that do not parse.
@@ -36,7 +128,7 @@ pub fn fold(
     state: Option<&str>,
     from: &str,
     to: &str,
-    summary: &str,
+    summary: FoldSummary,
     topic: Option<&str>,
 ) -> Result<ExitCode> {
     let start: AnyRef = from.parse().context("--from")?;
@@ -44,12 +136,20 @@ pub fn fold(
     runtime()?.block_on(async {
         let mut s = OfflineSession::open(session, state).await?;
         let view = s.view().await?;
+        let (summary, written_topic, author) = match summary {
+            FoldSummary::Given(text) => (text, None, "cli".to_owned()),
+            FoldSummary::Written { summarizer, params } => {
+                let w =
+                    written_summary(&s, &view, start, end, &summarizer, params.as_deref()).await?;
+                (w.text, w.topic, w.author)
+            }
+        };
         let request = CompressRequest {
             start,
             end,
-            summary: summary.to_owned(),
-            topic: topic.map(str::to_owned),
-            author: Some("cli".to_owned()),
+            summary,
+            topic: topic.map(str::to_owned).or(written_topic),
+            author: Some(author),
         };
         let cx = s.cx();
         let result = kernel::apply_compression(
