@@ -333,3 +333,59 @@ async fn foldwire_fold_without_a_summary_asks_a_configured_model_or_falls_back()
         text(&out.stderr)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replay_summarizes_with_the_configured_model() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = spec(
+        dir.path(),
+        json!({"base_url": format!("http://{upstream}"), "wire": "openai-responses", "model": "m"}),
+    );
+    let lines: Vec<String> = (18..=20)
+        .map(|turns| history_body(Wire::Anthropic, turns, 1200, false).to_string())
+        .collect();
+    let file = dir.path().join("session.jsonl");
+    std::fs::write(&file, lines.join("\n")).unwrap();
+    let args: Vec<String> = [
+        "replay",
+        file.to_str().unwrap(),
+        "--pipeline",
+        &pipeline,
+        "--window",
+        &WINDOW.to_string(),
+        "--json",
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
+    let out = cli(args, b"").await;
+    assert!(out.status.success(), "{}", support::cli::text(&out.stderr));
+    let side = mock
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.path == "/v1/responses")
+        .count();
+    assert!(side > 0, "replay made no summary side request");
+    // The folds of the replay are the model's summaries.
+    fn blocks(v: &Value) -> u64 {
+        match v {
+            Value::Object(m) => m
+                .iter()
+                .map(|(k, v)| {
+                    if k == "blocks_created" {
+                        v.as_u64().unwrap_or(0)
+                    } else {
+                        blocks(v)
+                    }
+                })
+                .sum(),
+            Value::Array(a) => a.iter().map(blocks).sum(),
+            _ => 0,
+        }
+    }
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(blocks(&rows) > 0, "{rows}");
+}
