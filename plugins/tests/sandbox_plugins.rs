@@ -267,6 +267,25 @@ fn plugins_follow_their_directory() {
         )
         .unwrap();
     assert!(plugins.join("summarizer.short.rhai").is_file());
+    // A broken replacement changes nothing: the working plugin and its file stay.
+    assert!(
+        store
+            .add(&registry, "summarizer.short", "fn summarize(")
+            .is_err()
+    );
+    assert_eq!(
+        std::fs::read_to_string(plugins.join("summarizer.short.rhai")).unwrap(),
+        r#"fn summarize(r) { "short" }"#
+    );
+    assert_eq!(
+        store
+            .list()
+            .iter()
+            .find(|p| p.name == "summarizer.short")
+            .unwrap()
+            .revision,
+        1
+    );
     let restarted = PluginStore::new(Limits::default(), Some(plugins.clone()));
     let registry2 = self::registry();
     restarted.sync_dir(&registry2);

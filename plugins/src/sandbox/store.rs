@@ -114,6 +114,8 @@ pub struct PluginStore {
     loaded: RwLock<BTreeMap<String, Loaded>>,
     /// Names with a factory in the registry, leaked once each for `Strategy::name`.
     registered: Mutex<BTreeMap<String, &'static str>>,
+    /// Serializes add, remove and directory scans, so a scan never races a write.
+    ops: Mutex<()>,
 }
 
 impl std::fmt::Debug for PluginStore {
@@ -159,6 +161,7 @@ impl PluginStore {
             dir,
             loaded: RwLock::new(BTreeMap::new()),
             registered: Mutex::new(BTreeMap::new()),
+            ops: Mutex::new(()),
         })
     }
 
@@ -179,7 +182,8 @@ impl PluginStore {
         loaded.values().map(|l| l.info.clone()).collect()
     }
 
-    /// Adds (or replaces) a plugin and, when the store has a directory, writes its file.
+    /// Adds (or replaces) a plugin and, when the store has a directory, writes its file. A
+    /// script that does not compile changes nothing: the plugin it would replace stays.
     ///
     /// # Errors
     /// A bad or taken name, a script that does not compile or lacks its entry point, or a
@@ -190,33 +194,21 @@ impl PluginStore {
         name: &str,
         source: &str,
     ) -> Result<PluginInfo, PluginError> {
+        let _serial = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        let (kind, script) = self.compile(name, source)?;
         let file = match &self.dir {
             Some(dir) => {
                 let path = dir.join(format!("{name}.{EXTENSION}"));
-                kind_of(name)?;
                 write_atomically(dir, &path, source)?;
                 Some(path)
             }
             None => None,
         };
-        let added = self.load(registry, name, source, file.clone());
-        if added.is_err()
-            && let Some(path) = &file
-        {
-            // A refused script does not stay behind to be refused again at every scan.
-            let _ = std::fs::remove_file(path);
-        }
-        added
+        self.install(registry, name, kind, script, source, file)
     }
 
-    /// Compiles and installs a plugin (no file written).
-    fn load(
-        self: &Arc<Self>,
-        registry: &Registry,
-        name: &str,
-        source: &str,
-        file: Option<PathBuf>,
-    ) -> Result<PluginInfo, PluginError> {
+    /// Compiles a plugin for the kind its name declares.
+    fn compile(&self, name: &str, source: &str) -> Result<(ComponentKind, Script), PluginError> {
         let (kind, entry) = kind_of(name)?;
         let script = Script::compile(name, source, entry, self.limits).map_err(|message| {
             PluginError::Script {
@@ -224,6 +216,19 @@ impl PluginStore {
                 message,
             }
         })?;
+        Ok((kind, script))
+    }
+
+    /// Makes a compiled plugin the one its name builds from.
+    fn install(
+        self: &Arc<Self>,
+        registry: &Registry,
+        name: &str,
+        kind: ComponentKind,
+        script: Script,
+        source: &str,
+        file: Option<PathBuf>,
+    ) -> Result<PluginInfo, PluginError> {
         self.register(registry, name, kind)?;
         let mut loaded = self.loaded.write().unwrap_or_else(|p| p.into_inner());
         let revision = loaded.get(name).map_or(1, |l| l.info.revision + 1);
@@ -314,6 +319,11 @@ impl PluginStore {
     /// # Errors
     /// No such plugin, or a file that cannot be deleted.
     pub fn remove(&self, name: &str) -> Result<PluginInfo, PluginError> {
+        let _serial = self.ops.lock().unwrap_or_else(|p| p.into_inner());
+        self.remove_locked(name)
+    }
+
+    fn remove_locked(&self, name: &str) -> Result<PluginInfo, PluginError> {
         let removed = {
             let mut loaded = self.loaded.write().unwrap_or_else(|p| p.into_inner());
             let removed = loaded.remove(name);
@@ -348,6 +358,7 @@ impl PluginStore {
         let Some(dir) = &self.dir else {
             return Vec::new();
         };
+        let _serial = self.ops.lock().unwrap_or_else(|p| p.into_inner());
         let mut problems = Vec::new();
         let mut on_disk = BTreeMap::new();
         match std::fs::read_dir(dir) {
@@ -379,7 +390,13 @@ impl PluginStore {
                 let loaded = self.loaded.read().unwrap_or_else(|p| p.into_inner());
                 loaded.get(name).is_some_and(|l| &l.source == source)
             };
-            if !same && let Err(e) = self.load(registry, name, source, Some(path.clone())) {
+            if same {
+                continue;
+            }
+            let installed = self.compile(name, source).and_then(|(kind, script)| {
+                self.install(registry, name, kind, script, source, Some(path.clone()))
+            });
+            if let Err(e) = installed {
                 problems.push(e);
             }
         }
@@ -392,7 +409,7 @@ impl PluginStore {
                 .collect()
         };
         for name in gone {
-            if let Err(e) = self.remove(&name) {
+            if let Err(e) = self.remove_locked(&name) {
                 problems.push(e);
             }
         }
