@@ -34,7 +34,7 @@ impl Default for PolicyConfig {
 }
 
 impl PolicyConfig {
-    fn validate(self, name: &str) -> Result<Self, BuildError> {
+    pub(crate) fn validate(self, name: &str) -> Result<Self, BuildError> {
         let ok = |f: f64| f.is_finite() && f > 0.0 && f <= 1.0;
         if !ok(self.threshold) || !ok(self.target) || self.target > self.threshold {
             return Err(BuildError::new(

@@ -22,13 +22,20 @@ fn every_bundled_component_is_registered_once() {
     );
     expect(
         ComponentKind::FoldPolicy,
-        &["fold.oldest_first", "fold.largest_first"],
+        &["fold.oldest_first", "fold.largest_first", "fold.http"],
     );
     expect(
         ComponentKind::Layout,
-        &["layout.head_first", "layout.store_order_fill"],
+        &[
+            "layout.head_first",
+            "layout.store_order_fill",
+            "layout.http",
+        ],
     );
-    expect(ComponentKind::Summarizer, &["summarizer.extractive"]);
+    expect(
+        ComponentKind::Summarizer,
+        &["summarizer.extractive", "summarizer.http", "summarizer.llm"],
+    );
     for c in registry.list() {
         let expected_crate = if c.kind == ComponentKind::Stage {
             "foldwire-stages"

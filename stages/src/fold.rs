@@ -46,6 +46,7 @@ use crate::kernel::{
     folded_request_tokens, summary_runs, summary_text, sync_blocks,
 };
 use crate::ranges_build::PROTECTION_NOTE;
+use crate::strategy_scope::StrategyScope;
 
 /// Stage name.
 pub const NAME: &str = "fold";
@@ -172,6 +173,9 @@ impl Fold {
         let Some(conversation) = turn.conversation.take() else {
             return Err(StageError::NotDecoded { stage: NAME });
         };
+        // Strategies that call out (HTTP, plugins, a model) see the turn's options and
+        // report their fallbacks into this turn's report.
+        let scope = StrategyScope::new(&turn.options);
         let mut folds = Folds {
             turn,
             conversation: &conversation,
@@ -179,6 +183,7 @@ impl Fold {
             estimator,
             summarizer: summarizer.as_ref(),
             max_chars: self.config.max_summary_chars,
+            scope: &scope,
         };
 
         // Each round measures the request as it would now be sent and asks the policy again:
@@ -188,7 +193,7 @@ impl Fold {
         // rounds stop when the policy is satisfied or a round folds nothing.
         for _ in 0..FOLD_ROUNDS {
             let demand = folds.demand(self.summary_tokens());
-            let mut chosen = policy.choose(&folds.turn.ranges, &demand);
+            let mut chosen = scope.enter(|| policy.choose(&folds.turn.ranges, &demand));
             chosen.sort_unstable();
             chosen.dedup();
             chosen.retain(|&i| i < folds.turn.ranges.len());
@@ -225,7 +230,7 @@ impl Fold {
             })
             .collect();
             let infos: Vec<RangeInfo> = runs.iter().map(|(_, r)| r.clone()).collect();
-            let mut picked = policy.choose(&infos, &demand);
+            let mut picked = scope.enter(|| policy.choose(&infos, &demand));
             picked.sort_unstable();
             picked.dedup();
             let mut requests = Vec::new();
@@ -238,6 +243,7 @@ impl Fold {
                 break;
             }
         }
+        scope.report_into(&mut turn.report, NAME);
         turn.conversation = Some(conversation);
         Ok(())
     }
@@ -255,6 +261,7 @@ struct Folds<'a> {
     estimator: &'a dyn TokenEstimator,
     summarizer: &'a dyn Summarizer,
     max_chars: usize,
+    scope: &'a StrategyScope,
 }
 
 impl Folds<'_> {
@@ -337,7 +344,7 @@ impl Folds<'_> {
             messages: units,
             max_chars: self.max_chars,
         };
-        match self.summarizer.summarize(asked).await {
+        match self.scope.scoped(self.summarizer.summarize(asked)).await {
             Ok(summary) => Some(CompressRequest {
                 start,
                 end,

@@ -14,6 +14,7 @@ pub mod media_classify;
 pub mod pairing_repair;
 pub mod ranges_build;
 pub mod refs_mint;
+pub mod strategy_scope;
 pub mod tool_loop;
 pub mod wire_codec;
 

@@ -1,11 +1,15 @@
-//! `foldwire plugins`: every registered stage and strategy.
+//! `foldwire plugins`: every registered stage and strategy, with the sandboxed plugins in
+//! `<state>/plugins/` (listed as crate `plugin (rhai)`); a plugin file that does not load is
+//! named on stderr.
 
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Result;
+use foldwire_plugins::sandbox::{Limits, PluginStore};
 
 use super::write_stdout;
+use crate::serve::admin::plugin_dir;
 use crate::setup;
 
 /// What `foldwire plugins` is told.
@@ -14,6 +18,9 @@ pub struct PluginsArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Also lists the sandboxed plugins in `<state>/plugins/`.
+    #[command(flatten)]
+    pub state: super::StateArgs,
 }
 
 /// Prints the registry as a table or JSON; components with a typed config also give their
@@ -22,7 +29,12 @@ pub struct PluginsArgs {
 /// # Errors
 /// A registry that cannot load.
 pub fn run(args: PluginsArgs) -> Result<ExitCode> {
-    let list = setup::registry()?.list();
+    let registry = setup::registry()?;
+    let store = PluginStore::new(Limits::default(), plugin_dir(args.state.state.as_deref()));
+    for problem in store.sync_dir(&registry) {
+        eprintln!("foldwire: plugin not loaded: {problem}");
+    }
+    let list = registry.list();
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&list)?;
         s.push('\n');

@@ -10,10 +10,11 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use foldwire_core::{PipelineSpec, SessionId, SessionState};
+use foldwire_core::{PipelineSpec, Registry, SessionId, SessionState};
+use foldwire_plugins::sandbox::{PluginError, PluginStore};
 use serde_json::json;
 
-use super::{AppState, newtopic};
+use super::{AppState, ServeConfig, newtopic};
 
 /// Refuses non-loopback peers and foreign Host headers.
 pub async fn loopback_only(
@@ -157,6 +158,8 @@ pub async fn get_pipeline(State(app): State<Arc<AppState>>) -> Response {
 
 /// `PUT /admin/pipeline`: a spec (TOML or JSON) swapped in atomically once it validates.
 pub async fn put_pipeline(State(app): State<Arc<AppState>>, body: String) -> Response {
+    // A plugin file dropped in a moment ago is usable by this swap.
+    sync_plugins(&app).await;
     let built = PipelineSpec::parse(&body, "PUT /admin/pipeline")
         .map_err(|e| e.to_string())
         .and_then(|spec| app.pipeline_from(&spec).map_err(|e| e.to_string()));
@@ -171,6 +174,140 @@ pub async fn put_pipeline(State(app): State<Arc<AppState>>, body: String) -> Res
     }
 }
 
+/// The directory plugin files live in: `<state>/plugins/` when the state is a local
+/// directory (`file://` URL or path); none for `memory://` and object stores.
+pub fn plugin_dir(state: Option<&str>) -> Option<std::path::PathBuf> {
+    let location = match state {
+        Some(s) => s.to_owned(),
+        None => crate::setup::default_state_dir().display().to_string(),
+    };
+    if location.contains("://") && !location.starts_with("file://") {
+        return None;
+    }
+    let path = location.strip_prefix("file://").unwrap_or(&location);
+    Some(std::path::Path::new(path).join("plugins"))
+}
+
+/// The plugin store of a server, with what its directory holds already loaded (a plugin that
+/// does not load is logged and skipped: the server starts without it).
+pub fn plugin_store(config: &ServeConfig, registry: &Registry) -> Arc<PluginStore> {
+    let store = PluginStore::new(config.plugin_limits, plugin_dir(config.state.as_deref()));
+    for problem in store.sync_dir(registry) {
+        tracing::warn!("plugin not loaded: {problem}");
+    }
+    store
+}
+
+/// Rescans the plugin directory every `plugin_scan_ms`, so a file dropped in (or removed)
+/// takes effect while the server runs.
+pub fn spawn_plugin_scan(app: &Arc<AppState>) {
+    if app.config.plugin_scan_ms == 0 || app.plugins.dir().is_none() {
+        return;
+    }
+    let app = Arc::downgrade(app);
+    tokio::spawn(async move {
+        loop {
+            let Some(period) = app.upgrade().map(|a| a.config.plugin_scan_ms) else {
+                return;
+            };
+            tokio::time::sleep(std::time::Duration::from_millis(period)).await;
+            let Some(app) = app.upgrade() else {
+                return;
+            };
+            sync_plugins(&app).await;
+        }
+    });
+}
+
+/// One scan of the plugin directory, off the async threads; problems are logged.
+async fn sync_plugins(app: &Arc<AppState>) -> Vec<String> {
+    let (plugins, registry) = (app.plugins.clone(), app.registry.clone());
+    let problems = tokio::task::spawn_blocking(move || plugins.sync_dir(&registry))
+        .await
+        .unwrap_or_default();
+    problems
+        .into_iter()
+        .map(|p| {
+            tracing::warn!("plugin not loaded: {p}");
+            p.to_string()
+        })
+        .collect()
+}
+
+fn plugins_view(app: &AppState, problems: Vec<String>) -> serde_json::Value {
+    json!({
+        "plugins": app.plugins.list(),
+        "dir": app.plugins.dir(),
+        "problems": problems,
+    })
+}
+
+/// `GET /admin/plugins`: the loaded plugins (after a scan of the plugin directory), and the
+/// files that did not load.
+pub async fn list_plugins(State(app): State<Arc<AppState>>) -> Response {
+    let problems = sync_plugins(&app).await;
+    Json(plugins_view(&app, problems)).into_response()
+}
+
+/// `POST /admin/plugins`: `{"name": "fold.mine", "source": "fn choose(request) { … }"}`
+/// adds a plugin or replaces the one of that name; the next pipeline swap can name it.
+pub async fn add_plugin(State(app): State<Arc<AppState>>, body: String) -> Response {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Add {
+        name: String,
+        source: String,
+    }
+    let add: Add = match serde_json::from_str(&body) {
+        Ok(a) => a,
+        Err(e) => {
+            let message = format!(
+                "expected {{\"name\": \"fold.<name>\", \"source\": \"<rhai script>\"}}: {e}"
+            );
+            return (StatusCode::BAD_REQUEST, Json(json!({ "error": message }))).into_response();
+        }
+    };
+    let (plugins, registry) = (app.plugins.clone(), app.registry.clone());
+    let added =
+        tokio::task::spawn_blocking(move || plugins.add(&registry, &add.name, &add.source)).await;
+    match added {
+        Ok(Ok(info)) => Json(json!({ "added": info })).into_response(),
+        Ok(Err(e @ PluginError::Io { .. })) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
+        Ok(Err(e)) => (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
+    }
+}
+
+/// `DELETE /admin/plugins/{name}`: removes a plugin (and its file). Pipelines that still
+/// name it fall back to their built-in strategy, with a warning, until the next swap.
+pub async fn remove_plugin(State(app): State<Arc<AppState>>, Path(name): Path<String>) -> Response {
+    match app.plugins.remove(&name) {
+        Ok(info) => Json(json!({ "removed": info })).into_response(),
+        Err(e @ PluginError::NotFound { .. }) => (
+            StatusCode::NOT_FOUND,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({ "error": e.to_string() })),
+        )
+            .into_response(),
+    }
+}
+
 /// `GET /metrics`.
 pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
     let mut text = app.metrics.render();
@@ -179,6 +316,17 @@ pub async fn metrics(State(app): State<Arc<AppState>>) -> Response {
         "# TYPE foldwire_sessions_live gauge\nfoldwire_sessions_live {}",
         app.engine.live_sessions()
     );
+    // Strategies that call out (HTTP, plugins, a model) and had to fall back.
+    let fallbacks = foldwire_plugins::fallback::counts();
+    if !fallbacks.is_empty() {
+        text.push_str("# TYPE foldwire_strategy_fallbacks_total counter\n");
+    }
+    for (strategy, reason, n) in fallbacks {
+        let _ = writeln!(
+            text,
+            "foldwire_strategy_fallbacks_total{{strategy=\"{strategy}\",reason=\"{reason}\"}} {n}"
+        );
+    }
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 

@@ -97,6 +97,11 @@ pub struct ServeConfig {
     /// /admin/sessions/{id}/reset` does. Off by default, so no message is ever read as a
     /// command unless asked for.
     pub newtopic_command: bool,
+    /// How often `<state>/plugins/` is scanned for added, changed or removed plugin files,
+    /// in milliseconds (0: only at start and at each `/admin/plugins` call).
+    pub plugin_scan_ms: u64,
+    /// What one call of a sandboxed plugin may use (operations, time, sizes, depth).
+    pub plugin_limits: foldwire_plugins::sandbox::Limits,
 }
 
 impl Default for ServeConfig {
@@ -127,6 +132,8 @@ impl Default for ServeConfig {
             header_timeout_secs: 30,
             max_blocking_threads: 32,
             newtopic_command: false,
+            plugin_scan_ms: 2000,
+            plugin_limits: foldwire_plugins::sandbox::Limits::default(),
         }
     }
 }

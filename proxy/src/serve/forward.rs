@@ -139,6 +139,11 @@ async fn process(
     super::newtopic::apply_command(app, &session, wire, &body).await;
     let mut request = TurnRequest::new(wire, body.clone());
     request.options = turn_options(app, &session, wire, &body);
+    if let Some((key, upstream)) =
+        super::side::summarizer_upstream(&app.engine.pipeline(), route, wire, headers, &body)
+    {
+        request.options.insert(key, upstream);
+    }
     let window = window_for(app, &session).await;
     request.budget = request.budget.with_window(window);
     match app.engine.run_turn(&session, request).await {

@@ -60,6 +60,8 @@ pub struct AppState {
     /// The state location's object store, where each session's last request is kept for
     /// the session commands.
     pub store: Arc<dyn ObjectStore>,
+    /// Sandboxed strategy plugins added while the server runs.
+    pub plugins: Arc<foldwire_plugins::sandbox::PluginStore>,
 }
 
 impl AppState {
@@ -86,6 +88,8 @@ impl AppState {
 /// An invalid pipeline, an unusable state location, or an actor system that cannot start.
 pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
     let registry = setup::registry()?;
+    // Plugins load before the pipeline is built, so the configured spec may name them.
+    let plugins = admin::plugin_store(&config, &registry);
     let pipeline = build_pipeline(&config, &setup::spec(&config.pipeline)?, &registry)?;
     let backends = setup::backends(config.state.as_deref())?;
     let (backends, store_breaker) = if config.store_breaker_failures > 0 {
@@ -130,8 +134,10 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         reports,
         windows: DashMap::new(),
         store,
+        plugins,
     });
     retention::spawn(&app, backend);
+    admin::spawn_plugin_scan(&app);
     Ok(app)
 }
 
@@ -205,6 +211,14 @@ pub fn router(app: Arc<AppState>) -> Router {
         .route(
             "/admin/pipeline",
             get(admin::get_pipeline).put(admin::put_pipeline),
+        )
+        .route(
+            "/admin/plugins",
+            get(admin::list_plugins).post(admin::add_plugin),
+        )
+        .route(
+            "/admin/plugins/{name}",
+            axum::routing::delete(admin::remove_plugin),
         )
         .route("/metrics", get(admin::metrics))
         .layer(axum::middleware::from_fn(admin::loopback_only));

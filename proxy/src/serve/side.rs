@@ -3,9 +3,99 @@
 //! (Gemini CLI's routing call, a title or summary call); the proxy's tools and notes would
 //! break them (Gemini refuses function calling with a JSON response type) or change what
 //! they answer, so the compress loop leaves them alone. The pipeline still runs on them.
+//!
+//! Side requests foldwire makes itself — `summarizer.llm` asking the session's own upstream
+//! for a summary — are addressed by [`summarizer_upstream`].
 
-use foldwire_core::Wire;
+use axum::http::HeaderMap;
+use foldwire_core::{ComponentKind, Pipeline, Wire};
+use foldwire_plugins::llm::{self, Upstream};
 use serde_json::Value;
+
+use super::route::Route;
+
+/// Request headers that carry a provider's credentials or API version: what a summary side
+/// request to the same upstream needs, and nothing else the client sent.
+const CREDENTIAL_HEADERS: [&str; 8] = [
+    "authorization",
+    "x-api-key",
+    "x-goog-api-key",
+    "api-key",
+    "anthropic-version",
+    "openai-organization",
+    "openai-project",
+    "chatgpt-account-id",
+];
+
+/// True when a stage of the pipeline writes summaries with `summarizer.llm`.
+pub fn uses_llm_summarizer(pipeline: &Pipeline) -> bool {
+    pipeline.stages().iter().any(|s| {
+        s.strategies()
+            .iter()
+            .any(|u| u.kind == ComponentKind::Summarizer && u.name == llm::NAME)
+    })
+}
+
+/// The turn option that points `summarizer.llm` at the session's own upstream with the
+/// client's credentials, when the pipeline uses it (else nothing is read or handed over).
+pub fn summarizer_upstream(
+    pipeline: &Pipeline,
+    route: &Route,
+    wire: Wire,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<(String, Value)> {
+    if !uses_llm_summarizer(pipeline) {
+        return None;
+    }
+    let (path, query) = match route.path_and_query.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (route.path_and_query.as_str(), None),
+    };
+    let mut creds: Vec<(String, String)> = CREDENTIAL_HEADERS
+        .iter()
+        .filter_map(|name| {
+            let value = headers.get(*name)?.to_str().ok()?;
+            Some(((*name).to_owned(), value.to_owned()))
+        })
+        .collect();
+    // Gemini clients may send the key in the query instead of a header.
+    if let Some(key) = query.and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("key="))
+            .map(str::to_owned)
+    }) && !creds.iter().any(|(n, _)| n == "x-goog-api-key")
+    {
+        creds.push(("x-goog-api-key".to_owned(), key));
+    }
+    if wire == Wire::Anthropic && !creds.iter().any(|(n, _)| n == "anthropic-version") {
+        creds.push(("anthropic-version".to_owned(), "2023-06-01".to_owned()));
+    }
+    let model = match wire {
+        Wire::Gemini => route.model.clone(),
+        _ => model_of(body),
+    };
+    let upstream = Upstream {
+        wire,
+        base_url: route.upstream.clone(),
+        path: path.to_owned(),
+        model,
+        headers: creds,
+    };
+    Some((
+        llm::UPSTREAM_OPTION.to_owned(),
+        serde_json::to_value(upstream).ok()?,
+    ))
+}
+
+/// The body's top-level `model`, read without building the rest of the document.
+fn model_of(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct ModelOnly {
+        model: Option<String>,
+    }
+    serde_json::from_slice::<ModelOnly>(body).ok()?.model
+}
 
 /// Why a request is a side request (shown in logs).
 pub fn side_request(wire: Wire, body: &Value) -> Option<&'static str> {

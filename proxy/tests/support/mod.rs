@@ -17,6 +17,9 @@
 //! - `cli`: a real agent CLI's session (see [`cli_script`]): its own shell tool six times,
 //!   a `compress` call once a range is listed, then [`CLI_FINAL`];
 //! - anything else: the text `ok`.
+//!
+//! Whatever the script, a `summarizer.llm` side request is answered with
+//! `TOPIC: side summary` and [`MOCK_LLM_SUMMARY`].
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod agent;
@@ -113,6 +116,13 @@ fn has_proxy_result(wire: Wire, body: &str) -> bool {
 /// never refuses a scripted fold, whatever range it replaces.
 const SUMMARY_DETAIL: &str = "It covered how the project is laid out, which build and test commands were run and what they printed, the files that were read and the ones that changed, the errors met on the way and how each of them was settled, and the choices made about what to do next and why; none of it is needed verbatim any more, and whatever still is can be restored by its block id or found again by searching the session's context.";
 
+/// How the mock recognizes a `summarizer.llm` side request: the start of its prompt.
+pub const SUMMARY_SIDE_REQUEST: &str = "You write the summary that replaces part of";
+
+/// The text the mock answers a `summarizer.llm` side request with.
+pub const MOCK_LLM_SUMMARY: &str =
+    "Model summary: the user notes covered lorem ipsum in src/notes.rs; open question: none";
+
 /// A model-written summary: `lead` and [`SUMMARY_DETAIL`].
 fn summary(lead: &str) -> String {
     format!("{lead} {SUMMARY_DETAIL}")
@@ -155,6 +165,12 @@ fn archived_ref(text: &str) -> Option<String> {
 }
 
 fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
+    if body.contains(SUMMARY_SIDE_REQUEST) {
+        // A `summarizer.llm` side request, whatever the script.
+        return vec![Piece::Text(format!(
+            "TOPIC: side summary\n{MOCK_LLM_SUMMARY} (side request {n})"
+        ))];
+    }
     let done = has_proxy_result(wire, body);
     match name {
         "compress-all" if !body.contains("folded into b") => {

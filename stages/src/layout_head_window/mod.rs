@@ -467,8 +467,10 @@ pub fn lay_out(
         .map(unit_key);
     let unchanged =
         rewrite::unchanged_prefix_tokens(&head.previous, keys.iter().zip(tokens.iter().copied()));
-    let plan = layout
-        .arrange(&LayoutRequest {
+    // A strategy that calls out (HTTP, a plugin) reports its fallbacks into this report.
+    let scope = crate::strategy_scope::StrategyScope::new(&turn.options);
+    let plan = scope.enter(|| {
+        layout.arrange(&LayoutRequest {
             messages: &conv.messages,
             tokens: &tokens,
             budget,
@@ -476,10 +478,12 @@ pub fn lay_out(
             head: zone,
             unchanged_prefix_tokens: unchanged,
         })
-        .map_err(|r| {
-            turn.report.refusal = Some(r.clone());
-            StageError::Refused(r)
-        })?;
+    });
+    scope.report_into(&mut turn.report, NAME);
+    let plan = plan.map_err(|r| {
+        turn.report.refusal = Some(r.clone());
+        StageError::Refused(r)
+    })?;
     check_order(&plan.order, &groups, n, layout.name())?;
     if plan.seal_head {
         head.sealed = true;
@@ -629,7 +633,12 @@ pub fn with_first_head(
 
 /// Checks a strategy's order: a permutation of `0..n` that keeps each wire message's units
 /// together and in order.
-fn check_order(
+/// Checks that a strategy's order is a permutation of the units that keeps each wire
+/// message's units together and in order (`groups`: [`windows::groups`]).
+///
+/// # Errors
+/// [`StageError::Failed`] naming the strategy and what was wrong.
+pub fn check_order(
     order: &[usize],
     groups: &[Range<usize>],
     n: usize,

@@ -1,0 +1,359 @@
+//! `fold.http`, `layout.http`, `summarizer.http`: strategies whose decisions come from an
+//! endpoint the user runs, in any language. Each POSTs the [`protocol`](crate::protocol)
+//! request as JSON to `url` and uses the answer once it checks out. A slow endpoint (over
+//! `timeout_ms`), a failing one (connection refused, a non-2xx status), or a malformed
+//! answer (not JSON, wrong version, an index that does not exist, an order that splits a
+//! message) never blocks or breaks the turn: the built-in `fallback` decides, the turn gets
+//! a `strategy_fallback` warning and the fallback is counted.
+//!
+//! Params: `url` (required, http or https), `timeout_ms` (default 1000), `fallback` and
+//! `fallback_params` (a built-in of the same kind; defaults `fold.oldest_first`,
+//! `layout.store_order_fill`, `summarizer.extractive`).
+//!
+//! Fold policies and layouts are synchronous traits: their call waits on the calling thread
+//! for at most `timeout_ms` (keep it small: the session's turn waits that long at worst).
+//! Every request runs on one runtime owned by this module, so connections outlive the
+//! runtime of whichever stage made the call.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use foldwire_core::{
+    BuildError, Component, FoldDemand, FoldPolicy, Layout, LayoutPlan, LayoutRequest, Params,
+    RangeInfo, Refusal, StrategyError, Summarizer, Summary, SummaryRequest, async_trait,
+};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::fallback::{self, FallbackSpec};
+use crate::protocol;
+use crate::summarizer::Extractive;
+
+/// Registered name of [`HttpFold`].
+pub const FOLD: &str = "fold.http";
+/// Registered name of [`HttpLayout`].
+pub const LAYOUT: &str = "layout.http";
+/// Registered name of [`HttpSummarizer`].
+pub const SUMMARIZER: &str = "summarizer.http";
+
+/// Why a call to an endpoint gave no usable answer.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// No answer within the timeout.
+    #[error("no answer within {0} ms")]
+    Timeout(u64),
+    /// The endpoint could not be reached or the transfer broke.
+    #[error("request failed: {0}")]
+    Transport(#[source] reqwest::Error),
+    /// A status other than 2xx.
+    #[error("answered HTTP {status}: {body}")]
+    Status {
+        /// The status code.
+        status: u16,
+        /// The start of the body.
+        body: String,
+    },
+    /// The body is not JSON.
+    #[error("answered something that is not JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// The JSON is not a valid answer.
+    #[error("answered {0}")]
+    Bad(#[from] protocol::BadAnswer),
+    /// This process cannot make HTTP calls (no runtime could start).
+    #[error("the HTTP runtime is unavailable: {0}")]
+    Unavailable(String),
+}
+
+impl CallError {
+    /// The reason label of the fallback counter.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            CallError::Timeout(_) => "timeout",
+            CallError::Transport(_) => "unreachable",
+            CallError::Status { .. } => "http_status",
+            CallError::NotJson(_) => "bad_json",
+            CallError::Bad(_) => "bad_answer",
+            CallError::Unavailable(_) => "unavailable",
+        }
+    }
+}
+
+/// The runtime and client every strategy call goes through.
+struct Caller {
+    runtime: tokio::runtime::Runtime,
+    client: reqwest::Client,
+}
+
+fn caller() -> Result<&'static Caller, CallError> {
+    static CALLER: OnceLock<Result<Caller, String>> = OnceLock::new();
+    CALLER
+        .get_or_init(|| {
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("foldwire-strategy-http")
+                .enable_all()
+                .build()
+                .map_err(|e| e.to_string())?;
+            // Redirects are not followed: an endpoint is configured by its exact URL.
+            let client = reqwest::Client::builder()
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| e.to_string())?;
+            Ok(Caller { runtime, client })
+        })
+        .as_ref()
+        .map_err(|e| CallError::Unavailable(e.clone()))
+}
+
+/// POSTs `body` and reads a JSON answer, all within `timeout`.
+async fn post(
+    client: reqwest::Client,
+    url: String,
+    body: Vec<u8>,
+    headers: Vec<(String, String)>,
+    timeout: Duration,
+) -> Result<Value, CallError> {
+    let ms = timeout.as_millis() as u64;
+    let mut request = client
+        .post(url)
+        .timeout(timeout)
+        .header("content-type", "application/json")
+        .body(body);
+    for (k, v) in headers {
+        request = request.header(k, v);
+    }
+    let response = request.send().await.map_err(|e| {
+        if e.is_timeout() {
+            CallError::Timeout(ms)
+        } else {
+            CallError::Transport(e)
+        }
+    })?;
+    let status = response.status();
+    let bytes = response.bytes().await.map_err(|e| {
+        if e.is_timeout() {
+            CallError::Timeout(ms)
+        } else {
+            CallError::Transport(e)
+        }
+    })?;
+    if !status.is_success() {
+        let text = String::from_utf8_lossy(&bytes);
+        return Err(CallError::Status {
+            status: status.as_u16(),
+            body: text.chars().take(200).collect(),
+        });
+    }
+    serde_json::from_slice(&bytes).map_err(CallError::NotJson)
+}
+
+/// One POST of JSON, awaited (the request itself runs on this module's runtime).
+///
+/// # Errors
+/// See [`CallError`].
+pub async fn call(
+    url: &str,
+    body: &Value,
+    headers: Vec<(String, String)>,
+    timeout: Duration,
+) -> Result<Value, CallError> {
+    let caller = caller()?;
+    let bytes = serde_json::to_vec(body).map_err(CallError::NotJson)?;
+    let task = caller.runtime.spawn(post(
+        caller.client.clone(),
+        url.to_owned(),
+        bytes,
+        headers,
+        timeout,
+    ));
+    match task.await {
+        Ok(result) => result,
+        Err(e) => Err(CallError::Unavailable(e.to_string())),
+    }
+}
+
+/// One POST of JSON, waited for on this thread for at most `timeout`.
+///
+/// # Errors
+/// See [`CallError`].
+pub fn call_blocking(url: &str, body: &Value, timeout: Duration) -> Result<Value, CallError> {
+    let caller = caller()?;
+    let bytes = serde_json::to_vec(body).map_err(CallError::NotJson)?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    caller.runtime.spawn({
+        let (client, url) = (caller.client.clone(), url.to_owned());
+        async move {
+            let _ = tx.send(post(client, url, bytes, Vec::new(), timeout).await);
+        }
+    });
+    // The request's own timeout ends it; the margin only covers scheduling.
+    match rx.recv_timeout(timeout + Duration::from_millis(100)) {
+        Ok(result) => result,
+        Err(_) => Err(CallError::Timeout(timeout.as_millis() as u64)),
+    }
+}
+
+/// Params every HTTP strategy takes.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpConfig {
+    /// The endpoint.
+    pub url: String,
+    /// Longest a call may take, in milliseconds.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// The built-in that decides when the endpoint cannot.
+    #[serde(default)]
+    pub fallback: Option<String>,
+    /// Its params.
+    #[serde(default)]
+    pub fallback_params: Params,
+}
+
+fn default_timeout_ms() -> u64 {
+    1000
+}
+
+impl HttpConfig {
+    fn parse(name: &str, params: &Params) -> Result<Self, BuildError> {
+        if params.is_null() {
+            return Err(BuildError::new(
+                name,
+                "needs params with the endpoint's \"url\" (and optionally timeout_ms, fallback, fallback_params)",
+            ));
+        }
+        let config: HttpConfig = serde_json::from_value(params.clone())
+            .map_err(|e| BuildError::new(name, format!("bad params: {e}")))?;
+        let url = reqwest::Url::parse(&config.url)
+            .map_err(|e| BuildError::new(name, format!("url {:?}: {e}", config.url)))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(BuildError::new(
+                name,
+                format!("url {:?} must be http or https", config.url),
+            ));
+        }
+        if config.timeout_ms == 0 {
+            return Err(BuildError::new(name, "timeout_ms must be at least 1"));
+        }
+        Ok(config)
+    }
+
+    fn fallback(&self) -> FallbackSpec {
+        FallbackSpec {
+            fallback: self.fallback.clone(),
+            fallback_params: self.fallback_params.clone(),
+        }
+    }
+
+    fn timeout(&self) -> Duration {
+        Duration::from_millis(self.timeout_ms)
+    }
+}
+
+/// `fold.http`.
+#[derive(Debug)]
+pub struct HttpFold {
+    config: HttpConfig,
+    fallback: Arc<dyn FoldPolicy>,
+}
+
+impl FoldPolicy for HttpFold {
+    fn name(&self) -> &'static str {
+        FOLD
+    }
+    fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
+        let request = protocol::fold_request(ranges, demand);
+        let answer = call_blocking(&self.config.url, &request, self.config.timeout())
+            .and_then(|a| Ok(protocol::fold_answer(&a, ranges.len())?));
+        match answer {
+            Ok(chosen) => chosen,
+            Err(e) => {
+                let detail = format!("{}: {e}", self.config.url);
+                fallback::fell_back(FOLD, e.reason(), &detail, self.fallback.name());
+                self.fallback.choose(ranges, demand)
+            }
+        }
+    }
+}
+
+/// `layout.http`.
+#[derive(Debug)]
+pub struct HttpLayout {
+    config: HttpConfig,
+    fallback: Arc<dyn Layout>,
+}
+
+impl Layout for HttpLayout {
+    fn name(&self) -> &'static str {
+        LAYOUT
+    }
+    fn arrange(&self, request: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal> {
+        let body = protocol::layout_request(request);
+        let answer = call_blocking(&self.config.url, &body, self.config.timeout())
+            .and_then(|a| Ok(protocol::layout_answer(&a, request)?));
+        match answer {
+            Ok(plan) => Ok(plan),
+            Err(e) => {
+                let detail = format!("{}: {e}", self.config.url);
+                fallback::fell_back(LAYOUT, e.reason(), &detail, self.fallback.name());
+                self.fallback.arrange(request)
+            }
+        }
+    }
+}
+
+/// `summarizer.http`.
+#[derive(Debug)]
+pub struct HttpSummarizer {
+    config: HttpConfig,
+    fallback: Arc<Extractive>,
+}
+
+#[async_trait]
+impl Summarizer for HttpSummarizer {
+    fn name(&self) -> &'static str {
+        SUMMARIZER
+    }
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<Summary, StrategyError> {
+        let body = protocol::summary_request(&request);
+        let answer = call(&self.config.url, &body, Vec::new(), self.config.timeout())
+            .await
+            .and_then(|a| Ok(protocol::summary_answer(&a, request.max_chars, SUMMARIZER)?));
+        match answer {
+            Ok(summary) => Ok(summary),
+            Err(e) => {
+                let detail = format!("{}: {e}", self.config.url);
+                fallback::fell_back(SUMMARIZER, e.reason(), &detail, self.fallback.name());
+                self.fallback.summarize(request).await
+            }
+        }
+    }
+}
+
+fn build_fold(params: &Params) -> Result<Component, BuildError> {
+    let config = HttpConfig::parse(FOLD, params)?;
+    let fallback = fallback::fold_policy(FOLD, &config.fallback())?;
+    Ok(Component::FoldPolicy(Arc::new(HttpFold {
+        config,
+        fallback,
+    })))
+}
+
+fn build_layout(params: &Params) -> Result<Component, BuildError> {
+    let config = HttpConfig::parse(LAYOUT, params)?;
+    let fallback = fallback::layout(LAYOUT, &config.fallback())?;
+    Ok(Component::Layout(Arc::new(HttpLayout { config, fallback })))
+}
+
+fn build_summarizer(params: &Params) -> Result<Component, BuildError> {
+    let config = HttpConfig::parse(SUMMARIZER, params)?;
+    let fallback = fallback::summarizer(SUMMARIZER, &config.fallback())?;
+    Ok(Component::Summarizer(Arc::new(HttpSummarizer {
+        config,
+        fallback,
+    })))
+}
+
+foldwire_core::register!(FoldPolicy, FOLD, build_fold);
+foldwire_core::register!(Layout, LAYOUT, build_layout);
+foldwire_core::register!(Summarizer, SUMMARIZER, build_summarizer);
