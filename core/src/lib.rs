@@ -20,6 +20,7 @@ pub mod archive;
 pub mod block;
 pub mod budget;
 pub mod conversation;
+pub mod cost;
 #[cfg(feature = "testing")]
 pub mod fixtures;
 pub mod ids;
@@ -48,6 +49,7 @@ pub use archive::{
 pub use block::Block;
 pub use budget::{Budget, CharEstimator, TokenEstimator};
 pub use conversation::{Conversation, Entry, FieldOverride};
+pub use cost::{CacheUse, PriceTable, Prices};
 pub use ids::{AnyRef, BlockId, IdParseError, Ref, SessionId, SessionIdError};
 pub use memory_store::MemoryStateStore;
 pub use message::{

@@ -234,6 +234,10 @@ pub struct ReplayArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// A TOML price table (`[anthropic]`, `[openai]`, `[gemini]`; every key optional) to
+    /// price the turns and the baselines with instead of the list prices.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
 }
 
 /// `foldwire serve`. Precedence: defaults, then `--config FILE`, then environment, then flags.

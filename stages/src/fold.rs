@@ -378,6 +378,14 @@ impl Folds<'_> {
             }
         }
         report.count("fold.blocks_created", result.blocks_created.len() as u64);
+        // What the summaries cost to write (output tokens, when a model writes them).
+        let summary_tokens: u64 = result
+            .blocks_created
+            .iter()
+            .filter_map(|id| self.turn.state.blocks.iter().find(|b| b.id == *id))
+            .map(|b| self.estimator.text_tokens(&b.summary))
+            .sum();
+        report.count("fold.summary_tokens", summary_tokens);
         report.count("fold.tokens_compressed", result.tokens_compressed);
         result.blocks_created.len()
     }

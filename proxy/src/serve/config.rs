@@ -97,6 +97,9 @@ pub struct ServeConfig {
     /// /admin/sessions/{id}/reset` does. Off by default, so no message is ever read as a
     /// command unless asked for.
     pub newtopic_command: bool,
+    /// Prices per provider for the cost the admin API and panel show (`[prices.anthropic]`
+    /// …; every key optional, the defaults are list prices).
+    pub prices: foldwire_core::PriceTable,
 }
 
 impl Default for ServeConfig {
@@ -127,6 +130,7 @@ impl Default for ServeConfig {
             header_timeout_secs: 30,
             max_blocking_threads: 32,
             newtopic_command: false,
+            prices: foldwire_core::PriceTable::default(),
         }
     }
 }
