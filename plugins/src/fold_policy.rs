@@ -120,6 +120,120 @@ impl FoldPolicy for LargestFirst {
     }
 }
 
+/// Registered name of [`Scheduled`], the default fold policy.
+pub const SCHEDULED: &str = "fold.scheduled";
+
+/// Settings of `fold.scheduled`, as fractions of the budget's available tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScheduleConfig {
+    /// Fold once the request passes this share of the budget and has grown by `growth`
+    /// since the last fold.
+    pub trigger: f64,
+    /// Growth since the last fold (the floor) a fold waits for, so a context that cannot
+    /// shrink below the trigger (a large head or recent window) does not fold on every turn.
+    pub growth: f64,
+    /// Fold in any case past this share (the safety margin before the window).
+    pub ceiling: f64,
+    /// A fold takes the oldest history until the request is estimated at this share: one
+    /// large fold instead of many small ones, each of which rewrites the cached prefix
+    /// from its first changed unit.
+    pub target: f64,
+}
+
+impl Default for ScheduleConfig {
+    fn default() -> Self {
+        ScheduleConfig {
+            trigger: 0.45,
+            growth: 0.15,
+            ceiling: 0.8,
+            target: 0.15,
+        }
+    }
+}
+
+/// How hard a nudge asks the model to compress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NudgeTier {
+    /// A fold is due: the request passed the trigger and grew enough since the last fold.
+    Due,
+    /// Past the ceiling: fold now, the window is near.
+    Urgent,
+}
+
+impl ScheduleConfig {
+    fn validate(self) -> Result<Self, BuildError> {
+        let ok = |f: f64| f.is_finite() && f > 0.0 && f <= 1.0;
+        if !ok(self.trigger)
+            || !ok(self.ceiling)
+            || !ok(self.target)
+            || !(self.growth.is_finite() && (0.0..=1.0).contains(&self.growth))
+            || self.target > self.trigger
+            || self.trigger > self.ceiling
+        {
+            return Err(BuildError::new(
+                SCHEDULED,
+                format!(
+                    "trigger ({}), ceiling ({}), target ({}) must be fractions in (0, 1] with target <= trigger <= ceiling, and growth ({}) in [0, 1]",
+                    self.trigger, self.ceiling, self.target, self.growth
+                ),
+            ));
+        }
+        Ok(self)
+    }
+
+    /// Whether a fold is due for a request of `request` tokens whose last fold left
+    /// `floor` tokens, with `available` tokens of budget; and how urgently.
+    pub fn due(&self, request: u64, floor: u64, available: u64) -> Option<NudgeTier> {
+        let a = available as f64;
+        let r = request as f64;
+        if r > self.ceiling * a {
+            return Some(NudgeTier::Urgent);
+        }
+        let grown = request.saturating_sub(floor) as f64;
+        (r > self.trigger * a && grown >= self.growth * a).then_some(NudgeTier::Due)
+    }
+}
+
+/// `fold.scheduled` (the default): folds rarely and a lot at a time, so the prompt cache
+/// pays for each rewrite. A fold rewrites everything after its first changed unit; the
+/// cost of a session is mostly the cached reads of its whole request on every turn. So the
+/// request is kept small (between `target` and `trigger` of the budget rather than near the
+/// window), and each fold takes the oldest history down to `target` in one go, right after
+/// the summaries already on the wire, so they stay in the cached prefix. Folds are gated by
+/// the growth since the last one; past `ceiling` a fold happens whatever the growth.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scheduled(pub ScheduleConfig);
+
+impl FoldPolicy for Scheduled {
+    fn name(&self) -> &'static str {
+        SCHEDULED
+    }
+    fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
+        let available = demand.budget.available();
+        if self
+            .0
+            .due(demand.request_tokens, demand.floor_tokens, available)
+            .is_none()
+        {
+            return Vec::new();
+        }
+        let target = (self.0.target * available as f64) as u64;
+        let need = demand.request_tokens.saturating_sub(target);
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_by_key(|&i| ranges.get(i).map(|r| r.start));
+        pick(ranges, order, need, demand.summary_tokens)
+    }
+}
+
+fn build_scheduled(params: &Params) -> Result<Component, BuildError> {
+    let config = BuildError::parse_params::<ScheduleConfig>(SCHEDULED, params)?.validate()?;
+    Ok(Component::FoldPolicy(Arc::new(Scheduled(config))))
+}
+
+foldwire_core::register!(FoldPolicy, "fold.scheduled", build_scheduled);
+
 fn build_oldest(params: &Params) -> Result<Component, BuildError> {
     let name = "fold.oldest_first";
     let config = BuildError::parse_params::<PolicyConfig>(name, params)?.validate(name)?;

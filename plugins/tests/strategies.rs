@@ -58,6 +58,7 @@ fn demand(request_tokens: u64) -> FoldDemand {
             calibration: 1.0,
         },
         summary_tokens: 0,
+        floor_tokens: 0,
     }
 }
 

@@ -86,8 +86,9 @@ pub enum Command {
         /// With --block: print JSON (refs and units) instead of the exact units.
         #[arg(long, requires = "block")]
         json: bool,
-        /// An archived media ref, or `list`.
-        #[arg(long)]
+        /// An archived media ref, or `list`; also (as `--ref`) a tool output `tool.trim`
+        /// trimmed, printed exactly as the client sent it.
+        #[arg(long, visible_alias = "ref")]
         image_ref: Option<String>,
         /// With --image-ref: write the bytes to this file.
         #[arg(short = 'o', long = "output", requires = "image_ref")]

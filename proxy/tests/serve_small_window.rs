@@ -10,7 +10,7 @@ use support::*;
 
 const WINDOW: u64 = 12_000;
 const RANGES_NOTE: &str = "[foldwire] Compressible ranges now:";
-const NUDGE: &str = "[foldwire] The context is past";
+const NUDGE: &str = "[foldwire] Fold ";
 
 async fn post(proxy: std::net::SocketAddr, wire: Wire, session: &str, body: &serde_json::Value) {
     let resp = reqwest::Client::new()

@@ -12,6 +12,7 @@ pub mod media_classify;
 pub mod pairing_repair;
 pub mod ranges_build;
 pub mod refs_mint;
+pub mod tool_trim;
 pub mod wire_codec;
 
 /// Call from a binary or test that needs these stages registered; referencing the crate is

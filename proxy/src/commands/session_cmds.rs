@@ -146,6 +146,21 @@ pub fn restore(session: &str, state: Option<&str>, target: RestoreTarget) -> Res
             }
             RestoreTarget::Image { r#ref, out } => {
                 let r: Ref = r#ref.parse().context("--image-ref")?;
+                if foldwire_stages::tool_trim::trimmed_key(&s.state, r).is_some() {
+                    let raw = foldwire_stages::tool_trim::restore_trimmed(
+                        &s.state,
+                        s.backends.media.as_ref(),
+                        &s.id,
+                        r,
+                    )
+                    .await?;
+                    match out {
+                        Some(path) => std::fs::write(&path, raw.as_bytes())
+                            .with_context(|| format!("writing {}", path.display()))?,
+                        None => write_stdout(raw.as_bytes())?,
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
                 let media =
                     foldwire_archive::restore_media(s.backends.media.as_ref(), &s.state, &s.id, r)
                         .await?;

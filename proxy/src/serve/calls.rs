@@ -79,7 +79,10 @@ pub async fn run(
             };
             match name.trim().parse::<AnyRef>() {
                 Ok(AnyRef::Block(block)) => restore_block(engine, session, block).await.into(),
-                Ok(AnyRef::Message(r)) => restore_media_ref(engine, session, r, part).await,
+                Ok(AnyRef::Message(r)) => match restore_trimmed(engine, session, r).await {
+                    Some(text) => text.into(),
+                    None => restore_media_ref(engine, session, r, part).await,
+                },
                 Err(_) => format!(
                     "error: {id:?} is neither a block id (b1, b2, ...) nor a media ref (m00012, or m00012 part 1)"
                 )
@@ -198,6 +201,29 @@ async fn restore_block(engine: &Engine, session: &SessionId, block: BlockId) -> 
             .join("\n"),
         Err(e) => format!("error: {e}"),
     }
+}
+
+/// The whole output of a tool result `tool.trim` trimmed, exactly as sent (`None` when
+/// `r` was not trimmed: it may name archived media instead).
+async fn restore_trimmed(engine: &Engine, session: &SessionId, r: Ref) -> Option<String> {
+    let state = match engine.snapshot(session).await {
+        Ok(s) => s,
+        Err(e) => return Some(format!("error: the session could not be read: {e}")),
+    };
+    foldwire_stages::tool_trim::trimmed_key(&state, r)?;
+    let Some(archive) = engine.context().archive.clone() else {
+        return Some(format!(
+            "error: this proxy has no archive, so {r} cannot be restored"
+        ));
+    };
+    Some(
+        match foldwire_stages::tool_trim::restore_trimmed(&state, archive.as_ref(), session, r)
+            .await
+        {
+            Ok(raw) => format!("[{r}] {raw}"),
+            Err(e) => format!("error: {e}"),
+        },
+    )
 }
 
 /// The archived media of the session, one line per payload (`m00012: image/png, 149

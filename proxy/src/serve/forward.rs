@@ -259,7 +259,8 @@ async fn inject_tools(
                 Ok(()) => {
                     let runs =
                         tools::summary_runs_of(&turn, app.engine.context().estimator.as_ref());
-                    Some((turn.conversation, turn.ranges, runs))
+                    let floor = tools::schedule_floor(&turn.state);
+                    Some((turn.conversation, turn.ranges, runs, floor))
                 }
                 Err(f) => {
                     tracing::warn!(session = %session, stage = %f.stage, error = %f.error, "The compress tool's view could not be built.");
@@ -269,12 +270,13 @@ async fn inject_tools(
         }
         Err(_) => None,
     };
-    let (conversation, ranges, runs) = view.unwrap_or_default();
+    let (conversation, ranges, runs, floor) = view.unwrap_or_default();
     let note = tools::turn_note(
         &ranges,
         &runs,
         conversation.as_ref(),
         processed.estimated,
+        floor,
         window,
     );
     if let Err(e) = tools::inject(wire, &mut value, note.as_deref()) {

@@ -277,7 +277,7 @@ pub struct LayoutOutcome {
 
 /// The key a unit is compared by across turns: its fingerprint, and for a unit a stage
 /// rewrote (a trimmed tool result) also its bytes, so a changed unit counts as a rewrite.
-fn unit_key(m: &Message) -> MessageId {
+pub fn unit_key(m: &Message) -> MessageId {
     if !m.id.0.is_empty() && !m.modified {
         return m.id.clone();
     }
