@@ -193,8 +193,9 @@ pub fn coding_agent(seed: u64, shape: SessionShape) -> Vec<Event> {
         }
         let id = format!("toolu_{t:05}");
         let tool = rng.pick(&TOOLS);
+        let words = 10 + rng.below(30) as usize;
         history.push(json!({"role": "assistant", "content": [
-            {"type": "text", "text": format!("Step {t}: {}.", sentence(&mut rng, 10 + rng.below(30) as usize))},
+            {"type": "text", "text": format!("Step {t}: {}.", sentence(&mut rng, words))},
             {"type": "tool_use", "id": id, "name": tool, "input": {"arg": format!("src/{}/{}.rs", rng.pick(&WORDS), rng.pick(&WORDS))}}
         ]}));
         let size = (lo * (hi / lo).powf(rng.unit())) as usize;

@@ -22,7 +22,7 @@ fn every_bundled_component_is_registered_once() {
     );
     expect(
         ComponentKind::FoldPolicy,
-        &["fold.oldest_first", "fold.largest_first"],
+        &["fold.oldest_first", "fold.largest_first", "fold.scheduled"],
     );
     expect(
         ComponentKind::Layout,

@@ -294,7 +294,17 @@ impl Stage for ToolTrim {
         let estimator = cx.estimator.as_ref();
         let zone = protection.zone(conv.wire, units, &HashMap::new(), estimator);
         let tools = protection.protected_tools(units, &Links::new(units));
-        let head_units = protection.head(units, &turn.state);
+        // On a session's first turn the layout has not recorded the head yet: take the
+        // head it will record, as `ranges.build` does.
+        let first_head = crate::layout_head_window::with_first_head(
+            &turn.state,
+            conv,
+            estimator,
+            crate::layout_head_window::default_head_tokens(turn.budget.available()),
+        )
+        .ok()
+        .flatten();
+        let head_units = protection.head(units, first_head.as_ref().unwrap_or(&turn.state));
         let candidates: Vec<usize> = units
             .iter()
             .enumerate()
