@@ -27,55 +27,82 @@ use serde_json::{Value, json};
 
 /// One schedule: the fold stage's params and whether bulky tool outputs are trimmed.
 struct Schedule {
-    label: &'static str,
+    label: String,
     fold: Value,
     trim: bool,
+    trim_params: Value,
+}
+
+fn schedule(label: &str, fold: Value, trim: bool) -> Schedule {
+    Schedule {
+        label: label.to_owned(),
+        fold,
+        trim,
+        trim_params: Value::Null,
+    }
 }
 
 fn schedules() -> Vec<Schedule> {
-    vec![
-        Schedule {
-            label: "oldest_first 0.8->0.6",
-            fold: json!({"policy": "fold.oldest_first"}),
-            trim: false,
-        },
-        Schedule {
-            label: "largest_first 0.8->0.6",
-            fold: json!({"policy": "fold.largest_first"}),
-            trim: false,
-        },
-        Schedule {
-            label: "scheduled 0.6->0.3",
-            fold: json!({"policy": "fold.scheduled", "policy_params": {"trigger": 0.6, "target": 0.3, "growth": 0.2}}),
-            trim: false,
-        },
-        Schedule {
-            label: "scheduled (default)",
-            fold: json!({"policy": "fold.scheduled"}),
-            trim: false,
-        },
-        Schedule {
-            label: "scheduled + trim (default)",
-            fold: json!({"policy": "fold.scheduled"}),
-            trim: true,
-        },
-    ]
+    let mut out = vec![
+        schedule(
+            "oldest_first 0.8->0.6",
+            json!({"policy": "fold.oldest_first"}),
+            false,
+        ),
+        schedule(
+            "largest_first 0.8->0.6",
+            json!({"policy": "fold.largest_first"}),
+            false,
+        ),
+        schedule(
+            "scheduled 0.6->0.3",
+            json!({"policy": "fold.scheduled", "policy_params": {"trigger": 0.6, "target": 0.3, "growth": 0.2}}),
+            false,
+        ),
+        schedule(
+            "scheduled, no trim",
+            json!({"policy": "fold.scheduled"}),
+            false,
+        ),
+        schedule(
+            "scheduled + trim (default)",
+            json!({"policy": "fold.scheduled"}),
+            true,
+        ),
+    ];
+    // More to try, as JSON: [{"label", "fold", "trim", "trim_params"}].
+    if let Ok(extra) = std::env::var("FOLDWIRE_ECONOMY_TRY") {
+        let list: Vec<Value> =
+            serde_json::from_str(&extra).expect("FOLDWIRE_ECONOMY_TRY is a JSON list");
+        for v in list {
+            out.push(Schedule {
+                label: v["label"].as_str().unwrap_or("try").to_owned(),
+                fold: v["fold"].clone(),
+                trim: v["trim"].as_bool().unwrap_or(false),
+                trim_params: v["trim_params"].clone(),
+            });
+        }
+    }
+    out
 }
 
 fn spec(s: &Schedule) -> PipelineSpec {
     let mut stages = Vec::new();
     for name in DEFAULT_ORDER {
-        if name == "tool.trim" && !s.trim {
-            continue;
-        }
         let mut stage = StageSpec::named(name);
         if name == "fold" {
             stage.params = s.fold.clone();
         }
         stages.push(stage);
+        if name == "fold" && s.trim {
+            stages.push(StageSpec {
+                name: "tool.trim".to_owned(),
+                params: s.trim_params.clone(),
+            });
+        }
     }
     PipelineSpec {
-        name: s.label.to_owned(),
+        name: s.label.clone(),
         stages,
     }
 }
@@ -141,6 +168,8 @@ struct Figures {
     trimmed: u64,
     refused: u64,
     recent_min: u64,
+    fold_turns: u64,
+    sent_sum: f64,
 }
 
 fn figures(reports: &[TurnReport], window: u64) -> (Figures, Figures) {
@@ -160,18 +189,34 @@ fn figures(reports: &[TurnReport], window: u64) -> (Figures, Figures) {
         ..Figures::default()
     };
     let mut c_use = foldwire_core::CacheUse::default();
+    // The recent window that must stay verbatim: the newest tokens `ranges.build` protects
+    // (5,000, at most 0.3 of the budget). Verbatim minimums count from the turn the
+    // client's history first holds that much.
+    let recent =
+        5_000u64.min((Budget::default().with_window(window).available() as f64 * 0.3) as u64);
     for (r, t) in reports.iter().zip(&e.turns) {
+        let history = r
+            .counter("raw_tokens")
+            .saturating_sub(r.counter("layout.frame_tokens"));
+        let filled = history >= recent;
         f.turns += 1;
         f.blocks += r.counter("fold.blocks_created");
+        f.fold_turns += u64::from(r.counter("fold.blocks_created") > 0);
         f.trimmed += r.counter("tool.trim.trimmed");
         f.refused += u64::from(r.refusal.is_some());
         f.verbatim_sum += t.verbatim as f64;
-        f.verbatim_min = f.verbatim_min.min(t.verbatim);
-        f.recent_min = f.recent_min.min(r.counter("layout.recent_tokens"));
+        f.sent_sum += r.counter("request_tokens") as f64;
+        f.recent_min = recent;
         c.turns += 1;
         c.blocks += u64::from(t.compaction.compacted);
+        c.fold_turns += u64::from(t.compaction.compacted);
         c.verbatim_sum += t.compaction.verbatim as f64;
-        c.verbatim_min = c.verbatim_min.min(t.compaction.verbatim);
+        c.sent_sum += t.compaction.sent as f64;
+        c.recent_min = recent;
+        if filled {
+            f.verbatim_min = f.verbatim_min.min(t.verbatim);
+            c.verbatim_min = c.verbatim_min.min(t.compaction.verbatim);
+        }
         c_use = c_use.plus(t.compaction.usage);
     }
     c.read_share = c_use.read_share();
@@ -194,7 +239,7 @@ fn main() {
         SessionShape::default().turns
     );
     println!(
-        "{:>7}  {:<28} {:>8} {:>8} {:>8} {:>10} {:>10} {:>7} {:>6} {:>7} {:>8}",
+        "{:>7}  {:<28} {:>8} {:>9} {:>8} {:>10} {:>10} {:>7} {:>9} {:>6} {:>7} {:>8}",
         "window",
         "schedule",
         "cost",
@@ -203,6 +248,7 @@ fn main() {
         "verb mean",
         "verb min",
         "recent",
+        "sent mean",
         "folds",
         "trimmed",
         "refused"
@@ -239,6 +285,8 @@ fn main() {
                     acc.trimmed += x.trimmed;
                     acc.refused += x.refused;
                     acc.recent_min = acc.recent_min.min(x.recent_min);
+                    acc.fold_turns += x.fold_turns;
+                    acc.sent_sum += x.sent_sum;
                 }
             }
             sum.read_share = read / sum.turns.max(1) as f64;
@@ -246,7 +294,7 @@ fn main() {
             if compaction_row.is_none() {
                 compaction_row = Some(csum);
             }
-            print_row(window, s.label, &sum);
+            print_row(window, &s.label, &sum);
         }
         if let Some(c) = compaction_row {
             print_row(window, "client compaction at 95%", &c);
@@ -255,13 +303,13 @@ fn main() {
 }
 
 fn print_row(window: u64, label: &str, f: &Figures) {
-    let recent = if f.recent_min == u64::MAX || f.recent_min == 0 {
+    let recent = if f.recent_min == u64::MAX {
         "-".to_owned()
     } else {
         f.recent_min.to_string()
     };
     println!(
-        "{:>6}k  {:<28} {:>8.3} {:>8.2}x {:>7.1}% {:>10.0} {:>10} {:>7} {:>6} {:>7} {:>8}",
+        "{:>6}k  {:<28} {:>8.3} {:>8.2}x {:>7.1}% {:>10.0} {:>10} {:>7} {:>9.0} {:>6} {:>7} {:>8}",
         window / 1000,
         label,
         f.cost / 1e6,
@@ -274,7 +322,8 @@ fn print_row(window: u64, label: &str, f: &Figures) {
         f.verbatim_sum / f.turns.max(1) as f64,
         f.verbatim_min,
         recent,
-        f.blocks,
+        f.sent_sum / f.turns.max(1) as f64,
+        f.fold_turns,
         f.trimmed,
         f.refused
     );

@@ -272,7 +272,7 @@ fn demand_after(request_tokens: u64, floor_tokens: u64) -> FoldDemand {
 fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
     let r = registry();
     let scheduled = r.fold_policy("fold.scheduled", &Params::Null).unwrap();
-    // Budget 10,000: trigger 4,500, growth 1,500, ceiling 8,000, target 1,500.
+    // Budget 10,000: trigger 4,500, growth 2,500, ceiling 9,000, target 1,000.
     let ranges = [
         range(1, 1000),
         range(10, 1000),
@@ -283,7 +283,7 @@ fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
         scheduled.choose(&ranges, &demand(4_400)).is_empty(),
         "under the trigger"
     );
-    // Past the trigger: down to the target in one go, oldest first (3,100 to save at
+    // Past the trigger: down to the target in one go, oldest first (3,600 to save at
     // 900 a range: four ranges).
     assert_eq!(scheduled.choose(&ranges, &demand(4_600)), vec![0, 1, 2, 3]);
     // A fold that could only bring the request to 4,000 does not fold again on the next

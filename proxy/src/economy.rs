@@ -38,6 +38,8 @@ pub struct Priced {
     pub usage: CacheUse,
     /// Base-input-token equivalents.
     pub cost: f64,
+    /// Tokens of the request it sent.
+    pub sent: u64,
     /// Verbatim client tokens it sent.
     pub verbatim: u64,
     /// The no-management baseline overflowed the window at or before this turn.
@@ -146,6 +148,7 @@ pub fn of_reports(reports: &[TurnReport], window: u64, table: &PriceTable) -> Ec
         let priced = |b: foldwire_core::cost::BaselineTurn| Priced {
             usage: b.usage,
             cost: prices.equivalents(&b.usage),
+            sent: b.sent,
             verbatim: b.verbatim,
             overflowed: b.overflowed,
             compacted: b.compacted,

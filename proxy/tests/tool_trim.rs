@@ -96,8 +96,17 @@ fn results(wire: Wire, body: &Bytes) -> Vec<(String, Bytes)> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bulky_old_tool_results_are_archived_then_trimmed_and_restore_byte_identical() {
     let registry = setup::registry().unwrap();
-    let pipeline = setup::pipeline("default", &registry).unwrap();
+    // The default pipeline with `tool.trim` right after `fold`.
     let dir = tempfile::tempdir().unwrap();
+    let spec_file = dir.path().join("trim.toml");
+    std::fs::write(
+        &spec_file,
+        r#"name = "trim"
+stages = ["wire.decode", "media.classify", "archive.spill", "refs.mint", "ranges.build", "fold",
+  "tool.trim", "pairing.repair", "layout.head_window", "wire.encode"]"#,
+    )
+    .unwrap();
+    let pipeline = setup::pipeline(spec_file.to_str().unwrap(), &registry).unwrap();
     let state_dir = dir.path().to_str().unwrap().to_owned();
     let backends = setup::backends(Some(&state_dir)).unwrap();
     let media = backends.media.clone();

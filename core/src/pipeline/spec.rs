@@ -5,14 +5,13 @@ use serde::{Deserialize, Serialize};
 use crate::registry::Params;
 
 /// The default pipeline, in the order the design card names.
-pub const DEFAULT_ORDER: [&str; 10] = [
+pub const DEFAULT_ORDER: [&str; 9] = [
     "wire.decode",
     "media.classify",
     "archive.spill",
     "refs.mint",
     "ranges.build",
     "fold",
-    "tool.trim",
     "pairing.repair",
     "layout.head_window",
     "wire.encode",

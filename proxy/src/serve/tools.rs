@@ -454,7 +454,7 @@ mod tests {
     #[test]
     fn nudges_follow_the_fold_schedule() {
         // Window 100,000: 84,000 available; trigger 0.45 (37,800), asked from 0.8 of it
-        // (30,240); growth 0.15 (12,600) since the last fold.
+        // (30,240); growth 0.25 (21,000) since the last fold; ceiling 0.9 (75,600).
         let w = 100_000;
         assert_eq!(pressure_note(30_000, 0, w), None, "under the early trigger");
         assert!(pressure_note(31_000, 0, w).unwrap().contains("Fold due"));
@@ -462,15 +462,16 @@ mod tests {
         // Right after a fold that left 25,000, the same pressure asks nothing until the
         // context has grown again: no nudge on every turn.
         assert_eq!(pressure_note(31_000, 25_000, w), None);
-        assert_eq!(pressure_note(37_000, 25_000, w), None);
+        assert_eq!(pressure_note(45_000, 25_000, w), None);
         assert!(
-            pressure_note(38_000, 25_000, w)
+            pressure_note(47_000, 25_000, w)
                 .unwrap()
                 .contains("Fold now")
         );
-        // Past the ceiling (0.8, 67,200) whatever the growth.
+        // Past the ceiling whatever the growth.
+        assert_eq!(pressure_note(75_000, 74_000, w), None);
         assert!(
-            pressure_note(68_000, 67_000, w)
+            pressure_note(76_000, 75_000, w)
                 .unwrap()
                 .contains("Fold now")
         );
