@@ -1,6 +1,9 @@
 //! Fold policies: which compressible ranges to fold, and when.
 //!
-//! Both policies act only when the request is over `threshold` × the budget's available
+//! - `fold.scheduled` (the default, [`Scheduled`]): a fold schedule that pays for itself in
+//!   prompt-cache terms; see its docs.
+//!
+//! The two threshold policies act only when the request is over `threshold` × the budget's available
 //! tokens, and then pick ranges until the folded tokens bring the request down to `target`
 //! × available (a summary is assumed to keep about a tenth of its range, so the estimate
 //! counts nine tenths of each range as saved). They differ in the order they pick:

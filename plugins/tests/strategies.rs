@@ -279,30 +279,22 @@ fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
         range(20, 1000),
         range(30, 1000),
     ];
-    assert!(
-        scheduled.choose(&ranges, &demand(4_400)).is_empty(),
-        "under the trigger"
-    );
+    let none = |d: FoldDemand| scheduled.choose(&ranges, &d).is_empty();
+    assert!(none(demand(4_400)), "under the trigger");
     // Past the trigger: down to the target in one go, oldest first (3,600 to save at
     // 900 a range: four ranges).
     assert_eq!(scheduled.choose(&ranges, &demand(4_600)), vec![0, 1, 2, 3]);
     // A fold that could only bring the request to 4,000 does not fold again on the next
-    // turns: the growth since it (1,500) gates the next one.
-    assert!(
-        scheduled
-            .choose(&ranges, &demand_after(5_000, 4_000))
-            .is_empty()
-    );
+    // turns: the growth since it (2,500) gates the next one.
+    assert!(none(demand_after(5_000, 4_000)));
+    assert!(none(demand_after(6_400, 4_000)));
     assert_eq!(
-        scheduled.choose(&ranges, &demand_after(5_500, 4_000)),
+        scheduled.choose(&ranges, &demand_after(6_500, 4_000)),
         vec![0, 1, 2, 3]
     );
     // Past the ceiling it folds whatever the growth.
-    assert!(
-        !scheduled
-            .choose(&ranges, &demand_after(8_100, 8_000))
-            .is_empty()
-    );
+    assert!(none(demand_after(8_900, 8_800)));
+    assert!(!none(demand_after(9_100, 9_000)));
     // Its params are checked.
     assert!(
         r.fold_policy(

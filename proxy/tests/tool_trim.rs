@@ -205,9 +205,22 @@ stages = ["wire.decode", "media.classify", "archive.spill", "refs.mint", "ranges
 
         // The next turn appends; the trimmed result goes out exactly as before, so the
         // request only appends (no rewrite).
-        let mut more = sizes.clone();
-        more.push(200);
-        let second = Bytes::from(body(wire, &more).to_string());
+        let mut next = body(wire, &sizes);
+        let key = foldwire_wire::request::messages_key(wire);
+        let (reply, again) = match wire {
+            Wire::Gemini => (
+                json!({"role": "model", "parts": [{"text": "Yes, it is green."}]}),
+                json!({"role": "user", "parts": [{"text": "Thanks, now the docs."}]}),
+            ),
+            _ => (
+                json!({"role": "assistant", "content": "Yes, it is green."}),
+                json!({"role": "user", "content": "Thanks, now the docs."}),
+            ),
+        };
+        let list = next[key].as_array_mut().unwrap();
+        list.push(reply);
+        list.push(again);
+        let second = Bytes::from(next.to_string());
         let out2 = engine
             .run_turn(&session, TurnRequest::new(wire, second))
             .await
