@@ -282,25 +282,18 @@ impl Stage for ToolTrim {
             return Ok(());
         };
 
-        // Where this turn's request is rewritten from anyway (store order). Units the
-        // layout adds later (a reset's transition) are not here yet: the previous request is
-        // compared without the units this one does not hold, so only a new or changed unit
-        // (a summary, a trim) marks the rewrite.
+        // Where this turn's request is rewritten from anyway: its first unit the previous
+        // request did not hold (a new summary, a changed unit; on a turn that only appends,
+        // the new units at the end). Membership, not position: the layout may send units in
+        // another order (a reset's head first) or add some later (a reset's transition).
         let head = HeadState::load(&turn.state).unwrap_or_default();
         let units = &conv.messages;
-        let keys: Vec<foldwire_core::MessageId> = units.iter().map(unit_key).collect();
-        let present: HashSet<&foldwire_core::MessageId> = keys.iter().collect();
-        let previous: Vec<&foldwire_core::MessageId> = head
-            .previous
+        let previous: HashSet<&foldwire_core::MessageId> =
+            head.previous.iter().map(|p| &p.id).collect();
+        let rewrite_from = units
             .iter()
-            .map(|p| &p.id)
-            .filter(|id| present.contains(id))
-            .collect();
-        let rewrite_from = previous
-            .iter()
-            .zip(keys.iter())
-            .position(|(p, k)| *p != k)
-            .unwrap_or(previous.len().min(keys.len()));
+            .position(|m| !previous.contains(&unit_key(m)))
+            .unwrap_or(units.len());
         let estimator = cx.estimator.as_ref();
         let zone = protection.zone(conv.wire, units, &HashMap::new(), estimator);
         let tools = protection.protected_tools(units, &Links::new(units));
