@@ -170,13 +170,14 @@ pub enum NudgeTier {
 impl ScheduleConfig {
     fn validate(self) -> Result<Self, BuildError> {
         let ok = |f: f64| f.is_finite() && f > 0.0 && f <= 1.0;
-        if !ok(self.trigger)
-            || !ok(self.ceiling)
-            || !ok(self.target)
-            || !(self.growth.is_finite() && (0.0..=1.0).contains(&self.growth))
-            || self.target > self.trigger
-            || self.trigger > self.ceiling
-        {
+        let valid = ok(self.trigger)
+            && ok(self.ceiling)
+            && ok(self.target)
+            && self.growth.is_finite()
+            && (0.0..=1.0).contains(&self.growth)
+            && self.target <= self.trigger
+            && self.trigger <= self.ceiling;
+        if !valid {
             return Err(BuildError::new(
                 SCHEDULED,
                 format!(
