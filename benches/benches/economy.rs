@@ -60,12 +60,12 @@ fn schedules() -> Vec<Schedule> {
             false,
         ),
         schedule(
-            "scheduled, no trim",
+            "scheduled (default)",
             json!({"policy": "fold.scheduled"}),
             false,
         ),
         schedule(
-            "scheduled + trim (default)",
+            "scheduled + tool.trim",
             json!({"policy": "fold.scheduled"}),
             true,
         ),
