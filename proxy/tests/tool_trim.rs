@@ -7,12 +7,9 @@
 //! whole.
 
 use std::process::Command;
-use std::sync::Arc;
 
 use bytes::Bytes;
-use foldwire_core::{
-    Engine, MemoryStateStore, MessageKind, Ref, SessionId, StageCx, TurnRequest, Wire,
-};
+use foldwire_core::{Engine, MessageKind, Ref, SessionId, StageCx, TurnRequest, Wire};
 use foldwire_proxy::setup;
 use foldwire_stages::tool_trim::{TrimState, restore_trimmed, trimmed_key};
 use serde_json::{Value, json};
