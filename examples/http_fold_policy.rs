@@ -103,6 +103,7 @@ async fn check(keep: Keep) -> Result<()> {
             calibration: 1.0,
         },
         summary_tokens: 0,
+        floor_tokens: 0,
     };
     // fold.http waits on its thread for the endpoint, so it runs off the async workers.
     let (chosen, warnings) = tokio::task::spawn_blocking(move || {

@@ -48,6 +48,7 @@ fn main() -> Result<()> {
             calibration: 1.0,
         },
         summary_tokens: 0,
+        floor_tokens: 0,
     };
     let scope = StrategyScope::default();
     let mut chosen = scope.enter(|| policy.choose(&ranges, &demand));

@@ -137,6 +137,9 @@ pub struct FoldDemand {
     /// Most tokens one rendered summary costs (0: unknown). A fold saves its range's tokens
     /// minus its summary, so policies must not assume a summary grows with its range.
     pub summary_tokens: u64,
+    /// Tokens of the session's request right after its last fold (0: no fold yet), so a
+    /// policy can gate folds by the growth since then.
+    pub floor_tokens: u64,
 }
 
 /// Decides which compressible ranges to fold, and when.

@@ -57,6 +57,7 @@ impl Stage for AskPolicy {
             request_tokens: 1,
             budget: Budget::default(),
             summary_tokens: 0,
+            floor_tokens: 0,
         };
         let chosen = policy.choose(&[], &demand);
         turn.report.count(policy.name(), chosen.len() as u64);

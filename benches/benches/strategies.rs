@@ -78,6 +78,7 @@ fn bench(c: &mut Criterion) {
             calibration: 1.0,
         },
         summary_tokens: 0,
+        floor_tokens: 0,
     };
     let builtin = registry
         .fold_policy("fold.oldest_first", &Params::Null)

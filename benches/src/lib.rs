@@ -196,3 +196,5 @@ mod tests {
         assert_eq!(sha256_hex(&body), ANTHROPIC_1000_SHA256);
     }
 }
+
+pub mod session;

@@ -16,6 +16,7 @@
 #![deny(missing_docs)]
 
 pub mod actors;
+pub mod cost;
 #[cfg(feature = "testing")]
 pub mod fixtures;
 pub mod memory_store;
@@ -33,5 +34,6 @@ pub use actors::{
     Engine, EngineBuilder, HostError, SessionActor, StageActor, StateUpdate, TurnOutcome,
     TurnRequest,
 };
+pub use cost::{CacheUse, PriceTable, Prices};
 pub use memory_store::MemoryStateStore;
 pub use pipeline::{Pipeline, PipelineBuilder, PipelineError, PipelineSpec, SpecError, StageSpec};

@@ -1,6 +1,9 @@
 //! Fold policies: which compressible ranges to fold, and when.
 //!
-//! Both policies act only when the request is over `threshold` × the budget's available
+//! - `fold.scheduled` (the default, [`Scheduled`]): a fold schedule that pays for itself in
+//!   prompt-cache terms; see its docs.
+//!
+//! The two threshold policies act only when the request is over `threshold` × the budget's available
 //! tokens, and then pick ranges until the folded tokens bring the request down to `target`
 //! × available (a summary is assumed to keep about a tenth of its range, so the estimate
 //! counts nine tenths of each range as saved). They differ in the order they pick:
@@ -119,6 +122,48 @@ impl FoldPolicy for LargestFirst {
         pick(ranges, order, need, demand.summary_tokens)
     }
 }
+
+// The schedule's settings live beside the kernel, so the nudges of the tool loop (a stage)
+// follow the same schedule as this policy.
+pub use foldwire_stages::kernel::schedule::{NudgeTier, SCHEDULED, ScheduleConfig};
+
+/// `fold.scheduled` (the default): folds rarely and a lot at a time, so the prompt cache
+/// pays for each rewrite. A fold rewrites everything after its first changed unit; the
+/// cost of a session is mostly the cached reads of its whole request on every turn. So the
+/// request is kept small (between `target` and `trigger` of the budget rather than near the
+/// window), and each fold takes the oldest history down to `target` in one go, right after
+/// the summaries already on the wire, so they stay in the cached prefix. Folds are gated by
+/// the growth since the last one; past `ceiling` a fold happens whatever the growth.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Scheduled(pub ScheduleConfig);
+
+impl FoldPolicy for Scheduled {
+    fn name(&self) -> &'static str {
+        SCHEDULED
+    }
+    fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
+        let available = demand.budget.available();
+        if self
+            .0
+            .due(demand.request_tokens, demand.floor_tokens, available)
+            .is_none()
+        {
+            return Vec::new();
+        }
+        let target = (self.0.target * available as f64) as u64;
+        let need = demand.request_tokens.saturating_sub(target);
+        let mut order: Vec<usize> = (0..ranges.len()).collect();
+        order.sort_by_key(|&i| ranges.get(i).map(|r| r.start));
+        pick(ranges, order, need, demand.summary_tokens)
+    }
+}
+
+fn build_scheduled(params: &Params) -> Result<Component, BuildError> {
+    let config = BuildError::parse_params::<ScheduleConfig>(SCHEDULED, params)?.validate()?;
+    Ok(Component::FoldPolicy(Arc::new(Scheduled(config))))
+}
+
+foldwire_core::register!(FoldPolicy, "fold.scheduled", build_scheduled);
 
 fn build_oldest(params: &Params) -> Result<Component, BuildError> {
     let name = "fold.oldest_first";

@@ -22,7 +22,12 @@ fn every_bundled_component_is_registered_once() {
     );
     expect(
         ComponentKind::FoldPolicy,
-        &["fold.oldest_first", "fold.largest_first", "fold.http"],
+        &[
+            "fold.oldest_first",
+            "fold.largest_first",
+            "fold.http",
+            "fold.scheduled",
+        ],
     );
     expect(
         ComponentKind::Layout,

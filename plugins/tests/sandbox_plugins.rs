@@ -46,6 +46,7 @@ fn demand() -> FoldDemand {
             calibration: 1.0,
         },
         summary_tokens: 0,
+        floor_tokens: 0,
     }
 }
 

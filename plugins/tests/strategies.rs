@@ -58,6 +58,7 @@ fn demand(request_tokens: u64) -> FoldDemand {
             calibration: 1.0,
         },
         summary_tokens: 0,
+        floor_tokens: 0,
     }
 }
 
@@ -258,4 +259,55 @@ fn a_known_summary_size_folds_no_more_than_needed() {
     // Summaries of at most 20 tokens: 980 saved per fold, three are enough.
     d.summary_tokens = 20;
     assert_eq!(oldest.choose(&ranges, &d), vec![0, 1, 2]);
+}
+
+fn demand_after(request_tokens: u64, floor_tokens: u64) -> FoldDemand {
+    FoldDemand {
+        floor_tokens,
+        ..demand(request_tokens)
+    }
+}
+
+#[test]
+fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
+    let r = registry();
+    let scheduled = r.fold_policy("fold.scheduled", &Params::Null).unwrap();
+    // Budget 10,000: trigger 4,500, growth 2,500, ceiling 9,000, target 1,000.
+    let ranges = [
+        range(1, 1000),
+        range(10, 1000),
+        range(20, 1000),
+        range(30, 1000),
+    ];
+    let none = |d: FoldDemand| scheduled.choose(&ranges, &d).is_empty();
+    assert!(none(demand(4_400)), "under the trigger");
+    // Past the trigger: down to the target in one go, oldest first (3,600 to save at
+    // 900 a range: four ranges).
+    assert_eq!(scheduled.choose(&ranges, &demand(4_600)), vec![0, 1, 2, 3]);
+    // A fold that could only bring the request to 4,000 does not fold again on the next
+    // turns: the growth since it (2,500) gates the next one.
+    assert!(none(demand_after(5_000, 4_000)));
+    assert!(none(demand_after(6_400, 4_000)));
+    assert_eq!(
+        scheduled.choose(&ranges, &demand_after(6_500, 4_000)),
+        vec![0, 1, 2, 3]
+    );
+    // Past the ceiling it folds whatever the growth.
+    assert!(none(demand_after(8_900, 8_800)));
+    assert!(!none(demand_after(9_100, 9_000)));
+    // Its params are checked.
+    assert!(
+        r.fold_policy(
+            "fold.scheduled",
+            &serde_json::json!({"trigger": 0.9, "ceiling": 0.8})
+        )
+        .is_err()
+    );
+    assert!(
+        r.fold_policy(
+            "fold.scheduled",
+            &serde_json::json!({"target": 0.5, "trigger": 0.4})
+        )
+        .is_err()
+    );
 }

@@ -5,6 +5,7 @@
 
 pub mod cli;
 pub mod commands;
+pub mod economy;
 pub mod serve;
 pub mod session;
 pub mod setup;

@@ -461,11 +461,27 @@ fn reset_and_replay_report_per_turn_tokens_and_rewrite() {
     assert!(
         rows[1]["request_tokens"].as_u64().unwrap() > rows[0]["request_tokens"].as_u64().unwrap()
     );
+    // Cost per turn: the first request is all written, the next ones read what they share
+    // with the previous one; the running totals end at the session's totals.
+    assert_eq!(rows[0]["cache_read"], 0);
+    assert_eq!(rows[0]["cache_write"], rows[0]["request_tokens"]);
+    assert_eq!(
+        rows[1]["cache_read"].as_u64().unwrap() + rows[1]["cache_write"].as_u64().unwrap(),
+        rows[1]["request_tokens"].as_u64().unwrap()
+    );
+    assert!(rows[1]["cache_read"].as_u64().unwrap() > 0);
+    let cost: f64 = rows.iter().map(|r| r["cost"].as_f64().unwrap()).sum();
+    assert!((rows[2]["total_cost"].as_f64().unwrap() - cost).abs() < 1e-6);
+    assert!(rows[2]["baseline_compaction"].as_f64().unwrap() > 0.0);
     let table = text(&run_ok(
         &["replay", file.to_str().unwrap(), "--wire", "anthropic"],
         b"",
     ));
     assert!(table.contains("summary: 3 turns"), "{table}");
+    assert!(
+        table.contains("cache-read share") && table.contains("client compaction at 95%"),
+        "{table}"
+    );
 }
 
 /// Issue 14 item 12: the binary allocates with mimalloc, which gave back more of a load's

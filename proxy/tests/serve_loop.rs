@@ -434,10 +434,13 @@ async fn a_models_summary_below_the_minimum_is_refused_with_its_length_and_the_m
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_past_a_pressure_band_gets_a_trailing_nudge() {
+async fn a_request_due_for_a_fold_gets_a_trailing_nudge() {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 50_000).await;
+    // The request (~18,000 tokens) is past 0.8 of the schedule's trigger at this window
+    // (0.36 × 45,000 available) but under the trigger itself, so nothing folds by itself
+    // and the model is asked.
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 60_000).await;
     for wire in WIRES {
         mock.received.lock().unwrap().clear();
         let session = format!("nudge-{}", wire.as_str());
@@ -447,7 +450,7 @@ async fn a_request_past_a_pressure_band_gets_a_trailing_nudge() {
         let forwarded = String::from_utf8_lossy(&mock.bodies()[0]).to_string();
         let counters = admin(proxy, &session).await["reports"][0]["counters"].clone();
         let at = forwarded
-            .find("[foldwire] The context is past 30% of the window")
+            .find("[foldwire] Fold due")
             .unwrap_or_else(|| panic!("{wire}: no nudge: {counters}"));
         // Trailing: after the client's last user text, so the cached prefix is untouched.
         let last_user = forwarded.rfind("Now please finish the task.").unwrap();
@@ -457,7 +460,7 @@ async fn a_request_past_a_pressure_band_gets_a_trailing_nudge() {
         let small = history_body(wire, 1, 100, false);
         let (status, _) = post(proxy, wire, false, &format!("{session}-s"), "plain", &small).await;
         assert_eq!(status, 200);
-        assert!(!String::from_utf8_lossy(&mock.bodies()[0]).contains("The context is past"));
+        assert!(!String::from_utf8_lossy(&mock.bodies()[0]).contains("[foldwire] Fold "));
     }
 }
 

@@ -82,6 +82,15 @@ async fn the_panel_renders_sessions_timeline_and_chart_in_chromium() {
         dom.contains(r#"id="raw-line""#) && dom.contains(r#"id="sent-line""#),
         "{dom}"
     );
+    // Cost per turn next to the baselines, from the admin API's economy.
+    assert!(
+        dom.contains(r#"id="cost-foldwire""#)
+            && dom.contains(r#"id="cost-compaction""#)
+            && dom.contains(r#"id="cost-sliding""#)
+            && dom.contains(r#"id="cost-none""#),
+        "cost chart not drawn: {dom}"
+    );
+    assert!(dom.contains("vs client compaction"), "{dom}");
     // The small window made the pipeline fold: the timeline lists the block.
     assert!(
         dom.contains(r#"<tr class="block"><td>b1</td>"#),

@@ -10,7 +10,7 @@ use support::*;
 
 const WINDOW: u64 = 12_000;
 const RANGES_NOTE: &str = "[foldwire] Compressible ranges now:";
-const NUDGE: &str = "[foldwire] The context is past";
+const NUDGE: &str = "[foldwire] Fold ";
 
 async fn post(proxy: std::net::SocketAddr, wire: Wire, session: &str, body: &serde_json::Value) {
     let resp = reqwest::Client::new()
@@ -148,7 +148,24 @@ async fn the_system_note_describes_refs_as_they_are_minted() {
 async fn the_ranges_offered_are_built_for_the_sessions_window() {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+    // Folding late (at 80 % of the budget, `fold.oldest_first`) leaves requests unfolded
+    // while their history is past the recent window of a 12,000 window; the default
+    // schedule would already have folded it.
+    let spec = dir.path().join("late.toml");
+    std::fs::write(
+        &spec,
+        r#"name = "late"
+stages = ["wire.decode", "media.classify", "archive.spill", "refs.mint", "ranges.build",
+  { name = "fold", params = { policy = "fold.oldest_first" } }, "pairing.repair",
+  "layout.head_window", "wire.encode"]"#,
+    )
+    .unwrap();
+    let spec = spec.to_str().unwrap().to_owned();
+    let proxy = start_proxy_with(upstream, dir.path(), move |c| {
+        c.window = WINDOW;
+        c.pipeline = spec.clone();
+    })
+    .await;
     for wire in [
         Wire::Anthropic,
         Wire::OpenAiChat,

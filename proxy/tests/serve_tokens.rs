@@ -95,9 +95,9 @@ fn codex_body(calls: usize) -> Value {
 async fn codex_keeps_its_developer_items_through_the_models_compress_call() {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
-    // Large enough that nothing folds before the model is asked; small enough that the
-    // trailing note offers ranges.
-    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 32_000).await;
+    // Large enough that nothing folds before the model is asked (the request stays under
+    // the fold schedule's trigger); small enough that the trailing note offers ranges.
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 50_000).await;
     let body = codex_body(40);
     let (status, got) = post(
         proxy,

@@ -8,7 +8,7 @@
 //!    Nothing is removed.
 //! 1. **Automatic folds** (param `auto`, default on): the request's tokens (frame, the
 //!    units no active block covers, and the rendered summaries of the blocks that show) are
-//!    put to the `FoldPolicy` named by `policy` (default `fold.oldest_first`) over
+//!    put to the `FoldPolicy` named by `policy` (default `fold.scheduled`) over
 //!    `turn.ranges`; the ranges it picks are merged where they are adjacent, summarized by
 //!    the `Summarizer` named by `summarizer` (default `summarizer.extractive`) and applied
 //!    with [`apply_compression`]. While the request is still over the policy's threshold,
@@ -104,7 +104,7 @@ impl Default for FoldConfig {
     fn default() -> Self {
         FoldConfig {
             auto: true,
-            policy: "fold.oldest_first".to_owned(),
+            policy: "fold.scheduled".to_owned(),
             policy_params: serde_json::Value::Null,
             summarizer: "summarizer.extractive".to_owned(),
             summarizer_params: serde_json::Value::Null,
@@ -176,6 +176,7 @@ impl Fold {
         // Strategies that call out (HTTP, plugins, a model) see the turn's options and
         // report their fallbacks into this turn's report.
         let scope = StrategyScope::new(&turn.options);
+        let mut record = ScheduleRecord::load(&turn.state);
         let mut folds = Folds {
             turn,
             conversation: &conversation,
@@ -184,8 +185,18 @@ impl Fold {
             summarizer: summarizer.as_ref(),
             max_chars: self.config.max_summary_chars,
             scope: &scope,
+            floor: 0,
         };
 
+        // The floor the schedule measures growth from: the request right after the last
+        // fold, whoever made it (this stage, or the model through `compress` since).
+        let now = folds.request_tokens();
+        let blocks = folds.turn.state.blocks.len();
+        if record.blocks != blocks {
+            record = ScheduleRecord { floor: now, blocks };
+        }
+        record.floor = record.floor.min(now);
+        folds.floor = record.floor;
         // Each round measures the request as it would now be sent and asks the policy again:
         // fresh history first (the ranges it picks, adjacent ones merged so that one summary
         // stands for them all); once no fresh range is picked, the summaries on the wire
@@ -243,9 +254,50 @@ impl Fold {
                 break;
             }
         }
+        if folds.turn.state.blocks.len() != blocks {
+            record = ScheduleRecord {
+                floor: folds.request_tokens(),
+                blocks: folds.turn.state.blocks.len(),
+            };
+        }
         scope.report_into(&mut turn.report, NAME);
+        turn.report.count("fold.floor_tokens", record.floor);
+        record.store(&mut turn.state);
         turn.conversation = Some(conversation);
         Ok(())
+    }
+}
+
+/// Where the fold schedule's record lives in the session state (`SessionState::extra`).
+pub const SCHEDULE_KEY: &str = "fold_schedule";
+
+/// What the fold schedule remembers between turns: the request's size right after the last
+/// fold (the floor growth is measured from) and the number of blocks then, so a fold the
+/// model made through `compress` moves the floor too.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ScheduleRecord {
+    /// Tokens of the request right after the last fold.
+    pub floor: u64,
+    /// Blocks in the state at that time.
+    pub blocks: usize,
+}
+
+impl ScheduleRecord {
+    /// The record in `state` (a fresh one when absent or unreadable).
+    pub fn load(state: &foldwire_core::SessionState) -> Self {
+        state
+            .extra
+            .get(SCHEDULE_KEY)
+            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .unwrap_or_default()
+    }
+
+    /// Writes the record into `state`.
+    pub fn store(&self, state: &mut foldwire_core::SessionState) {
+        if let Ok(v) = serde_json::to_value(self) {
+            state.extra.insert(SCHEDULE_KEY.to_owned(), v);
+        }
     }
 }
 
@@ -262,6 +314,8 @@ struct Folds<'a> {
     summarizer: &'a dyn Summarizer,
     max_chars: usize,
     scope: &'a StrategyScope,
+    /// The request's size right after the session's last fold.
+    floor: u64,
 }
 
 impl Folds<'_> {
@@ -276,6 +330,7 @@ impl Folds<'_> {
             request_tokens: self.request_tokens(),
             budget: self.turn.budget,
             summary_tokens,
+            floor_tokens: self.floor,
         }
     }
 
@@ -390,6 +445,14 @@ impl Folds<'_> {
             }
         }
         report.count("fold.blocks_created", result.blocks_created.len() as u64);
+        // What the summaries cost to write (output tokens, when a model writes them).
+        let summary_tokens: u64 = result
+            .blocks_created
+            .iter()
+            .filter_map(|id| self.turn.state.blocks.iter().find(|b| b.id == *id))
+            .map(|b| self.estimator.text_tokens(&b.summary))
+            .sum();
+        report.count("fold.summary_tokens", summary_tokens);
         report.count("fold.tokens_compressed", result.tokens_compressed);
         result.blocks_created.len()
     }

@@ -16,6 +16,7 @@ pub mod ranges_build;
 pub mod refs_mint;
 pub mod strategy_scope;
 pub mod tool_loop;
+pub mod tool_trim;
 pub mod wire_codec;
 
 /// Call from a binary or test that needs these stages registered; referencing the crate is

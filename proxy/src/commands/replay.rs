@@ -8,7 +8,10 @@ use std::sync::Arc;
 
 use anyhow::{Context as _, Result, anyhow};
 use bytes::Bytes;
-use foldwire_core::{Engine, MemoryStateStore, SessionId, TurnRequest, Wire};
+use foldwire_core::cost::PriceTable;
+use foldwire_core::{
+    CharEstimator, Engine, MemoryStateStore, SessionId, TurnReport, TurnRequest, Wire,
+};
 use foldwire_stages::layout_head_window;
 use serde::Serialize;
 
@@ -33,9 +36,13 @@ pub struct ReplayArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// A TOML price table (`[anthropic]`, `[openai]`, `[gemini]`; every key optional) to
+    /// price the turns and the baselines with instead of the list prices.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
 }
 
-/// One replayed turn.
+/// One replayed turn: what foldwire did, what it cost, and the baselines on the same turn.
 #[derive(Debug, Serialize)]
 struct Row {
     turn: usize,
@@ -44,8 +51,29 @@ struct Row {
     rewritten_tokens: u64,
     blocks_created: u64,
     units_folded: u64,
+    trimmed: u64,
     refused: Option<String>,
     failed: Option<String>,
+    /// Tokens read from the prompt cache, written to it, and uncached input.
+    cache_read: u64,
+    cache_write: u64,
+    uncached: u64,
+    /// Output tokens of the summaries this turn's folds wrote.
+    summary_output: u64,
+    /// Base-input-token equivalents.
+    cost: f64,
+    /// Verbatim client tokens sent.
+    verbatim_tokens: u64,
+    /// The baselines' cost on this turn (equivalents).
+    baseline_none: f64,
+    baseline_compaction: f64,
+    baseline_sliding: f64,
+    /// Running totals up to this turn (the last row holds the session's totals).
+    total_cost: f64,
+    total_compaction: f64,
+    total_none: f64,
+    total_sliding: f64,
+    total_cache_read_share: f64,
 }
 
 enum Event {
@@ -92,8 +120,17 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let rows = runtime.block_on(async {
-        let mut rows = Vec::new();
+    let prices = match &args.prices {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            toml::from_str::<PriceTable>(&text)
+                .with_context(|| format!("price table {} is invalid", path.display()))?
+        }
+        None => PriceTable::default(),
+    };
+    let reports = runtime.block_on(async {
+        let mut rows: Vec<TurnReport> = Vec::new();
         for event in events {
             match event {
                 Event::Reset(text) => {
@@ -113,22 +150,17 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
                         None => foldwire_wire::request::detect(None, &body)
                             .map_err(|e| anyhow!("turn {}: {e} (give --wire)", rows.len() + 1))?,
                     };
+                    let body_copy = body.clone();
                     let mut request = TurnRequest::new(wire, body);
                     if let Some(window) = args.window {
                         request.budget = request.budget.with_window(window);
                     }
+                    let raw = foldwire_wire::tokens::raw_tokens(wire, &body_copy, &CharEstimator);
                     let out = engine.run_turn(&session, request).await?;
-                    let r = &out.report;
-                    rows.push(Row {
-                        turn: rows.len() + 1,
-                        wire: wire.to_string(),
-                        request_tokens: r.counter("request_tokens"),
-                        rewritten_tokens: r.counter("rewritten_tokens"),
-                        blocks_created: r.counter("fold.blocks_created"),
-                        units_folded: r.counter("fold.units_removed"),
-                        refused: r.refusal.as_ref().map(ToString::to_string),
-                        failed: r.fail_open.clone(),
-                    });
+                    let mut report = out.report;
+                    report.wire = wire.to_string();
+                    report.count("raw_tokens", raw);
+                    rows.push(report);
                     if progress {
                         eprint!("\rreplaying: turn {}/{total}", rows.len());
                     }
@@ -140,21 +172,79 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         }
         anyhow::Ok(rows)
     })?;
+    let window = args
+        .window
+        .unwrap_or_else(|| foldwire_core::Budget::default().window);
+    let economy = crate::economy::of_reports(&reports, window, &prices);
+    let rows = rows_of(&reports, &economy);
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&rows)?;
         s.push('\n');
         s
     } else {
-        table(&rows)
+        table(&rows, &economy)
     };
     write_stdout(text.as_bytes())?;
     Ok(ExitCode::SUCCESS)
 }
 
-fn table(rows: &[Row]) -> String {
+fn rows_of(reports: &[TurnReport], economy: &crate::economy::Economy) -> Vec<Row> {
+    let mut running = foldwire_core::CacheUse::default();
+    let (mut cost, mut compaction, mut none, mut sliding) = (0.0, 0.0, 0.0, 0.0);
+    reports
+        .iter()
+        .zip(&economy.turns)
+        .enumerate()
+        .map(|(i, (r, e))| {
+            running = running.plus(e.foldwire);
+            cost += e.cost;
+            compaction += e.compaction.cost;
+            none += e.none.cost;
+            sliding += e.sliding.cost;
+            Row {
+                turn: i + 1,
+                wire: r.wire.clone(),
+                request_tokens: r.counter("request_tokens"),
+                rewritten_tokens: r.counter("rewritten_tokens"),
+                blocks_created: r.counter("fold.blocks_created"),
+                units_folded: r.counter("fold.units_removed"),
+                trimmed: r.counter("tool_trim.trimmed"),
+                refused: r.refusal.as_ref().map(ToString::to_string),
+                failed: r.fail_open.clone(),
+                cache_read: e.foldwire.read,
+                cache_write: e.foldwire.write,
+                uncached: e.foldwire.uncached,
+                summary_output: e.foldwire.output,
+                cost: e.cost,
+                verbatim_tokens: e.verbatim,
+                baseline_none: e.none.cost,
+                baseline_compaction: e.compaction.cost,
+                baseline_sliding: e.sliding.cost,
+                total_cost: cost,
+                total_compaction: compaction,
+                total_none: none,
+                total_sliding: sliding,
+                total_cache_read_share: running.read_share(),
+            }
+        })
+        .collect()
+}
+
+fn table(rows: &[Row], economy: &crate::economy::Economy) -> String {
     let mut s = format!(
-        "{:>5}  {:<16} {:>10} {:>10} {:>6} {:>7}  {}\n",
-        "turn", "wire", "tokens", "rewritten", "blocks", "folded", "note"
+        "{:>5}  {:<16} {:>10} {:>10} {:>6} {:>7} {:>9} {:>9} {:>8} {:>9} {:>10}  {}\n",
+        "turn",
+        "wire",
+        "tokens",
+        "rewritten",
+        "blocks",
+        "folded",
+        "read",
+        "written",
+        "uncached",
+        "cost",
+        "compaction",
+        "note"
     );
     for r in rows {
         let note = r
@@ -165,13 +255,18 @@ fn table(rows: &[Row]) -> String {
             .unwrap_or_default();
         let _ = writeln!(
             s,
-            "{:>5}  {:<16} {:>10} {:>10} {:>6} {:>7}  {}",
+            "{:>5}  {:<16} {:>10} {:>10} {:>6} {:>7} {:>9} {:>9} {:>8} {:>9.0} {:>10.0}  {}",
             r.turn,
             r.wire,
             r.request_tokens,
             r.rewritten_tokens,
             r.blocks_created,
             r.units_folded,
+            r.cache_read,
+            r.cache_write,
+            r.uncached,
+            r.cost,
+            r.baseline_compaction,
             note
         );
     }
@@ -189,6 +284,27 @@ fn table(rows: &[Row]) -> String {
         },
         rows.iter().filter(|r| r.refused.is_some()).count(),
         rows.iter().filter(|r| r.failed.is_some()).count(),
+    );
+    let t = &economy.totals;
+    let overflow = t
+        .none_overflowed_at
+        .map(|n| format!(" (overflows the {} window at turn {n})", economy.window))
+        .unwrap_or_default();
+    let _ = writeln!(
+        s,
+        "cost: {:.0} base-input-token equivalents (${:.4}): {} read, {} written, {} uncached, {} summary output; cache-read share {:.1}%",
+        t.cost,
+        t.dollars,
+        t.foldwire.read,
+        t.foldwire.write,
+        t.foldwire.uncached,
+        t.foldwire.output,
+        t.cache_read_share * 100.0
+    );
+    let _ = writeln!(
+        s,
+        "baselines at window {}: client compaction at 95% {:.0} ({} compactions; foldwire {:.2}x), sliding window {:.0}, no management {:.0}{overflow}",
+        economy.window, t.compaction, t.compactions, t.vs_compaction, t.sliding, t.none
     );
     s
 }

@@ -30,8 +30,9 @@ pub struct RestoreArgs {
     /// With --block: print JSON (refs and units) instead of the exact units.
     #[arg(long, requires = "block")]
     pub json: bool,
-    /// An archived media ref, or `list`.
-    #[arg(long)]
+    /// An archived media ref, or `list`; also (as `--ref`) a tool output `tool.trim`
+    /// trimmed, printed exactly as the client sent it.
+    #[arg(long, visible_alias = "ref")]
     pub image_ref: Option<String>,
     /// With --image-ref: write the bytes to this file.
     #[arg(short = 'o', long = "output", requires = "image_ref")]
@@ -122,6 +123,21 @@ pub fn run(args: RestoreArgs) -> Result<ExitCode> {
             }
             RestoreTarget::Image { r#ref, out } => {
                 let r: Ref = r#ref.parse().context("--image-ref")?;
+                if foldwire_stages::tool_trim::trimmed_key(&s.state, r).is_some() {
+                    let raw = foldwire_stages::tool_trim::restore_trimmed(
+                        &s.state,
+                        s.backends.media.as_ref(),
+                        &s.id,
+                        r,
+                    )
+                    .await?;
+                    match out {
+                        Some(path) => std::fs::write(&path, raw.as_bytes())
+                            .with_context(|| format!("writing {}", path.display()))?,
+                        None => write_stdout(raw.as_bytes())?,
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
                 let media =
                     foldwire_archive::restore_media(s.backends.media.as_ref(), &s.state, &s.id, r)
                         .await?;

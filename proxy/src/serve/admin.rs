@@ -91,22 +91,37 @@ pub async fn session(State(app): State<Arc<AppState>>, Path(id): Path<String>) -
                 Some((state, version)) => (state, Some(version.0)),
                 None => (SessionState::new(id.clone()), None),
             };
+            let economy = economy_of(&app, &state, &reports);
             Json(json!({
                 "session": id, "state": state, "source": "stored", "version": version,
-                "reports": reports
+                "reports": reports, "economy": economy
             }))
             .into_response()
         }
         Err(store_error) => match app.engine.snapshot(&id).await {
-            Ok(state) => Json(json!({
-                "session": id, "state": state, "source": "cached",
-                "stale": format!("the stored state could not be read ({store_error}); this is this replica's copy as of its last turn here"),
-                "reports": reports
-            }))
-            .into_response(),
+            Ok(state) => {
+                let economy = economy_of(&app, &state, &reports);
+                Json(json!({
+                    "session": id, "state": state, "source": "cached",
+                    "stale": format!("the stored state could not be read ({store_error}); this is this replica's copy as of its last turn here"),
+                    "reports": reports, "economy": economy
+                }))
+                .into_response()
+            }
             Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
         },
     }
+}
+
+/// The cost of the session's recent turns and the baselines on them, at the session's
+/// window (learned, else the configured one).
+fn economy_of(
+    app: &AppState,
+    state: &SessionState,
+    reports: &[foldwire_core::TurnReport],
+) -> crate::economy::Economy {
+    let window = super::usage::learned_window(state).unwrap_or(app.config.window);
+    crate::economy::of_reports(reports, window, &app.config.prices)
 }
 
 /// `POST /admin/sessions/{id}/reset`: resets the session's topic. The body is the

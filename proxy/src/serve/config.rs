@@ -102,6 +102,9 @@ pub struct ServeConfig {
     pub plugin_scan_ms: u64,
     /// What one call of a sandboxed plugin may use (operations, time, sizes, depth).
     pub plugin_limits: foldwire_plugins::sandbox::Limits,
+    /// Prices per provider for the cost the admin API and panel show (`[prices.anthropic]`
+    /// …; every key optional, the defaults are list prices).
+    pub prices: foldwire_core::PriceTable,
 }
 
 impl Default for ServeConfig {
@@ -134,6 +137,7 @@ impl Default for ServeConfig {
             newtopic_command: false,
             plugin_scan_ms: 2000,
             plugin_limits: foldwire_plugins::sandbox::Limits::default(),
+            prices: foldwire_core::PriceTable::default(),
         }
     }
 }

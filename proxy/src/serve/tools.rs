@@ -6,8 +6,8 @@
 use std::sync::OnceLock;
 
 pub use foldwire_stages::tool_loop::{
-    COMPRESS, LIST, NAMES, PRESSURE_BANDS, RESTORE, SEARCH, SYSTEM_NOTE, pressure_note,
-    ranges_note, tool_entries, turn_note,
+    COMPRESS, LIST, NAMES, RESTORE, SEARCH, SYSTEM_NOTE, pressure_note, ranges_note, tool_entries,
+    turn_note,
 };
 use serde_json::{Map, Value, json};
 

@@ -31,6 +31,7 @@ pub mod ranges;
 pub mod render;
 pub mod repair;
 pub mod restore;
+pub mod schedule;
 pub mod search;
 pub mod tiers;
 pub mod units;

@@ -278,13 +278,15 @@ pub struct LayoutOutcome {
     pub markers: cache_markers::MarkerOutcome,
 }
 
-fn unit_key(m: &Message) -> MessageId {
-    if !m.id.0.is_empty() {
+/// The key a unit is compared by across turns: its fingerprint, and for a unit a stage
+/// rewrote (a trimmed tool result) also its bytes, so a changed unit counts as a rewrite.
+pub fn unit_key(m: &Message) -> MessageId {
+    if !m.id.0.is_empty() && !m.modified {
         return m.id.clone();
     }
     let mut h = std::collections::hash_map::DefaultHasher::new();
     m.raw.hash(&mut h);
-    MessageId(format!("raw:{:016x}", h.finish()))
+    MessageId(format!("{}raw:{:016x}", m.id.0, h.finish()))
 }
 
 fn frame_digest(conv: &Conversation) -> u64 {
@@ -521,6 +523,14 @@ pub fn lay_out(
         frame_changed || head.previous.is_empty(),
     );
 
+    // The client's own units, unchanged: what the model still reads verbatim.
+    let verbatim: u64 = conv
+        .messages
+        .iter()
+        .zip(&sent)
+        .filter(|(m, _)| m.origin == Origin::Client && !m.modified)
+        .map(|(_, u)| u.tokens)
+        .sum();
     let mut markers = cache_markers::MarkerOutcome::default();
     if conv.wire == Wire::Anthropic && config.cache_markers && !conv.messages.is_empty() {
         let zone_of = |orig: usize| {
@@ -556,6 +566,8 @@ pub fn lay_out(
 
     let report = &mut turn.report;
     report.count("request_tokens", measured.request_tokens);
+    report.count("layout.frame_tokens", frame_tokens);
+    report.count("layout.verbatim_tokens", verbatim);
     report.count("rewritten_tokens", measured.rewritten_tokens);
     report.count("layout.appended_tokens", measured.appended_tokens);
     report.count("layout.head_tokens", zones.head);

@@ -196,7 +196,10 @@ impl ToolHandler for Restore {
         };
         match name.trim().parse::<AnyRef>() {
             Ok(AnyRef::Block(block)) => restore_block(cx, block).await.into(),
-            Ok(AnyRef::Message(r)) => restore_media_ref(cx, r, part).await,
+            Ok(AnyRef::Message(r)) => match restore_trimmed(cx, r).await {
+                Some(text) => text.into(),
+                None => restore_media_ref(cx, r, part).await,
+            },
             Err(_) => format!(
                 "error: {id:?} is neither a block id (b1, b2, ...) nor a media ref (m00012, or m00012 part 1)"
             )
@@ -365,6 +368,27 @@ async fn list_media(cx: &CallCx<'_>) -> String {
         "{} archived media item(s) in this session; restore one with its ref:\n{}",
         lines.len(),
         lines.join("\n")
+    )
+}
+
+/// The whole output of a tool result `tool.trim` trimmed, exactly as sent (`None` when
+/// `r` was not trimmed: it may name archived media instead).
+async fn restore_trimmed(cx: &CallCx<'_>, r: Ref) -> Option<String> {
+    let state = match cx.engine.snapshot(cx.session).await {
+        Ok(s) => s,
+        Err(e) => return Some(format!("error: the session could not be read: {e}")),
+    };
+    crate::tool_trim::trimmed_key(&state, r)?;
+    let Some(archive) = cx.engine.context().archive.clone() else {
+        return Some(format!(
+            "error: this proxy has no archive, so {r} cannot be restored"
+        ));
+    };
+    Some(
+        match crate::tool_trim::restore_trimmed(&state, archive.as_ref(), cx.session, r).await {
+            Ok(raw) => format!("[{r}] {raw}"),
+            Err(e) => format!("error: {e}"),
+        },
     )
 }
 

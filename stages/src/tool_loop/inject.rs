@@ -25,8 +25,8 @@ use foldwire_wire::request::extend::{
 };
 
 use super::{
-    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, TOOL_LOOP_OPTION, names, summary_runs_of,
-    tool_entries, turn_note,
+    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, TOOL_LOOP_OPTION, names, schedule_floor,
+    summary_runs_of, tool_entries, turn_note,
 };
 
 /// Stage name.
@@ -69,6 +69,7 @@ impl Stage for ToolsInject {
             &runs,
             Some(conversation),
             request_tokens,
+            schedule_floor(&turn.state),
             turn.budget.window,
         );
         let entries = tool_entries(turn.wire);

@@ -23,7 +23,9 @@ pub mod notes;
 
 pub use calls::{CallCx, CallResult, RegisteredTool, ToolHandler, handlers, names, run_call};
 pub use inject::{ToolsInject, model_view};
-pub use notes::{PRESSURE_BANDS, pressure_note, ranges_note, summary_runs_of, turn_note};
+pub use notes::{
+    NUDGE_EARLY, pressure_note, ranges_note, schedule_floor, summary_runs_of, turn_note,
+};
 
 /// The compress tool's name.
 pub const COMPRESS: &str = "compress";

@@ -3,6 +3,7 @@
 
 use foldwire_core::{Conversation, RangeInfo, TokenEstimator, Turn};
 
+use crate::kernel::schedule::ScheduleConfig;
 use crate::kernel::{Protection, SummaryRun, summary_runs};
 use crate::ranges_build::PROTECTION_NOTE;
 
@@ -72,34 +73,63 @@ pub fn ranges_note(
     Some(note)
 }
 
-/// Pressure bands (percent of the window) at which the per-turn note nudges the model.
-pub const PRESSURE_BANDS: [u64; 3] = [30, 50, 70];
+/// The nudge asks the model a little before the fold stage would fold by itself (with its
+/// extractive summarizer): at this share of the schedule's trigger.
+pub const NUDGE_EARLY: f64 = 0.8;
 
-/// A nudge when the request fills a band of the window: the highest band crossed.
-pub fn pressure_note(request_tokens: u64, window: u64) -> Option<String> {
+/// The fold schedule's record in a session state: the request's size right after its last
+/// fold (0 before the first), which the nudges measure growth from.
+pub fn schedule_floor(state: &foldwire_core::SessionState) -> u64 {
+    crate::fold::ScheduleRecord::load(state).floor
+}
+
+/// A nudge that follows the fold schedule (`fold.scheduled`'s defaults): none until the
+/// request has grown by the schedule's `growth` since the last fold and passed
+/// [`NUDGE_EARLY`] of its trigger; "due" from there, "urgent" past the trigger (the proxy
+/// folds by itself there if the model does not). So a model is asked rarely, and for one
+/// large fold, not on every turn.
+pub fn pressure_note(request_tokens: u64, floor: u64, window: u64) -> Option<String> {
     if window == 0 {
         return None;
     }
-    let percent = request_tokens.saturating_mul(100) / window;
-    let band = PRESSURE_BANDS.iter().rev().find(|b| percent >= **b)?;
-    Some(format!(
-        "[foldwire] The context is past {band}% of the window ({request_tokens} of {window} \
-         tokens): compress ranges you no longer need verbatim before continuing."
-    ))
+    let schedule = ScheduleConfig::default();
+    let available = foldwire_core::Budget::default()
+        .with_window(window)
+        .available();
+    let early = ScheduleConfig {
+        trigger: schedule.trigger * NUDGE_EARLY,
+        ..schedule
+    };
+    let grown = request_tokens.saturating_sub(floor);
+    match (
+        schedule.due(request_tokens, floor, available),
+        early.due(request_tokens, floor, available),
+    ) {
+        (Some(_), _) => Some(format!(
+            "[foldwire] Fold now: the context holds {request_tokens} of {window} tokens and grew by {grown} since the last fold. \
+             In one compress call, fold every listed range you no longer need verbatim, oldest first."
+        )),
+        (None, Some(_)) => Some(format!(
+            "[foldwire] Fold due: the context grew by {grown} tokens since the last fold ({request_tokens} of {window}). \
+             In one compress call, fold the oldest listed ranges you no longer need verbatim."
+        )),
+        (None, None) => None,
+    }
 }
 
-/// The trailing note of a turn: the compressible ranges and, when some are offered and the
-/// request fills a pressure band, the nudge to compress them. Without a range to offer there
-/// is no nudge: the model is never asked for a fold it cannot make.
+/// The trailing note of a turn: the compressible ranges and, when some are offered and a
+/// fold is due on the schedule ([`pressure_note`]), the nudge to compress them. Without a
+/// range to offer there is no nudge: the model is never asked for a fold it cannot make.
 pub fn turn_note(
     ranges: &[RangeInfo],
     runs: &[SummaryRun],
     view: Option<&Conversation>,
     request_tokens: u64,
+    floor: u64,
     window: u64,
 ) -> Option<String> {
     let listed = ranges_note(ranges, runs, view)?;
-    let parts: Vec<String> = pressure_note(request_tokens, window)
+    let parts: Vec<String> = pressure_note(request_tokens, floor, window)
         .into_iter()
         .chain(Some(listed))
         .collect();
@@ -112,10 +142,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nudges_follow_the_pressure_bands() {
-        assert_eq!(pressure_note(299, 1000), None);
-        assert!(pressure_note(500, 1000).unwrap().contains("past 50%"));
-        assert!(pressure_note(900, 1000).unwrap().contains("past 70%"));
+    fn nudges_follow_the_fold_schedule() {
+        // Window 100,000: 84,000 available; trigger 0.45 (37,800), asked from 0.8 of it
+        // (30,240); growth 0.25 (21,000) since the last fold; ceiling 0.9 (75,600).
+        let w = 100_000;
+        assert_eq!(pressure_note(30_000, 0, w), None, "under the early trigger");
+        assert!(pressure_note(31_000, 0, w).unwrap().contains("Fold due"));
+        assert!(pressure_note(40_000, 0, w).unwrap().contains("Fold now"));
+        // Right after a fold that left 25,000, the same pressure asks nothing until the
+        // context has grown again: no nudge on every turn.
+        assert_eq!(pressure_note(31_000, 25_000, w), None);
+        assert_eq!(pressure_note(45_000, 25_000, w), None);
+        assert!(
+            pressure_note(47_000, 25_000, w)
+                .unwrap()
+                .contains("Fold now")
+        );
+        // Past the ceiling whatever the growth.
+        assert_eq!(pressure_note(75_000, 74_000, w), None);
+        assert!(
+            pressure_note(76_000, 75_000, w)
+                .unwrap()
+                .contains("Fold now")
+        );
         let r = RangeInfo {
             start: "m00001".parse().unwrap(),
             end: "m00004".parse().unwrap(),
@@ -124,13 +173,13 @@ mod tests {
             tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
             tool_units: 4,
         };
-        let note = turn_note(std::slice::from_ref(&r), &[], None, 100, 1000).unwrap();
+        let note = turn_note(std::slice::from_ref(&r), &[], None, 100, 0, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
-        assert!(turn_note(&[], &[], None, 100, 1000).is_none());
-        // Past a band with nothing to offer: no nudge asks for a fold that cannot be made.
-        assert!(turn_note(&[], &[], None, 600, 1000).is_none());
-        let pressed = turn_note(std::slice::from_ref(&r), &[], None, 600, 1000).unwrap();
-        assert!(pressed.contains("50%") && pressed.contains("m00001..m00004"));
+        assert!(turn_note(&[], &[], None, 100, 0, 1000).is_none());
+        // Due with nothing to offer: no nudge asks for a fold that cannot be made.
+        assert!(turn_note(&[], &[], None, 35_000, 0, w).is_none());
+        let pressed = turn_note(std::slice::from_ref(&r), &[], None, 35_000, 0, w).unwrap();
+        assert!(pressed.contains("Fold due") && pressed.contains("m00001..m00004"));
         // Summaries side by side are offered by block ids, and count as an offer.
         let run = SummaryRun {
             blocks: vec![
@@ -141,8 +190,8 @@ mod tests {
             tokens: 240,
             tier: 2,
         };
-        let note = turn_note(&[], std::slice::from_ref(&run), None, 600, 1000).unwrap();
-        assert!(note.contains("50%"), "{note}");
+        let note = turn_note(&[], std::slice::from_ref(&run), None, 35_000, 0, w).unwrap();
+        assert!(note.contains("Fold due"), "{note}");
         assert!(
             note.contains("b2..b5: 3 summaries, ~240 tokens (folds them into one tier-2 summary)"),
             "{note}"
