@@ -241,6 +241,21 @@ impl StateStore for GuardedStateStore {
             .call("save state", self.inner.save(session, state, expected))
             .await
     }
+
+    async fn save_change(
+        &self,
+        session: &SessionId,
+        before: &SessionState,
+        state: &SessionState,
+        expected: Option<&StateVersion>,
+    ) -> Result<StateVersion, StoreError> {
+        self.breaker
+            .call(
+                "save state",
+                self.inner.save_change(session, before, state, expected),
+            )
+            .await
+    }
 }
 
 /// A media archive behind a [`Breaker`].

@@ -3,7 +3,8 @@
 //! Layout, relative to the store's root (or the S3 prefix):
 //!
 //! ```text
-//! sessions/<session>/state.json          session state
+//! sessions/<session>/journal/<seq>.json  session state: journal entries (see `journal`)
+//! sessions/<session>/state.json          session state of earlier builds (still read)
 //! sessions/<session>/media/<sha256-hex>  archived payload bytes, content-addressed
 //! sessions/<session>/refs/<ref>.json     pointer: the newest payload stored under a ref
 //! ```
@@ -111,6 +112,12 @@ pub fn session_prefix(session: &SessionId) -> Result<Path, StoreError> {
 /// Where a session's state document lives.
 pub fn state_path(session: &SessionId) -> Result<Path, StoreError> {
     join(&["sessions", session_segment(session.as_str())?, "state.json"])
+}
+
+/// The folder of a session's state journal: `sessions/<session>/journal` (see
+/// [`crate::journal`]).
+pub fn journal_prefix(session: &SessionId) -> Result<Path, StoreError> {
+    join(&["sessions", session_segment(session.as_str())?, "journal"])
 }
 
 /// Where a payload with this content key lives.

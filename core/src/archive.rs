@@ -161,4 +161,18 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
         state: &SessionState,
         expected: Option<&StateVersion>,
     ) -> Result<StateVersion, StoreError>;
+
+    /// Saves `state`, which a turn made from `before` (the state stored at `expected`), so a
+    /// store that keeps a journal writes only what changed; same contract as
+    /// [`StateStore::save`], which the default calls.
+    async fn save_change(
+        &self,
+        session: &SessionId,
+        before: &SessionState,
+        state: &SessionState,
+        expected: Option<&StateVersion>,
+    ) -> Result<StateVersion, StoreError> {
+        let _ = before;
+        self.save(session, state, expected).await
+    }
 }
