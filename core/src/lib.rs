@@ -43,7 +43,8 @@ pub use actors::{
     TurnRequest,
 };
 pub use archive::{
-    ArchivedObject, MediaArchive, StateStore, StateVersion, StoreError, StoredContent,
+    ArchivedObject, MediaArchive, PackLocation, StateStore, StateVersion, StoreError,
+    StoredContent, StoredPart,
 };
 pub use block::Block;
 pub use budget::{Budget, CharEstimator, TokenEstimator};

@@ -3,10 +3,11 @@
 //! [`apply_compression`](super::apply_compression) is synchronous and pure: it keeps the raw
 //! bytes of every unit it folds in `state.originals`. [`archive_originals`] is the async step
 //! that follows it (the `fold` stage runs it after every batch; a host or the CLI calls it
-//! after its own `apply_compression`): each original is written to the session's
-//! [`MediaArchive`] by content ([`MediaArchive::put_content`], create-if-absent, so a retry
-//! is harmless), recorded in the archive index (`state.archive`, an item with the ref, the
-//! key and `"original": true`) and on the block that folded it
+//! after its own `apply_compression`): the originals are written to the session's
+//! [`MediaArchive`] in one batch ([`MediaArchive::put_contents`]: one pack object named by
+//! its content, create-if-absent, so a retry is harmless), each recorded in the archive
+//! index (`state.archive`, an item with the ref, the key, `"original": true` and its place
+//! in the pack) and on the block that folded it
 //! ([`foldwire_core::Block::archive_keys`], in the order of `Block::direct`), and only then
 //! removed from `state.originals`. A write that fails or times out leaves the original in
 //! the state (nothing is lost) and is reported; the next call retries it.
@@ -73,23 +74,45 @@ pub async fn archive_originals(
         .iter()
         .map(|(r, raw)| (*r, raw.clone()))
         .collect();
-    for (r, raw) in pending {
-        let bytes = Bytes::from(raw.into_bytes());
-        let write = archive.put_content(session, ORIGINAL_MEDIA_TYPE, bytes);
-        let stored = match tokio::time::timeout(timeout, write).await {
-            Ok(Ok(stored)) => stored,
-            Ok(Err(e)) => {
-                done.failed.push((r, format!("archive write failed: {e}")));
-                continue;
-            }
-            Err(_) => {
-                done.failed.push((
-                    r,
-                    format!("archive write timed out after {} ms", timeout.as_millis()),
-                ));
-                continue;
-            }
-        };
+    if pending.is_empty() {
+        return done;
+    }
+    // One batch: the archive writes the turn's originals as one pack (one object, one PUT),
+    // not one object per folded unit.
+    let items: Vec<(String, Bytes)> = pending
+        .iter()
+        .map(|(_, raw)| {
+            (
+                ORIGINAL_MEDIA_TYPE.to_owned(),
+                Bytes::from(raw.clone().into_bytes()),
+            )
+        })
+        .collect();
+    let written = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await
+    {
+        Ok(Ok(parts)) if parts.len() == pending.len() => parts,
+        Ok(Ok(parts)) => {
+            let why = format!(
+                "the archive answered {} parts for {} originals",
+                parts.len(),
+                pending.len()
+            );
+            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            return done;
+        }
+        Ok(Err(e)) => {
+            let why = format!("archive write failed: {e}");
+            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            return done;
+        }
+        Err(_) => {
+            let why = format!("archive write timed out after {} ms", timeout.as_millis());
+            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            return done;
+        }
+    };
+    for ((r, _), part) in pending.into_iter().zip(written) {
+        let stored = part.content;
         let mut item = ArchivedItem {
             r#ref: Some(r),
             key: stored.key.clone(),
@@ -99,6 +122,9 @@ pub async fn archive_originals(
         };
         item.extra
             .insert(ORIGINAL_FIELD.to_owned(), serde_json::Value::Bool(true));
+        if let Some(location) = &part.location {
+            foldwire_archive::index::set_location(&mut item, location);
+        }
         if original_key(state, r) != Some(stored.key.as_str()) {
             state.archive.push(item);
         }
