@@ -101,7 +101,9 @@ pub struct StateDelta {
 #[derive(Debug, thiserror::Error)]
 pub enum DeltaError {
     /// A table patch names rows the base state does not have.
-    #[error("journal delta does not fit its base: the {table} table has {have} rows, the delta {why}")]
+    #[error(
+        "journal delta does not fit its base: the {table} table has {have} rows, the delta {why}"
+    )]
     Misfit {
         /// Which table.
         table: &'static str,
@@ -353,7 +355,9 @@ mod tests {
         after.originals.insert(Ref(3), "three".into());
         after.counters.insert("a".into(), 2);
         after.extra.remove("x");
-        after.extra.insert("y".into(), serde_json::json!({"z": true}));
+        after
+            .extra
+            .insert("y".into(), serde_json::json!({"z": true}));
         after.archive[0].r#ref = Some(Ref(4));
         after.head = serde_json::json!({"reset": 3});
         after.calibration = 1.25;

@@ -8,7 +8,9 @@
 
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{MediaArchive, MessageId, PackLocation, Ref, SessionId, SessionState, StoreError};
+use foldwire_core::{
+    MediaArchive, MessageId, PackLocation, Ref, SessionId, SessionState, StoreError,
+};
 
 /// Name of the extra field holding the content key of the pack an item was written in.
 const PACK_FIELD: &str = "pack";
@@ -119,8 +121,10 @@ pub fn set_location(item: &mut ArchivedItem, location: &PackLocation) {
         PACK_FIELD.to_owned(),
         serde_json::Value::String(location.pack.clone()),
     );
-    item.extra
-        .insert(OFFSET_FIELD.to_owned(), serde_json::Value::from(location.offset));
+    item.extra.insert(
+        OFFSET_FIELD.to_owned(),
+        serde_json::Value::from(location.offset),
+    );
 }
 
 /// Where in a pack an archive item's bytes are; `None` for an object of its own (every

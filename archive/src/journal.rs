@@ -221,7 +221,10 @@ impl JournalStateStore {
     }
 
     /// Every entry of the session's journal, oldest first.
-    async fn list_entries(&self, session: &SessionId) -> Result<Vec<(u64, ObjectMeta)>, StoreError> {
+    async fn list_entries(
+        &self,
+        session: &SessionId,
+    ) -> Result<Vec<(u64, ObjectMeta)>, StoreError> {
         let prefix = keys::journal_prefix(session)?;
         let metas: Vec<ObjectMeta> = self
             .store
@@ -237,11 +240,7 @@ impl JournalStateStore {
         Ok(entries)
     }
 
-    async fn read_entry(
-        &self,
-        session: &SessionId,
-        seq: u64,
-    ) -> Result<Option<Entry>, StoreError> {
+    async fn read_entry(&self, session: &SessionId, seq: u64) -> Result<Option<Entry>, StoreError> {
         let path = Self::entry_path(session, seq)?;
         let got = match self.store.get(&path).await {
             Ok(got) => got,
@@ -252,7 +251,10 @@ impl JournalStateStore {
             .bytes()
             .await
             .map_err(|e| self.err("read state entry", e))?;
-        let newline = bytes.iter().position(|&b| b == b'\n').unwrap_or(bytes.len());
+        let newline = bytes
+            .iter()
+            .position(|&b| b == b'\n')
+            .unwrap_or(bytes.len());
         let header: Header = serde_json::from_slice(&bytes[..newline])
             .map_err(|e| format_error(session, e.into()))?;
         if header.format > JOURNAL_FORMAT {
@@ -314,7 +316,8 @@ impl JournalStateStore {
                 source: "the state journal has no full entry to start from".into(),
             });
         };
-        let mut state = SessionState::from_json(&base.body).map_err(|e| format_error(session, e))?;
+        let mut state =
+            SessionState::from_json(&base.body).map_err(|e| format_error(session, e))?;
         let full_bytes = base.size;
         let since_count = chain.len() as u64;
         let mut since_bytes = 0;
@@ -397,9 +400,10 @@ impl JournalStateStore {
             .await
         {
             Ok(_) => Ok(Some(size)),
-            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {
-                Ok(None)
-            }
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. },
+            ) => Ok(None),
             Err(e) => Err(self.err("put state entry", e)),
         }
     }

@@ -46,10 +46,10 @@ pub use object_store;
 pub use breaker::{Breaker, BreakerConfig, BreakerStats};
 pub use error::{ArchiveError, RestoreError};
 pub use index::MediaRecord;
+pub use journal::{JournalConfig, JournalStateStore};
 pub use media::ObjectMediaArchive;
 pub use restore::{MediaListing, RestoredMedia, list_media, restore_media, restore_media_part};
 pub use retention::{GcReport, RetentionPolicy};
-pub use journal::{JournalConfig, JournalStateStore};
 pub use state::{LocalStateStore, ObjectStateStore};
 pub use url::{ArchiveLocation, default_location};
 

@@ -92,7 +92,9 @@ fn classify(location: &Path) -> Option<(String, bool)> {
     let rest: Vec<_> = parts.collect();
     let is_state = match rest.as_slice() {
         [name] => name.as_ref() == "state.json",
-        [folder, _] => folder.as_ref() == "journal" && crate::journal::entry_seq(location).is_some(),
+        [folder, _] => {
+            folder.as_ref() == "journal" && crate::journal::entry_seq(location).is_some()
+        }
         _ => false,
     };
     Some((session, is_state))

@@ -202,6 +202,10 @@ async fn local_compactions_remove_what_killed_writers_left() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    assert_eq!(names, ["00000000000000000002.json"], "superseded entry 1 stays");
+    assert_eq!(
+        names,
+        ["00000000000000000002.json"],
+        "superseded entry 1 stays"
+    );
     assert_eq!(b.state.load(&session).await.unwrap().unwrap().0.turns, 7);
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use foldwire_archive::counting::CountingStore;
-use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt};
 use foldwire_archive::object_store::memory::InMemory;
+use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt};
 use foldwire_archive::{Backends, JournalConfig, JournalStateStore, ObjectStateStore};
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{MessageId, SessionId, SessionState, StateStore, StoreError};
@@ -158,8 +158,10 @@ async fn earlier_builds_state_loads_and_migrates() {
         old.mint_ref(MessageId(format!("m{i}")));
     }
     old.turns = 40;
-    old.extra
-        .insert("from_an_old_build".into(), serde_json::json!({"kept": true}));
+    old.extra.insert(
+        "from_an_old_build".into(),
+        serde_json::json!({"kept": true}),
+    );
     ObjectStateStore::new(Arc::clone(&store), "memory")
         .save(&session, &old, None)
         .await
@@ -175,7 +177,10 @@ async fn earlier_builds_state_loads_and_migrates() {
     );
     // A new-session save must not shadow the old document.
     let shadow = journal.save(&session, &old, None).await;
-    assert!(matches!(shadow, Err(StoreError::Conflict { .. })), "{shadow:?}");
+    assert!(
+        matches!(shadow, Err(StoreError::Conflict { .. })),
+        "{shadow:?}"
+    );
     let (loaded, v0) = journal.load(&session).await.unwrap().unwrap();
     assert_eq!(loaded, old);
     let mut next = loaded.clone();
@@ -184,7 +189,10 @@ async fn earlier_builds_state_loads_and_migrates() {
         .save_change(&session, &loaded, &next, Some(&v0))
         .await
         .unwrap();
-    assert_eq!(journal.load(&session).await.unwrap().unwrap(), (next.clone(), v1.clone()));
+    assert_eq!(
+        journal.load(&session).await.unwrap().unwrap(),
+        (next.clone(), v1.clone())
+    );
     // A fresh handle (another process) reads the same.
     let other = JournalStateStore::new(Arc::clone(&store), "memory");
     assert_eq!(other.load(&session).await.unwrap().unwrap().0, next);
@@ -262,9 +270,16 @@ async fn a_steady_turn_writes_what_it_added() {
             spent.put_bytes
         );
     }
-    assert!(compactions <= 1, "{compactions} compactions in {turns} turns");
+    assert!(
+        compactions <= 1,
+        "{compactions} compactions in {turns} turns"
+    );
     // Amortized over the run, compactions included.
-    assert!(total / turns <= 2 * new_message_bytes + 4096, "{} per turn", total / turns);
+    assert!(
+        total / turns <= 2 * new_message_bytes + 4096,
+        "{} per turn",
+        total / turns
+    );
     assert!(max_requests <= 3, "{max_requests}");
     assert_eq!(store.load(&session).await.unwrap().unwrap().0, state);
 }
@@ -288,18 +303,24 @@ async fn a_stale_writer_cannot_reuse_a_compacted_slot() {
     for _ in 0..6 {
         let mut next = state.clone();
         turn(&mut next, 1);
-        vb = b.save_change(&session, &state, &next, Some(&vb)).await.unwrap();
+        vb = b
+            .save_change(&session, &state, &next, Some(&vb))
+            .await
+            .unwrap();
         state = next;
     }
-    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(
-        store.list(Some(&foldwire_archive::keys::journal_prefix(&session).unwrap())),
-    )
+    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(store.list(Some(
+        &foldwire_archive::keys::journal_prefix(&session).unwrap(),
+    )))
     .await
     .unwrap();
     assert!(listed.len() < 7, "compaction deleted nothing: {listed:?}");
     let mut mine = first.clone();
     turn(&mut mine, 0);
     let stale = a.save_change(&session, &first, &mine, Some(&va)).await;
-    assert!(matches!(stale, Err(StoreError::Conflict { .. })), "{stale:?}");
+    assert!(
+        matches!(stale, Err(StoreError::Conflict { .. })),
+        "{stale:?}"
+    );
     assert_eq!(a.load(&session).await.unwrap().unwrap().0, state);
 }

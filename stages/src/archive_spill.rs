@@ -19,8 +19,8 @@ use serde::Deserialize;
 
 use foldwire_archive::index::{self, MediaRecord};
 use foldwire_core::{
-    BuildError, Component, Fact, MediaClass, Message, MessageKind, Origin, Params, Pin,
-    SessionId, SessionState, Stage, StageCx, StageError, Turn, async_trait,
+    BuildError, Component, Fact, MediaClass, Message, MessageKind, Origin, Params, Pin, SessionId,
+    SessionState, Stage, StageCx, StageError, Turn, async_trait,
 };
 
 use crate::media_classify::InlinePayload;

@@ -88,8 +88,7 @@ pub async fn archive_originals(
             )
         })
         .collect();
-    let written = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await
-    {
+    let written = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
         Ok(Ok(parts)) if parts.len() == pending.len() => parts,
         Ok(Ok(parts)) => {
             let why = format!(
