@@ -63,6 +63,8 @@ pub struct AppState {
     /// The state location's object store, where each session's last request is kept for
     /// the session commands.
     pub store: Arc<dyn ObjectStore>,
+    /// Records each session's last request there, a turn writing only what changed.
+    pub last_requests: crate::session::LastRequests,
 }
 
 impl AppState {
@@ -122,6 +124,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         reports,
         windows: DashMap::new(),
         view_pipeline,
+        last_requests: crate::session::LastRequests::new(Arc::clone(&store)),
         store,
     });
     retention::spawn(&app, backend);
