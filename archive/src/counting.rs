@@ -3,6 +3,7 @@
 //! assert them, `--bench state_io` reports them). One request is counted per call a remote
 //! store would answer: a put, a get, a head, a listing, one per path deleted.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,6 +68,18 @@ struct Counters {
 pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
     counters: Arc<Counters>,
+    /// Puts and their bytes by the folder under the session (`journal`, `media`, `packs`,
+    /// `state.json`, `last_request.d` …).
+    by_folder: std::sync::Mutex<BTreeMap<String, Counts>>,
+}
+
+/// The part of a key under `sessions/<id>/` that says what it is.
+fn folder_of(location: &Path) -> String {
+    let parts: Vec<_> = location.parts().collect();
+    match parts.as_slice() {
+        [first, _, what, ..] if first.as_ref() == "sessions" => what.as_ref().to_owned(),
+        _ => location.as_ref().to_owned(),
+    }
 }
 
 impl CountingStore {
@@ -75,7 +88,16 @@ impl CountingStore {
         CountingStore {
             inner,
             counters: Arc::new(Counters::default()),
+            by_folder: std::sync::Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// Puts and bytes per folder under the session so far (see [`CountingStore`]).
+    pub fn puts_by_folder(&self) -> BTreeMap<String, Counts> {
+        self.by_folder
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The counts so far.
@@ -106,10 +128,15 @@ impl ObjectStore for CountingStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
+        let bytes = payload.content_length() as u64;
         self.counters.puts.fetch_add(1, Ordering::SeqCst);
-        self.counters
-            .put_bytes
-            .fetch_add(payload.content_length() as u64, Ordering::SeqCst);
+        self.counters.put_bytes.fetch_add(bytes, Ordering::SeqCst);
+        {
+            let mut by_folder = self.by_folder.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = by_folder.entry(folder_of(location)).or_default();
+            entry.puts += 1;
+            entry.put_bytes += bytes;
+        }
         self.inner.put_opts(location, payload, opts).await
     }
 

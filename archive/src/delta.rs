@@ -46,6 +46,81 @@ pub struct MapPatch<K: Ord, V> {
     pub remove: Vec<K>,
 }
 
+/// Changes to a JSON value (the layout's `head` state): objects patched by key, arrays by
+/// index like the tables, anything else replaced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum ValuePatch {
+    /// The new value, whole.
+    Set(serde_json::Value),
+    /// Keys set (each with its own patch) and removed.
+    Object(MapPatch<String, ValuePatch>),
+    /// Rows of an array.
+    Array(VecPatch<serde_json::Value>),
+}
+
+fn diff_value(before: &serde_json::Value, after: &serde_json::Value) -> Option<ValuePatch> {
+    use serde_json::Value;
+    if before == after {
+        return None;
+    }
+    Some(match (before, after) {
+        (Value::Object(a), Value::Object(b)) => ValuePatch::Object(MapPatch {
+            set: b
+                .iter()
+                .filter_map(|(k, v)| {
+                    let patch = match a.get(k) {
+                        Some(old) => diff_value(old, v)?,
+                        None => ValuePatch::Set(v.clone()),
+                    };
+                    Some((k.clone(), patch))
+                })
+                .collect(),
+            remove: a.keys().filter(|k| !b.contains_key(*k)).cloned().collect(),
+        }),
+        (Value::Array(a), Value::Array(b)) => match diff_vec(a, b) {
+            Some(p) => ValuePatch::Array(p),
+            None => return None,
+        },
+        _ => ValuePatch::Set(after.clone()),
+    })
+}
+
+fn apply_value(value: &mut serde_json::Value, patch: ValuePatch) -> Result<(), DeltaError> {
+    use serde_json::Value;
+    match (value, patch) {
+        (value, ValuePatch::Set(v)) => *value = v,
+        (Value::Object(map), ValuePatch::Object(p)) => {
+            for k in p.remove {
+                map.shift_remove(&k);
+            }
+            for (k, child) in p.set {
+                apply_value(map.entry(k).or_insert(Value::Null), child)?;
+            }
+        }
+        (Value::Array(rows), ValuePatch::Array(p)) => apply_vec("head", rows, p)?,
+        (other, _) => {
+            return Err(DeltaError::Misfit {
+                table: "head",
+                have: 0,
+                why: format!("patches a {} as an object or array", kind_of(other)),
+            });
+        }
+    }
+    Ok(())
+}
+
+fn kind_of(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "bool",
+        serde_json::Value::Number(_) => "number",
+        serde_json::Value::String(_) => "string",
+        serde_json::Value::Array(_) => "array",
+        serde_json::Value::Object(_) => "object",
+    }
+}
+
 /// Everything one turn changed in a session's state. Fields left out did not change.
 ///
 /// Unknown fields are refused: a delta written by a newer build that this build cannot
@@ -80,9 +155,9 @@ pub struct StateDelta {
     /// Archive index rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<VecPatch<ArchivedItem>>,
-    /// New head-window state.
+    /// Head-window state, patched.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub head: Option<serde_json::Value>,
+    pub head: Option<ValuePatch>,
     /// Usage samples.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<VecPatch<UsageSample>>,
@@ -228,7 +303,7 @@ impl StateDelta {
             blocks: diff_vec(&before.blocks, &after.blocks),
             originals: diff_map(&before.originals, &after.originals),
             archive: diff_vec(&before.archive, &after.archive),
-            head: changed(&before.head, &after.head),
+            head: diff_value(&before.head, &after.head),
             usage: diff_vec(&before.usage, &after.usage),
             // Compared by bits: NaN must compare equal to itself or it is written every turn.
             calibration: (before.calibration.to_bits() != after.calibration.to_bits())
@@ -276,8 +351,8 @@ impl StateDelta {
         if let Some(p) = self.archive {
             apply_vec("archive", &mut state.archive, p)?;
         }
-        if let Some(v) = self.head {
-            state.head = v;
+        if let Some(p) = self.head {
+            apply_value(&mut state.head, p)?;
         }
         if let Some(p) = self.usage {
             apply_vec("usage", &mut state.usage, p)?;
@@ -360,6 +435,15 @@ mod tests {
             .insert("y".into(), serde_json::json!({"z": true}));
         after.archive[0].r#ref = Some(Ref(4));
         after.head = serde_json::json!({"reset": 3});
+        let mut later = after.clone();
+        later.head = serde_json::json!({"reset": 4, "previous": [1, 2, 3], "gone": null});
+        let mut latest = later.clone();
+        latest.head = serde_json::json!({"reset": 4, "previous": [1, 2, 3, 4]});
+        let d = StateDelta::between(&later, &latest);
+        assert!(matches!(d.head, Some(ValuePatch::Object(_))), "{d:?}");
+        let mut replayed = later.clone();
+        d.apply(&mut replayed).unwrap();
+        assert_eq!(replayed.head, latest.head);
         after.calibration = 1.25;
         let delta = StateDelta::between(&before, &after);
         assert_eq!(delta.usage.as_ref().unwrap().skip, 2);
