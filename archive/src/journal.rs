@@ -294,7 +294,7 @@ impl JournalStateStore {
         let reads = futures::stream::iter((1..=newest).rev())
             .map(|seq| async move { (seq, self.read_entry(session, seq).await) })
             .buffered(READ_CONCURRENCY);
-        futures::pin_mut!(reads);
+        let mut reads = Box::pin(reads);
         let mut chain: Vec<Entry> = Vec::new();
         while let Some((seq, read)) = reads.next().await {
             let Some(entry) = read? else {
@@ -308,6 +308,7 @@ impl JournalStateStore {
                 break;
             }
         }
+        // Reads still in flight past the full entry are not needed.
         drop(reads);
         let Some(base) = chain.pop().filter(|e| e.kind == Kind::Full) else {
             return Err(StoreError::Backend {

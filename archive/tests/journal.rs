@@ -43,14 +43,14 @@ fn turn(state: &mut SessionState, writer: usize) {
     state.mint_ref(MessageId(format!("w{writer}-t{n}")));
     *state.counters.entry("turns".to_owned()).or_default() += 1;
     *state.counters.entry(format!("writer{writer}")).or_default() += 1;
-    if n % 7 == 0 {
+    if n.is_multiple_of(7) {
         state.archive.push(ArchivedItem {
             key: format!("{n:064x}"),
             size: n,
             ..ArchivedItem::default()
         });
     }
-    if n % 11 == 0
+    if n.is_multiple_of(11)
         && let Some(first) = state.archive.first_mut()
     {
         first.size += 1;
