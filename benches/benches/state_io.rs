@@ -15,7 +15,8 @@
 //! ≤ 3 requests in all.
 //!
 //! `cargo bench -p foldwire-benches --bench state_io` (`FOLDWIRE_BENCH_STEADY=N` turns,
-//! `FOLDWIRE_BENCH_SIZES=1000,2500` exchanges).
+//! `FOLDWIRE_BENCH_SIZES=1000,2500` exchanges; `FOLDWIRE_BENCH_EXPLAIN=1` prints which parts
+//! of the state the last steady turn changed, by size).
 
 use std::sync::Arc;
 
