@@ -84,6 +84,27 @@ pub struct StoredContent {
     pub size: u64,
 }
 
+/// Where a payload written in a batch sits: one object (a pack, named by the SHA-256 of its
+/// bytes) holds the payloads of one batch back to back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PackLocation {
+    /// The pack's content key.
+    pub pack: String,
+    /// Where the payload starts in the pack.
+    pub offset: u64,
+    /// Its length.
+    pub size: u64,
+}
+
+/// One payload of a batch write: what was stored and, when it went into a pack, where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPart {
+    /// The payload's own content key, type and size.
+    pub content: StoredContent,
+    /// Its place in a pack; `None` when it was stored as an object of its own.
+    pub location: Option<PackLocation>,
+}
+
 /// Where archived payloads go before anything folds them off the wire.
 ///
 /// Contract: `put` is create-if-absent and content-addressed, so a retried or duplicate
@@ -123,6 +144,36 @@ pub trait MediaArchive: Send + Sync + std::fmt::Debug {
     /// Required like `put_content`: an archive without it would compile, then pin every
     /// payload `archive.spill` meets.
     async fn get_content(&self, session: &SessionId, key: &str) -> Result<Bytes, StoreError>;
+
+    /// Stores several payloads by content in as few objects as the archive can (one pack
+    /// per batch), for the originals and media of one turn. The default stores each with
+    /// [`MediaArchive::put_content`].
+    async fn put_contents(
+        &self,
+        session: &SessionId,
+        items: Vec<(String, Bytes)>,
+    ) -> Result<Vec<StoredPart>, StoreError> {
+        let mut out = Vec::with_capacity(items.len());
+        for (media_type, bytes) in items {
+            out.push(StoredPart {
+                content: self.put_content(session, &media_type, bytes).await?,
+                location: None,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Reads a payload [`MediaArchive::put_contents`] put in a pack (the caller checks its
+    /// bytes against `key`). The default reads it by content key.
+    async fn get_packed(
+        &self,
+        session: &SessionId,
+        key: &str,
+        location: &PackLocation,
+    ) -> Result<Bytes, StoreError> {
+        let _ = location;
+        self.get_content(session, key).await
+    }
 }
 
 /// An opaque version tag of a stored state (an ETag, a generation number).
@@ -149,4 +200,18 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
         state: &SessionState,
         expected: Option<&StateVersion>,
     ) -> Result<StateVersion, StoreError>;
+
+    /// Saves `state`, which a turn made from `before` (the state stored at `expected`), so a
+    /// store that keeps a journal writes only what changed; same contract as
+    /// [`StateStore::save`], which the default calls.
+    async fn save_change(
+        &self,
+        session: &SessionId,
+        before: &SessionState,
+        state: &SessionState,
+        expected: Option<&StateVersion>,
+    ) -> Result<StateVersion, StoreError> {
+        let _ = before;
+        self.save(session, state, expected).await
+    }
 }

@@ -72,7 +72,8 @@ pub mod wire;
 pub use inventory;
 
 pub use archive::{
-    ArchivedObject, MediaArchive, StateStore, StateVersion, StoreError, StoredContent,
+    ArchivedObject, MediaArchive, PackLocation, StateStore, StateVersion, StoreError,
+    StoredContent, StoredPart,
 };
 pub use block::{Block, Generation};
 pub use budget::{Budget, CharEstimator, TokenEstimator};

@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use foldwire_core::{
-    ArchivedObject, MediaArchive, Ref, SessionId, SessionState, StateStore, StateVersion,
-    StoreError, StoredContent,
+    ArchivedObject, MediaArchive, PackLocation, Ref, SessionId, SessionState, StateStore,
+    StateVersion, StoreError, StoredContent, StoredPart,
 };
 
 /// When the breaker opens and for how long.
@@ -241,6 +241,21 @@ impl StateStore for GuardedStateStore {
             .call("save state", self.inner.save(session, state, expected))
             .await
     }
+
+    async fn save_change(
+        &self,
+        session: &SessionId,
+        before: &SessionState,
+        state: &SessionState,
+        expected: Option<&StateVersion>,
+    ) -> Result<StateVersion, StoreError> {
+        self.breaker
+            .call(
+                "save state",
+                self.inner.save_change(session, before, state, expected),
+            )
+            .await
+    }
 }
 
 /// A media archive behind a [`Breaker`].
@@ -307,6 +322,27 @@ impl MediaArchive for GuardedMediaArchive {
     async fn get_content(&self, session: &SessionId, key: &str) -> Result<Bytes, StoreError> {
         self.breaker
             .call("get content", self.inner.get_content(session, key))
+            .await
+    }
+
+    async fn put_contents(
+        &self,
+        session: &SessionId,
+        items: Vec<(String, Bytes)>,
+    ) -> Result<Vec<StoredPart>, StoreError> {
+        self.breaker
+            .call("put contents", self.inner.put_contents(session, items))
+            .await
+    }
+
+    async fn get_packed(
+        &self,
+        session: &SessionId,
+        key: &str,
+        location: &PackLocation,
+    ) -> Result<Bytes, StoreError> {
+        self.breaker
+            .call("get packed", self.inner.get_packed(session, key, location))
             .await
     }
 }

@@ -271,4 +271,17 @@ impl foldwire_core::StateStore for FaultyStateStore {
         self.gate("save state").await?;
         self.inner.save(session, state, expected).await
     }
+
+    async fn save_change(
+        &self,
+        session: &foldwire_core::SessionId,
+        before: &foldwire_core::SessionState,
+        state: &foldwire_core::SessionState,
+        expected: Option<&foldwire_core::StateVersion>,
+    ) -> Result<foldwire_core::StateVersion, foldwire_core::StoreError> {
+        self.gate("save state").await?;
+        self.inner
+            .save_change(session, before, state, expected)
+            .await
+    }
 }

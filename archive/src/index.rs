@@ -6,8 +6,16 @@
 //! [`ArchivedItem::extra`] (`message`, `pointer`), which keeps the core type unchanged and
 //! older state files readable.
 
+use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{MessageId, Ref, SessionState};
+use foldwire_core::{
+    MediaArchive, MessageId, PackLocation, Ref, SessionId, SessionState, StoreError,
+};
+
+/// Name of the extra field holding the content key of the pack an item was written in.
+const PACK_FIELD: &str = "pack";
+/// Name of the extra field holding the item's offset inside its pack (its length is `size`).
+const OFFSET_FIELD: &str = "offset";
 
 /// Name of the extra field holding the unit fingerprint.
 const MESSAGE_FIELD: &str = "message";
@@ -86,11 +94,76 @@ pub fn is_archived(state: &SessionState, message: &MessageId, pointer: &str) -> 
 
 /// Adds a record unless the same payload of the same unit is already recorded.
 pub fn record(state: &mut SessionState, rec: &MediaRecord) -> bool {
+    record_at(state, rec, None)
+}
+
+/// [`record`], for a payload written in a pack at `location`.
+pub fn record_at(
+    state: &mut SessionState,
+    rec: &MediaRecord,
+    location: Option<&PackLocation>,
+) -> bool {
     if is_archived(state, &rec.message, &rec.pointer) {
         return false;
     }
-    state.archive.push(rec.to_item());
+    let mut item = rec.to_item();
+    if let Some(location) = location {
+        set_location(&mut item, location);
+    }
+    state.archive.push(item);
     true
+}
+
+/// Notes on an archive item where in a pack its bytes are (`pack`, `offset`; `size` is
+/// already the item's).
+pub fn set_location(item: &mut ArchivedItem, location: &PackLocation) {
+    item.extra.insert(
+        PACK_FIELD.to_owned(),
+        serde_json::Value::String(location.pack.clone()),
+    );
+    item.extra.insert(
+        OFFSET_FIELD.to_owned(),
+        serde_json::Value::from(location.offset),
+    );
+}
+
+/// Where in a pack an archive item's bytes are; `None` for an object of its own (every
+/// item of earlier builds).
+pub fn location(item: &ArchivedItem) -> Option<PackLocation> {
+    let pack = item.extra.get(PACK_FIELD)?.as_str()?;
+    let offset = item.extra.get(OFFSET_FIELD)?.as_u64()?;
+    Some(PackLocation {
+        pack: pack.to_owned(),
+        offset,
+        size: item.size,
+    })
+}
+
+/// Where the payload with content key `key` is packed, if any item of the index says.
+pub fn location_of_key(state: &SessionState, key: &str) -> Option<PackLocation> {
+    state
+        .archive
+        .iter()
+        .rev()
+        .filter(|item| item.key == key)
+        .find_map(location)
+}
+
+/// Reads the payload with content key `key` wherever the index says it is: its range of a
+/// pack, or an object of its own. The caller checks the bytes against the key.
+///
+/// # Errors
+/// What the archive answered (not found, unreachable).
+pub async fn read_content(
+    archive: &dyn MediaArchive,
+    state: &SessionState,
+    session: &SessionId,
+    key: &str,
+) -> Result<Bytes, StoreError> {
+    match location_of_key(state, key) {
+        Some(at) => archive.get_packed(session, key, &at).await,
+        None => archive.get_content(session, key).await,
+    }
 }
 
 /// The newest ref minted for a unit fingerprint.

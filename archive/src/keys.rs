@@ -3,8 +3,11 @@
 //! Layout, relative to the store's root (or the S3 prefix):
 //!
 //! ```text
-//! sessions/<session>/state.json          session state
+//! sessions/<session>/journal/<seq>.json  session state: journal entries (see `journal`)
+//! sessions/<session>/state.json          session state of earlier builds (still read)
 //! sessions/<session>/media/<sha256-hex>  archived payload bytes, content-addressed
+//! sessions/<session>/packs/<sha256-hex>  the payloads of one batch back to back; the state's
+//!                                        archive index holds each one's pack and range
 //! sessions/<session>/refs/<ref>.json     pointer: the newest payload stored under a ref
 //! ```
 //!
@@ -111,6 +114,22 @@ pub fn session_prefix(session: &SessionId) -> Result<Path, StoreError> {
 /// Where a session's state document lives.
 pub fn state_path(session: &SessionId) -> Result<Path, StoreError> {
     join(&["sessions", session_segment(session.as_str())?, "state.json"])
+}
+
+/// The folder of a session's state journal: `sessions/<session>/journal` (see
+/// [`crate::journal`]).
+pub fn journal_prefix(session: &SessionId) -> Result<Path, StoreError> {
+    join(&["sessions", session_segment(session.as_str())?, "journal"])
+}
+
+/// Where a pack (several payloads of one batch in one object) with this content key lives.
+pub fn pack_path(session: &SessionId, key: &str) -> Result<Path, StoreError> {
+    join(&[
+        "sessions",
+        session_segment(session.as_str())?,
+        "packs",
+        content_key(key)?,
+    ])
 }
 
 /// Where a payload with this content key lives.

@@ -4,11 +4,13 @@
 //! memory, or S3 (and any S3-compatible server), chosen by URL (see [`url`]).
 //!
 //! - [`open`] returns [`Backends`]: an `Arc<dyn MediaArchive>` and an `Arc<dyn StateStore>`
-//!   over the same store. State lives at `sessions/<id>/state.json`, media at
+//!   over the same store. State lives in a journal at `sessions/<id>/journal/` ([`journal`];
+//!   earlier builds' `sessions/<id>/state.json` still loads), media at
 //!   `sessions/<id>/media/<sha256>`, ref pointers at `sessions/<id>/refs/<ref>.json`
 //!   (see [`keys`]).
-//! - Media writes are content-addressed and create-if-absent ([`media`]); state writes are
-//!   atomic and conditional so concurrent writers never lose an update ([`state`]).
+//! - Media writes are content-addressed and create-if-absent ([`media`]); a state write
+//!   creates the session's next journal entry (what the turn changed, [`delta`]) only if no
+//!   other writer created it first, so concurrent writers never lose an update.
 //! - [`restore`] resolves a ref to the exact bytes the client sent, joining the session's
 //!   refs table with the archive index that `archive.spill` records.
 //! - [`conformance`] is the suite every backend runs; [`faults`] holds stores that fail on
@@ -16,9 +18,12 @@
 
 pub mod breaker;
 pub mod conformance;
+pub mod counting;
+pub mod delta;
 pub mod error;
 pub mod faults;
 pub mod index;
+pub mod journal;
 pub mod keys;
 pub mod media;
 pub mod restore;
@@ -41,6 +46,7 @@ pub use object_store;
 pub use breaker::{Breaker, BreakerConfig, BreakerStats};
 pub use error::{ArchiveError, RestoreError};
 pub use index::MediaRecord;
+pub use journal::{JournalConfig, JournalStateStore};
 pub use media::ObjectMediaArchive;
 pub use restore::{MediaListing, RestoredMedia, list_media, restore_media, restore_media_part};
 pub use retention::{GcReport, RetentionPolicy};
@@ -66,7 +72,7 @@ impl Backends {
     pub fn from_object_store(store: Arc<dyn ObjectStore>, backend: &'static str) -> Self {
         Backends {
             media: Arc::new(ObjectMediaArchive::new(Arc::clone(&store), backend)),
-            state: Arc::new(ObjectStateStore::new(Arc::clone(&store), backend)),
+            state: Arc::new(JournalStateStore::new(Arc::clone(&store), backend)),
             store,
             backend,
         }
@@ -96,9 +102,9 @@ impl Backends {
         Self::from_object_store(Arc::new(InMemory::new()), "memory")
     }
 
-    /// A local directory (created if missing). Media goes through object_store's
-    /// `LocalFileSystem`; state through [`LocalStateStore`], which does its own
-    /// compare-and-swap because `LocalFileSystem` has no conditional update.
+    /// A local directory (created if missing). Media and the state journal go through
+    /// object_store's `LocalFileSystem`, whose create-if-absent (a hard link) is the only
+    /// conditional write the journal needs.
     pub fn local(dir: impl Into<std::path::PathBuf>) -> Result<Self, ArchiveError> {
         let dir = dir.into();
         std::fs::create_dir_all(&dir).map_err(|source| ArchiveError::CreateDir {
@@ -122,7 +128,14 @@ impl Backends {
         ));
         Ok(Backends {
             media: Arc::new(ObjectMediaArchive::new(Arc::clone(&store), "file")),
-            state: Arc::new(LocalStateStore::new(dir)),
+            state: Arc::new(JournalStateStore::with_config(
+                Arc::clone(&store),
+                "file",
+                JournalConfig {
+                    local_root: Some(dir),
+                    ..JournalConfig::default()
+                },
+            )),
             store,
             backend: "file",
         })

@@ -13,7 +13,10 @@ use futures::TryStreamExt;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
-use foldwire_core::{ArchivedObject, MediaArchive, Ref, SessionId, StoreError, StoredContent};
+use foldwire_core::{
+    ArchivedObject, MediaArchive, PackLocation, Ref, SessionId, StoreError, StoredContent,
+    StoredPart,
+};
 
 use crate::keys;
 
@@ -206,4 +209,124 @@ impl MediaArchive for ObjectMediaArchive {
             .await
             .map_err(|e| backend_error(self.backend, "read media", e))
     }
+    async fn put_contents(
+        &self,
+        session: &SessionId,
+        items: Vec<(String, Bytes)>,
+    ) -> Result<Vec<StoredPart>, StoreError> {
+        let mut parts: Vec<StoredPart> = Vec::with_capacity(items.len());
+        // Payloads of the batch in pack order, each once (a turn may carry one twice).
+        let mut packed: Vec<(usize, Bytes)> = Vec::new();
+        let mut first_of: std::collections::HashMap<String, usize> =
+            std::collections::HashMap::new();
+        for (media_type, bytes) in items {
+            let key = keys::sha256_hex(&bytes);
+            let content = StoredContent {
+                key: key.clone(),
+                media_type,
+                size: bytes.len() as u64,
+            };
+            if let Some(&i) = first_of.get(&key) {
+                let location = parts[i].location.clone();
+                parts.push(StoredPart { content, location });
+                continue;
+            }
+            first_of.insert(key, parts.len());
+            packed.push((parts.len(), bytes));
+            parts.push(StoredPart {
+                content,
+                location: None,
+            });
+        }
+        // A batch of one is an object of its own, as `put_content` stores it.
+        if packed.len() == 1 {
+            for (i, bytes) in packed {
+                let media_type = parts[i].content.media_type.clone();
+                self.put_content(session, &media_type, bytes).await?;
+            }
+            return Ok(parts);
+        }
+        for group in pack_groups(&packed) {
+            let total: usize = group.iter().map(|(_, b)| b.len()).sum();
+            let mut pack = Vec::with_capacity(total);
+            let mut offsets = Vec::with_capacity(group.len());
+            for (i, bytes) in group {
+                offsets.push((*i, pack.len() as u64, bytes.len() as u64));
+                pack.extend_from_slice(bytes);
+            }
+            let pack_key = keys::sha256_hex(&pack);
+            let path = keys::pack_path(session, &pack_key)?;
+            let opts = PutOptions {
+                mode: PutMode::Create,
+                ..PutOptions::default()
+            };
+            match self
+                .store
+                .put_opts(&path, PutPayload::from(pack), opts)
+                .await
+            {
+                Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
+                Err(e) => return Err(backend_error(self.backend, "put pack", e)),
+            }
+            for (i, offset, size) in offsets {
+                let location = PackLocation {
+                    pack: pack_key.clone(),
+                    offset,
+                    size,
+                };
+                parts[i].location = Some(location);
+            }
+        }
+        // Duplicates point where their first copy went.
+        for i in 0..parts.len() {
+            if parts[i].location.is_none()
+                && let Some(&first) = first_of.get(&parts[i].content.key)
+                && first != i
+            {
+                parts[i].location = parts[first].location.clone();
+            }
+        }
+        Ok(parts)
+    }
+
+    async fn get_packed(
+        &self,
+        session: &SessionId,
+        key: &str,
+        location: &PackLocation,
+    ) -> Result<Bytes, StoreError> {
+        keys::content_key(key)?;
+        let path = keys::pack_path(session, &location.pack)?;
+        let range = location.offset..location.offset.saturating_add(location.size);
+        match self.store.get_range(&path, range).await {
+            Ok(bytes) => Ok(bytes),
+            // Not in its pack (never written there, or collected): the payload may still be
+            // an object of its own.
+            Err(object_store::Error::NotFound { .. }) => self.get_content(session, key).await,
+            Err(e) => Err(backend_error(self.backend, "get pack range", e)),
+        }
+    }
+}
+
+/// Largest pack written in one put; a bigger batch is split at payload boundaries.
+pub const MAX_PACK_BYTES: usize = 32 << 20;
+
+/// Splits a batch into packs of at most [`MAX_PACK_BYTES`] (a payload larger than that is a
+/// pack of its own).
+fn pack_groups(items: &[(usize, Bytes)]) -> Vec<&[(usize, Bytes)]> {
+    let mut groups = Vec::new();
+    let mut start = 0;
+    let mut size = 0;
+    for (i, (_, bytes)) in items.iter().enumerate() {
+        if i > start && size + bytes.len() > MAX_PACK_BYTES {
+            groups.push(&items[start..i]);
+            start = i;
+            size = 0;
+        }
+        size += bytes.len();
+    }
+    if start < items.len() {
+        groups.push(&items[start..]);
+    }
+    groups
 }

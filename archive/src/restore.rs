@@ -144,7 +144,7 @@ pub async fn restore_media_part(
             part,
             count,
         })?;
-    let bytes = archive.get_content(session, &rec.key).await?;
+    let bytes = index::read_content(archive, state, session, &rec.key).await?;
     // Content addressing makes corruption detectable: never hand back bytes that differ.
     let actual = keys::sha256_hex(&bytes);
     if actual != rec.key {

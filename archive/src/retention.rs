@@ -2,10 +2,11 @@
 //!
 //! Two rules, each optional:
 //! - a **session idle** longer than [`RetentionPolicy::session_idle`] (no state write since) is
-//!   removed whole: its state first, so a crash half-way leaves an orphan, never a state that
+//!   removed whole: its state (journal entries, newest first) first, so a crash half-way leaves an orphan, never a state that
 //!   points at removed media; then its archive, ref pointers and anything else under it;
 //! - in a live session, an archived **object nothing points to** (no block's originals, no
-//!   entry of the state's archive index or originals map, no ref pointer) that is older than
+//!   entry of the state's archive index or originals map in any journal entry, no ref
+//!   pointer) that is older than
 //!   [`RetentionPolicy::media_age`] is removed: payloads a turn spilled before it failed open,
 //!   writes a killed process left half-done. An object a live state, block or ref points to is
 //!   never removed, however old.
@@ -75,11 +76,13 @@ pub struct GcReport {
 /// Everything stored under one session prefix.
 #[derive(Default)]
 struct SessionObjects {
-    state: Option<ObjectMeta>,
+    /// The state: journal entries and an earlier build's `state.json`.
+    state: Vec<ObjectMeta>,
     others: Vec<ObjectMeta>,
 }
 
-/// The session segment of a key under `sessions/`, and whether it is the state document.
+/// The session segment of a key under `sessions/`, and whether it holds state (a journal
+/// entry, or the state document of an earlier build).
 fn classify(location: &Path) -> Option<(String, bool)> {
     let mut parts = location.parts();
     if parts.next()?.as_ref() != "sessions" {
@@ -87,7 +90,13 @@ fn classify(location: &Path) -> Option<(String, bool)> {
     }
     let session = parts.next()?.as_ref().to_owned();
     let rest: Vec<_> = parts.collect();
-    let is_state = rest.len() == 1 && rest[0].as_ref() == "state.json";
+    let is_state = match rest.as_slice() {
+        [name] => name.as_ref() == "state.json",
+        [folder, _] => {
+            folder.as_ref() == "journal" && crate::journal::entry_seq(location).is_some()
+        }
+        _ => false,
+    };
     Some((session, is_state))
 }
 
@@ -144,7 +153,7 @@ pub async fn collect(
         };
         let entry = sessions.entry(session).or_default();
         if is_state {
-            entry.state = Some(meta);
+            entry.state.push(meta);
         } else {
             entry.others.push(meta);
         }
@@ -164,9 +173,11 @@ pub async fn collect(
             _ => false,
         };
         if idle {
-            // State first: from this point the session starts afresh, and nothing that
-            // remains is pointed at.
-            let all = objects.state.iter().chain(&objects.others);
+            // State first, newest entry first: a collection stopped half-way leaves an
+            // older state whose payloads are all still there (they go last), or none.
+            let mut state = objects.state.clone();
+            state.sort_by(|a, b| b.location.cmp(&a.location));
+            let all = state.iter().chain(&objects.others);
             for meta in all {
                 remove(store, meta, dry_run, &mut report).await;
             }
@@ -202,10 +213,11 @@ pub async fn collect(
     Ok(report)
 }
 
-/// `sessions/<id>/media/<key>`, or a write a killed process left beside one.
+/// `sessions/<id>/media/<key>` or `sessions/<id>/packs/<key>`, or a write a killed process
+/// left beside one.
 fn is_media(location: &Path) -> bool {
     let parts: Vec<_> = location.parts().collect();
-    parts.len() == 4 && parts[2].as_ref() == "media"
+    parts.len() == 4 && matches!(parts[2].as_ref(), "media" | "packs")
 }
 
 /// Every content key the session's state and ref pointers name, or `None` (with the error
@@ -218,23 +230,37 @@ async fn references(
     report: &mut GcReport,
 ) -> Option<BTreeSet<String>> {
     let mut keys = BTreeSet::new();
-    if let Some(state_meta) = &objects.state {
+    // Every entry of the journal, superseded ones too: a superset of what the live state
+    // names, so nothing it names can be missed.
+    for state_meta in &objects.state {
         let read = async {
             let bytes = store.get(&state_meta.location).await?.bytes().await?;
             Ok::<_, object_store::Error>(bytes)
         };
-        match read.await {
-            Ok(bytes) => match serde_json::from_slice::<serde_json::Value>(&bytes) {
-                Ok(raw) => keys.extend(referenced_by_state(&raw)),
-                Err(e) => {
-                    report
-                        .errors
-                        .push(format!("{segment}: unreadable state: {e}"));
-                    return None;
-                }
-            },
+        let bytes = match read.await {
+            Ok(bytes) => bytes,
+            // Superseded by a compaction since the listing: what it named is in a newer one.
+            Err(object_store::Error::NotFound { .. })
+                if state_meta.location.as_ref().contains("/journal/") =>
+            {
+                continue;
+            }
             Err(e) => {
                 report.errors.push(format!("{segment}: reading state: {e}"));
+                return None;
+            }
+        };
+        let document = if crate::journal::entry_seq(&state_meta.location).is_some() {
+            crate::journal::entry_body(&bytes)
+        } else {
+            &bytes[..]
+        };
+        match serde_json::from_slice::<serde_json::Value>(document) {
+            Ok(raw) => keys.extend(referenced_by_state(&raw)),
+            Err(e) => {
+                report
+                    .errors
+                    .push(format!("{segment}: unreadable state: {e}"));
                 return None;
             }
         }

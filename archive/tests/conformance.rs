@@ -59,12 +59,15 @@ async fn local_backend_conforms() {
     conformance::state_round_trip(&b, &tag()).await.unwrap();
     let sessions = dir.path().join("nested/archive/sessions");
     assert!(sessions.is_dir());
-    let any_state = std::fs::read_dir(&sessions)
-        .unwrap()
-        .any(|e| e.unwrap().path().join("state.json").is_file());
+    let any_state = std::fs::read_dir(&sessions).unwrap().any(|e| {
+        e.unwrap()
+            .path()
+            .join("journal/00000000000000000001.json")
+            .is_file()
+    });
     assert!(
         any_state,
-        "no sessions/<id>/state.json under {}",
+        "no sessions/<id>/journal/00000000000000000001.json under {}",
         sessions.display()
     );
     conformance::run_all(&b, &tag()).await.unwrap();
@@ -158,34 +161,52 @@ async fn bad_urls_fail_with_a_clear_message() {
     assert!(err.contains("nonsense"), "{err}");
 }
 
-/// A writer killed between creating its temp file and renaming it leaves the temp behind;
-/// the next save of that session removes it, and the state is the last one saved.
+/// A writer killed half-way leaves a staged entry (`<entry>#<n>`) in the journal folder, and
+/// earlier builds left `.state.json.*.tmp` files; the next compaction removes both once they
+/// are older than the grace, along with the entries it superseded, and the state is the last
+/// one saved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn local_saves_remove_what_killed_writers_left() {
-    use foldwire_core::{SessionId, SessionState};
+async fn local_compactions_remove_what_killed_writers_left() {
+    use foldwire_archive::{JournalConfig, JournalStateStore};
+    use foldwire_core::{SessionId, SessionState, StateStore};
     let dir = tempfile::tempdir().unwrap();
     let b = Backends::local(dir.path()).unwrap();
+    let store = JournalStateStore::with_config(
+        Arc::clone(&b.store),
+        "file",
+        JournalConfig {
+            grace: std::time::Duration::ZERO,
+            local_root: Some(dir.path().to_owned()),
+            ..JournalConfig::default()
+        },
+    );
     let session = SessionId::new("crashed").unwrap();
     let mut state = SessionState::new(session.clone());
-    let v1 = b.state.save(&session, &state, None).await.unwrap();
+    let v1 = store.save(&session, &state, None).await.unwrap();
     let session_dir = dir.path().join("sessions/crashed");
-    let leftovers = [".state.json.4242.0.tmp", ".state.json.17.3.tmp"];
-    for name in leftovers {
-        std::fs::write(session_dir.join(name), b"{half a state").unwrap();
+    let journal = session_dir.join("journal");
+    let leftovers = [
+        journal.join("00000000000000000002.json#17"),
+        session_dir.join(".state.json.4242.0.tmp"),
+    ];
+    for path in &leftovers {
+        std::fs::write(path, b"{half a state").unwrap();
     }
     state.turns = 7;
-    b.state.save(&session, &state, Some(&v1)).await.unwrap();
-    let names: Vec<String> = std::fs::read_dir(&session_dir)
+    // A whole-state save is a compaction.
+    store.save(&session, &state, Some(&v1)).await.unwrap();
+    for path in &leftovers {
+        assert!(!path.exists(), "{} is still there", path.display());
+    }
+    let names: Vec<String> = std::fs::read_dir(&journal)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    for name in leftovers {
-        assert!(
-            !names.contains(&name.to_owned()),
-            "{name} is still there: {names:?}"
-        );
-    }
-    assert!(names.contains(&"state.json".to_owned()));
+    assert_eq!(
+        names,
+        ["00000000000000000002.json"],
+        "superseded entry 1 stays"
+    );
     assert_eq!(b.state.load(&session).await.unwrap().unwrap().0.turns, 7);
 }
 

@@ -12,6 +12,7 @@ use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _};
 use foldwire_core::{
     Conversation, Registry, SessionId, SessionState, StageCx, StateVersion, Turn, Wire,
 };
+use futures::{StreamExt as _, TryStreamExt as _};
 use serde::{Deserialize, Serialize};
 
 use crate::setup;
@@ -145,15 +146,264 @@ impl OfflineSession {
     }
 }
 
-/// Where a session's last request is kept, beside its state: one object, overwritten every
-/// turn, so a long session keeps one body and not one per turn.
+/// Where a session's last request is kept, beside its state: the base object, overwritten
+/// when a new base is written.
 fn last_request_path(session: &SessionId) -> ObjectPath {
     ObjectPath::from(format!("sessions/{}/{LAST_REQUEST}", session.as_str()))
 }
 
+/// The folder of the per-turn deltas over the base (see [`LastRequests`]).
+fn deltas_prefix(session: &SessionId) -> ObjectPath {
+    ObjectPath::from(format!("sessions/{}/{LAST_REQUEST}.d", session.as_str()))
+}
+
+fn delta_path(session: &SessionId, seq: u64) -> ObjectPath {
+    ObjectPath::from(format!(
+        "sessions/{}/{LAST_REQUEST}.d/{seq:020}",
+        session.as_str()
+    ))
+}
+
+/// Deltas over one base before the next request is written whole (bounds what a session
+/// command reads).
+const MAX_DELTAS: u64 = 256;
+/// Request bodies kept in memory to diff the next one against, over all sessions; past it
+/// the cache starts over (the next request of each session is written whole).
+const MAX_CACHED_BYTES: u64 = 256 << 20;
+
+/// The header line of a delta object.
+#[derive(Debug, Serialize, Deserialize)]
+struct DeltaHeader {
+    /// The id of the base this delta chain starts from.
+    base: String,
+    /// Position in the chain, from 1.
+    seq: u64,
+    /// Length of the request the delta applies to.
+    prev_len: u64,
+    /// Bytes kept from the start of that request.
+    prefix: u64,
+    /// Bytes kept from its end.
+    suffix: u64,
+}
+
+/// The request a session last recorded, as this process wrote it.
+struct Chain {
+    /// The base's id.
+    id: String,
+    wire: Wire,
+    body: Bytes,
+    /// Deltas written over the base.
+    seq: u64,
+    /// Bytes of those deltas.
+    bytes: u64,
+}
+
+/// One session's slot: the newest ticket recorded and the chain in hand.
+#[derive(Default)]
+struct Kept {
+    ticket: u64,
+    chain: Option<Chain>,
+}
+
+/// Keeps each session's last request for the session commands (`inspect`, `fold`), writing
+/// per turn only what changed: a client resends its whole history, so a request is the
+/// previous one with a stretch replaced (the new messages, a moved cache marker). A turn
+/// writes one delta object holding that stretch (created with create-if-absent, so two
+/// replicas cannot both extend one chain); when the deltas weigh as much as the request (or
+/// after [`MAX_DELTAS`]), the request is written whole as a new base and the old deltas go.
+/// A reader applies the deltas that name the base, in order, and stops at the first that
+/// does not fit, so a race or a half-done clean-up shows an older request, never a mix.
+#[derive(Clone)]
+pub struct LastRequests {
+    store: Arc<dyn ObjectStore>,
+    sessions: Arc<dashmap::DashMap<SessionId, Arc<tokio::sync::Mutex<Kept>>>>,
+    tickets: Arc<std::sync::atomic::AtomicU64>,
+    cached: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl std::fmt::Debug for LastRequests {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LastRequests")
+            .field("sessions", &self.sessions.len())
+            .finish()
+    }
+}
+
+impl LastRequests {
+    /// A recorder over the state location's object store.
+    pub fn new(store: Arc<dyn ObjectStore>) -> Self {
+        LastRequests {
+            store,
+            sessions: Arc::new(dashmap::DashMap::new()),
+            tickets: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            cached: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+        }
+    }
+
+    /// A ticket taken in request order, before the recording is handed to a task: a
+    /// recording that runs after a newer one of its session is dropped.
+    pub fn ticket(&self) -> u64 {
+        self.tickets
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+            + 1
+    }
+
+    /// Records `body` as the session's last request (see the type's docs).
+    ///
+    /// # Errors
+    /// The store refused the write; the session commands then see an older request.
+    pub async fn record(
+        &self,
+        ticket: u64,
+        session: &SessionId,
+        wire: Wire,
+        body: &Bytes,
+    ) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        let slot = Arc::clone(self.sessions.entry(session.clone()).or_default().value());
+        let mut kept = slot.lock().await;
+        if ticket <= kept.ticket {
+            return Ok(());
+        }
+        let old_len = kept.chain.as_ref().map_or(0, |c| c.body.len() as u64);
+        let next = match kept.chain.take() {
+            Some(chain) => self.extend(session, chain, wire, body).await?,
+            None => None,
+        };
+        let next = match next {
+            Some(chain) => chain,
+            None => self.write_base(session, wire, body).await?,
+        };
+        kept.ticket = ticket;
+        kept.chain = Some(next);
+        drop(kept);
+        let grown = body.len() as u64;
+        let now = self.cached.fetch_add(grown, Ordering::SeqCst) + grown;
+        let _ = self
+            .cached
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |c| {
+                Some(c.saturating_sub(old_len))
+            });
+        if now.saturating_sub(old_len) > MAX_CACHED_BYTES {
+            // Start over: each session's next request is written whole.
+            self.sessions.clear();
+            self.cached.store(0, Ordering::SeqCst);
+        }
+        Ok(())
+    }
+
+    /// Writes the change from the chain's request to `body` as the next delta; `None` when
+    /// the request should be written whole instead.
+    async fn extend(
+        &self,
+        session: &SessionId,
+        chain: Chain,
+        wire: Wire,
+        body: &Bytes,
+    ) -> Result<Option<Chain>> {
+        if chain.wire != wire || chain.seq + 1 >= MAX_DELTAS {
+            return Ok(None);
+        }
+        let (prefix, suffix) = common_ends(&chain.body, body);
+        let middle = &body[prefix..body.len() - suffix];
+        let header = DeltaHeader {
+            base: chain.id.clone(),
+            seq: chain.seq + 1,
+            prev_len: chain.body.len() as u64,
+            prefix: prefix as u64,
+            suffix: suffix as u64,
+        };
+        let mut payload = serde_json::to_vec(&header)?;
+        payload.push(b'\n');
+        payload.extend_from_slice(middle);
+        // Deltas that weigh as much as the request: write it whole (that costs no more).
+        if chain.bytes + payload.len() as u64 > body.len() as u64 {
+            return Ok(None);
+        }
+        let size = payload.len() as u64;
+        let opts = foldwire_archive::object_store::PutOptions {
+            mode: foldwire_archive::object_store::PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .store
+            .put_opts(&delta_path(session, header.seq), payload.into(), opts)
+            .await
+        {
+            Ok(_) => Ok(Some(Chain {
+                body: body.clone(),
+                seq: header.seq,
+                bytes: chain.bytes + size,
+                ..chain
+            })),
+            // Another replica extended this chain: start a new one.
+            Err(foldwire_archive::object_store::Error::AlreadyExists { .. }) => Ok(None),
+            Err(e) => Err(anyhow::Error::new(e)
+                .context(format!("keeping the last request of session {session}"))),
+        }
+    }
+
+    /// Writes `body` whole as a new base and removes the old deltas.
+    async fn write_base(&self, session: &SessionId, wire: Wire, body: &Bytes) -> Result<Chain> {
+        let id = base_id();
+        store_last_request_with_id(self.store.as_ref(), session, wire, body, Some(&id)).await?;
+        let listed: Vec<_> = self
+            .store
+            .list(Some(&deltas_prefix(session)))
+            .map_ok(|m| m.location)
+            .collect::<Vec<_>>()
+            .await;
+        let doomed: Vec<_> = listed.into_iter().filter_map(Result::ok).map(Ok).collect();
+        if !doomed.is_empty() {
+            // Best effort: a delta left behind names another base and is never applied.
+            let _ = self
+                .store
+                .delete_stream(futures::stream::iter(doomed).boxed())
+                .collect::<Vec<_>>()
+                .await;
+        }
+        Ok(Chain {
+            id,
+            wire,
+            body: body.clone(),
+            seq: 0,
+            bytes: 0,
+        })
+    }
+}
+
+/// A base id no other writer picks: time, process and a counter.
+fn base_id() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{nanos:x}-{:x}-{:x}",
+        std::process::id(),
+        COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
+}
+
+/// Lengths of the longest common prefix and suffix of `a` and `b` that do not overlap in
+/// either.
+fn common_ends(a: &[u8], b: &[u8]) -> (usize, usize) {
+    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let room = a.len().min(b.len()) - prefix;
+    let suffix = a
+        .iter()
+        .rev()
+        .zip(b.iter().rev())
+        .take(room)
+        .take_while(|(x, y)| x == y)
+        .count();
+    (prefix, suffix)
+}
+
 /// Keeps a request `foldwire run` or `foldwire serve` processed as the session's last, so
 /// `inspect` and `fold` see what the model saw whichever way the session was made. The
-/// object is the wire's name, a newline, then the body exactly as received.
+/// object is the wire's name, a newline, then the body exactly as received. (`serve` goes
+/// through [`LastRequests`], which writes per turn only what changed.)
 ///
 /// # Errors
 /// The store refused the write.
@@ -163,8 +413,24 @@ pub async fn store_last_request(
     wire: Wire,
     body: &Bytes,
 ) -> Result<()> {
-    let mut payload = Vec::with_capacity(wire.as_str().len() + 1 + body.len());
+    store_last_request_with_id(store, session, wire, body, None).await
+}
+
+/// [`store_last_request`], naming the base a delta chain may extend (`<wire> <id>` on the
+/// first line).
+async fn store_last_request_with_id(
+    store: &dyn ObjectStore,
+    session: &SessionId,
+    wire: Wire,
+    body: &Bytes,
+    id: Option<&str>,
+) -> Result<()> {
+    let mut payload = Vec::with_capacity(wire.as_str().len() + 40 + body.len());
     payload.extend_from_slice(wire.as_str().as_bytes());
+    if let Some(id) = id {
+        payload.push(b' ');
+        payload.extend_from_slice(id.as_bytes());
+    }
     payload.push(b'\n');
     payload.extend_from_slice(body);
     store
@@ -174,7 +440,8 @@ pub async fn store_last_request(
     Ok(())
 }
 
-/// The session's last request and its wire, when one was kept.
+/// The session's last request and its wire, when one was kept: the base, then the deltas
+/// that extend it in order (up to the first that does not fit).
 ///
 /// # Errors
 /// The store failed, or the object is not one [`store_last_request`] wrote.
@@ -194,11 +461,70 @@ pub async fn load_last_request(
         .iter()
         .position(|&b| b == b'\n')
         .ok_or_else(|| anyhow!("the last request of session {session} has no wire line"))?;
-    let wire: Wire = std::str::from_utf8(&bytes[..newline])
+    let first = std::str::from_utf8(&bytes[..newline]).unwrap_or_default();
+    let (wire_name, id) = match first.split_once(' ') {
+        Some((w, id)) => (w, Some(id)),
+        None => (first, None),
+    };
+    let wire: Wire = wire_name
+        .parse()
         .ok()
-        .and_then(|w| w.parse().ok())
         .ok_or_else(|| anyhow!("the last request of session {session} names no known wire"))?;
-    Ok(Some((wire, bytes.slice(newline + 1..))))
+    let mut body = bytes.slice(newline + 1..);
+    if let Some(id) = id {
+        body = apply_deltas(store, session, id, body).await?;
+    }
+    Ok(Some((wire, body)))
+}
+
+/// Applies the deltas over base `id` in order, stopping at the first missing or misfit one.
+async fn apply_deltas(
+    store: &dyn ObjectStore,
+    session: &SessionId,
+    id: &str,
+    mut body: Bytes,
+) -> Result<Bytes> {
+    let mut seqs: Vec<u64> = store
+        .list(Some(&deltas_prefix(session)))
+        .try_collect::<Vec<_>>()
+        .await
+        .with_context(|| format!("listing the last request of session {session}"))?
+        .into_iter()
+        .filter_map(|m| m.location.filename().and_then(|f| f.parse().ok()))
+        .collect();
+    seqs.sort_unstable();
+    for (want, seq) in (1u64..).zip(seqs) {
+        if seq != want {
+            break;
+        }
+        let raw = match store.get(&delta_path(session, seq)).await {
+            Ok(r) => r.bytes().await?,
+            Err(foldwire_archive::object_store::Error::NotFound { .. }) => break,
+            Err(e) => return Err(anyhow::Error::new(e)),
+        };
+        let Some(newline) = raw.iter().position(|&b| b == b'\n') else {
+            break;
+        };
+        let Ok(header) = serde_json::from_slice::<DeltaHeader>(&raw[..newline]) else {
+            break;
+        };
+        let len = body.len() as u64;
+        if header.base != id
+            || header.seq != seq
+            || header.prev_len != len
+            || header.prefix.saturating_add(header.suffix) > len
+        {
+            break;
+        }
+        let (prefix, suffix) = (header.prefix as usize, header.suffix as usize);
+        let middle = &raw[newline + 1..];
+        let mut next = Vec::with_capacity(prefix + middle.len() + suffix);
+        next.extend_from_slice(&body[..prefix]);
+        next.extend_from_slice(middle);
+        next.extend_from_slice(&body[body.len() - suffix..]);
+        body = Bytes::from(next);
+    }
+    Ok(body)
 }
 
 /// An empty view of a session's wire, for sessions with no recorded request: refs and

@@ -1,8 +1,9 @@
 //! Stage `archive.spill`: writes every archivable media payload to the session's archive
 //! before any stage can fold it off the wire.
 //!
-//! `refs.mint` runs after this stage, so payloads are stored by content
-//! ([`MediaArchive::put_content`], create-if-absent) and recorded in the session's archive
+//! `refs.mint` runs after this stage, so payloads are stored by content, the turn's payloads
+//! as one batch ([`foldwire_core::MediaArchive::put_contents`]: one pack object,
+//! create-if-absent, each payload's place in it noted in its record) and recorded in the session's archive
 //! index by unit fingerprint and JSON pointer ([`foldwire_archive::index`]); the ref is
 //! joined in through the refs table once minted, and
 //! [`foldwire_archive::restore_media`] resolves ref → fingerprint → bytes. A payload already
@@ -18,9 +19,8 @@ use serde::{Deserialize, Serialize};
 
 use foldwire_archive::index::{self, MediaRecord};
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaArchive, MediaClass, Message,
-    MessageKind, Origin, Pin, SessionId, SessionState, Stage, StageCx, StageError, Turn,
-    async_trait,
+    BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, Message, MessageKind,
+    Origin, Pin, SessionId, SessionState, Stage, StageCx, StageError, Turn, async_trait,
 };
 
 use crate::media_classify::InlinePayload;
@@ -87,8 +87,10 @@ impl Stage for ArchiveSpill {
         let attached = index::attach_refs(state);
         report.count("archive.refs_attached", attached as u64);
 
-        let mut missing: Vec<String> = Vec::new();
-        for (position, message) in conversation.messages.iter_mut().enumerate() {
+        // Every payload of the turn still to store, decoded, then written as one batch
+        // (one pack object) rather than one object per payload.
+        let mut plans: Vec<(usize, UnitPlan)> = Vec::new();
+        for (position, message) in conversation.messages.iter().enumerate() {
             if message.origin != Origin::Client
                 || !message
                     .media
@@ -97,7 +99,58 @@ impl Stage for ArchiveSpill {
             {
                 continue;
             }
-            let outcome = spill_unit(cx, session, state, message).await;
+            plans.push((position, plan_unit(state, message)));
+        }
+        let batch: Vec<(String, bytes::Bytes)> = plans
+            .iter()
+            .flat_map(|(_, plan)| plan.payloads.iter())
+            .map(|p| (p.media_type.clone(), p.bytes.clone()))
+            .collect();
+        let written = if batch.is_empty() {
+            Ok(Vec::new())
+        } else {
+            write_batch(cx, session, batch).await
+        };
+        let mut parts = match &written {
+            Ok(parts) => parts.clone().into_iter(),
+            Err(_) => Vec::new().into_iter(),
+        };
+
+        let mut missing: Vec<String> = Vec::new();
+        for (position, plan) in plans {
+            let mut outcome = UnitOutcome {
+                already: plan.already,
+                failures: plan.failures,
+                ..UnitOutcome::default()
+            };
+            let message = &mut conversation.messages[position];
+            for payload in plan.payloads {
+                match (&written, parts.next()) {
+                    (Ok(_), Some(part)) => {
+                        outcome.stored += 1;
+                        outcome.bytes += part.content.size;
+                        index::record_at(
+                            state,
+                            &MediaRecord {
+                                message: message.id.clone(),
+                                pointer: payload.pointer.clone(),
+                                key: part.content.key,
+                                media_type: part.content.media_type,
+                                size: part.content.size,
+                                r#ref: index::ref_of(state, &message.id),
+                            },
+                            part.location.as_ref(),
+                        );
+                    }
+                    (Err(why), _) => outcome
+                        .failures
+                        .push(format!("{} at {}: {why}", payload.kind, payload.pointer)),
+                    (Ok(_), None) => outcome.failures.push(format!(
+                        "{} at {}: the archive answered fewer parts than it was given",
+                        payload.kind, payload.pointer
+                    )),
+                }
+            }
             report.count("archive.stored", outcome.stored);
             report.count("archive.stored_bytes", outcome.bytes);
             report.count("archive.already_stored", outcome.already);
@@ -136,14 +189,26 @@ impl Stage for ArchiveSpill {
     }
 }
 
-/// Stores the archivable payloads of one unit that are not stored yet.
-async fn spill_unit(
-    cx: &StageCx,
-    session: &SessionId,
-    state: &mut SessionState,
-    message: &Message,
-) -> UnitOutcome {
-    let mut outcome = UnitOutcome::default();
+/// One payload of a unit, decoded and ready to store.
+struct Payload {
+    kind: String,
+    pointer: String,
+    media_type: String,
+    bytes: bytes::Bytes,
+}
+
+/// What a unit brings to the turn's batch: payloads to store, payloads already stored, and
+/// payloads that could not be read.
+#[derive(Default)]
+struct UnitPlan {
+    payloads: Vec<Payload>,
+    already: u64,
+    failures: Vec<String>,
+}
+
+/// Decodes the archivable payloads of one unit that are not stored yet.
+fn plan_unit(state: &SessionState, message: &Message) -> UnitPlan {
+    let mut plan = UnitPlan::default();
     let pending: Vec<_> = message
         .media
         .iter()
@@ -151,62 +216,43 @@ async fn spill_unit(
         .filter(|m| {
             let done = index::is_archived(state, &message.id, &m.pointer);
             if done {
-                outcome.already += 1;
+                plan.already += 1;
             }
             !done
         })
         .collect();
     if pending.is_empty() {
-        return outcome;
+        return plan;
     }
-    let Some(archive) = cx.archive.as_ref() else {
-        outcome
-            .failures
-            .push("no media archive is configured".to_owned());
-        return outcome;
-    };
     let unit: serde_json::Value = match serde_json::from_slice(&message.raw) {
         Ok(v) => v,
         Err(e) => {
-            outcome
-                .failures
+            plan.failures
                 .push(format!("its raw bytes are not JSON: {e}"));
-            return outcome;
+            return plan;
         }
     };
     for media in pending {
-        match store_one(cx, archive.as_ref(), session, &unit, media).await {
-            Ok((key, media_type, size)) => {
-                outcome.stored += 1;
-                outcome.bytes += size;
-                index::record(
-                    state,
-                    &MediaRecord {
-                        message: message.id.clone(),
-                        pointer: media.pointer.clone(),
-                        key,
-                        media_type,
-                        size,
-                        r#ref: index::ref_of(state, &message.id),
-                    },
-                );
-            }
-            Err(why) => outcome
+        match decode_one(&unit, media) {
+            Ok((media_type, bytes)) => plan.payloads.push(Payload {
+                kind: media.kind.to_string(),
+                pointer: media.pointer.clone(),
+                media_type,
+                bytes,
+            }),
+            Err(why) => plan
                 .failures
                 .push(format!("{} at {}: {why}", media.kind, media.pointer)),
         }
     }
-    outcome
+    plan
 }
 
-/// Decodes one payload and writes it within the archive timeout.
-async fn store_one(
-    cx: &StageCx,
-    archive: &dyn MediaArchive,
-    session: &SessionId,
+/// Decodes one payload.
+fn decode_one(
     unit: &serde_json::Value,
     media: &foldwire_core::MediaRef,
-) -> Result<(String, String, u64), String> {
+) -> Result<(String, bytes::Bytes), String> {
     let text = unit
         .pointer(&media.pointer)
         .and_then(serde_json::Value::as_str)
@@ -216,13 +262,20 @@ async fn store_one(
     let media_type = payload
         .media_type
         .unwrap_or_else(|| "application/octet-stream".to_owned());
-    match tokio::time::timeout(
-        cx.archive_timeout,
-        archive.put_content(session, &media_type, bytes),
-    )
-    .await
-    {
-        Ok(Ok(stored)) => Ok((stored.key, stored.media_type, stored.size)),
+    Ok((media_type, bytes))
+}
+
+/// Writes the turn's payloads as one batch within the archive timeout.
+async fn write_batch(
+    cx: &StageCx,
+    session: &SessionId,
+    batch: Vec<(String, bytes::Bytes)>,
+) -> Result<Vec<foldwire_core::StoredPart>, String> {
+    let Some(archive) = cx.archive.as_ref() else {
+        return Err("no media archive is configured".to_owned());
+    };
+    match tokio::time::timeout(cx.archive_timeout, archive.put_contents(session, batch)).await {
+        Ok(Ok(parts)) => Ok(parts),
         Ok(Err(e)) => Err(format!("archive write failed: {e}")),
         Err(_) => Err(format!(
             "archive write timed out after {} ms",

@@ -244,6 +244,110 @@ async fn the_fold_stage_archives_originals_and_warns_when_it_cannot() {
     }
 }
 
+/// A first turn that folds most of a long session writes its originals as one archive
+/// object, not one per unit, and every one restores byte-identical; originals stored one
+/// object each (earlier builds, no pack in their index entries) still restore.
+#[tokio::test]
+async fn a_turns_originals_go_out_as_one_object_and_old_layouts_still_restore() {
+    use foldwire_archive::counting::CountingStore;
+    let mut c = Conv::new(Wire::Anthropic);
+    for i in 0..100 {
+        c.user(&sized(&format!("question {i}"), 120))
+            .assistant(&sized(&format!("answer {i}"), 200));
+    }
+    c.user("latest");
+    let view = minted(&c, &mut SessionState::new(session()));
+    let fold_all = |state: &mut SessionState| {
+        let result = apply_compression(
+            state,
+            &view,
+            &[CompressRequest {
+                start: AnyRef::Message(Ref(1)),
+                end: AnyRef::Message(Ref(190)),
+                summary: "most of it".into(),
+                topic: None,
+                author: None,
+                max_summary_chars: None,
+            }],
+            &open_config(),
+            &CharEstimator,
+        );
+        assert_eq!(result.blocks_created.len(), 1, "{result:?}");
+    };
+
+    let dir = tempfile::tempdir().unwrap();
+    let local = Backends::local(dir.path()).unwrap();
+    let counting = Arc::new(CountingStore::new(Arc::clone(&local.store)));
+    let backends = Backends::from_object_store(counting.clone(), "file");
+    let mut state = SessionState::new(session());
+    let _ = minted(&c, &mut state);
+    fold_all(&mut state);
+    let units = state.originals.len();
+    assert!(units >= 190, "{units}");
+    let done = archive_originals(
+        &mut state,
+        backends.media.as_ref(),
+        &session(),
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(done.stored.len(), units, "{:?}", done.failed);
+    assert_eq!(counting.counts().puts, 1, "{units} originals, one object");
+    // Read back from the directory by a fresh handle: byte-identical.
+    let reopened = Backends::local(dir.path()).unwrap();
+    let id = state.blocks[0].id;
+    let back = restore_with_archive(&state, reopened.media.as_ref(), &session(), id, false)
+        .await
+        .unwrap();
+    assert_eq!(back.units.len(), units);
+    for unit in &back.units {
+        assert_eq!(unit.raw.as_bytes(), raw_of(&view, unit.r#ref));
+    }
+
+    // The layout of earlier builds: each original an object of its own, index entries
+    // without a pack.
+    let old_dir = tempfile::tempdir().unwrap();
+    let old = Backends::local(old_dir.path()).unwrap();
+    let mut old_state = SessionState::new(session());
+    let _ = minted(&c, &mut old_state);
+    fold_all(&mut old_state);
+    let originals = std::mem::take(&mut old_state.originals);
+    for (r, raw) in &originals {
+        let stored = old
+            .media
+            .put_content(
+                &session(),
+                foldwire_stages::kernel::originals::ORIGINAL_MEDIA_TYPE,
+                raw.clone().into_bytes().into(),
+            )
+            .await
+            .unwrap();
+        let mut item = foldwire_core::state::ArchivedItem {
+            r#ref: Some(*r),
+            key: stored.key,
+            media_type: stored.media_type,
+            size: stored.size,
+            ..Default::default()
+        };
+        item.extra
+            .insert("original".into(), serde_json::Value::Bool(true));
+        old_state.archive.push(item);
+    }
+    let media_dir = old_dir.path().join("sessions/s1/media");
+    assert_eq!(
+        std::fs::read_dir(&media_dir).unwrap().count(),
+        originals.len()
+    );
+    let reopened = Backends::local(old_dir.path()).unwrap();
+    let back = restore_with_archive(&old_state, reopened.media.as_ref(), &session(), id, false)
+        .await
+        .unwrap();
+    assert_eq!(back.units.len(), originals.len());
+    for unit in &back.units {
+        assert_eq!(unit.raw.as_bytes(), raw_of(&view, unit.r#ref));
+    }
+}
+
 #[tokio::test]
 async fn restore_with_archive_refuses_missing_or_tampered_originals() {
     use foldwire_archive::object_store::{ObjectStoreExt, PutPayload};
@@ -262,11 +366,23 @@ async fn restore_with_archive_refuses_missing_or_tampered_originals() {
     let first = state.blocks[0].direct[0];
     let key = original_key(&state, first).unwrap().to_owned();
 
-    // Bytes that changed under their key are refused, never handed back.
-    let path = foldwire_archive::keys::media_path(&session(), &key).unwrap();
+    // The turn's originals went out as one pack; bytes that changed in it are refused,
+    // never handed back.
+    let at = foldwire_archive::index::location_of_key(&state, &key).expect("packed");
+    let path = foldwire_archive::keys::pack_path(&session(), &at.pack).unwrap();
+    let mut pack = backends
+        .store
+        .get(&path)
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap()
+        .to_vec();
+    pack[at.offset as usize] ^= 0x20;
     backends
         .store
-        .put(&path, PutPayload::from_static(b"tampered"))
+        .put(&path, PutPayload::from(pack))
         .await
         .unwrap();
     let err = restore_with_archive(&state, backends.media.as_ref(), &session(), id, false)

@@ -352,6 +352,51 @@ async fn a_unit_with_several_images_restores_each_part() {
     );
 }
 
+/// A turn carrying many inline images writes them as one archive object (a pack), not one
+/// per image; each restores byte-identical; an image stored as an object of its own (the
+/// layout of earlier builds, and of a batch of one) restores the same way.
+#[tokio::test]
+async fn a_turns_media_go_out_as_one_object() {
+    use foldwire_archive::counting::CountingStore;
+    let counting = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let b = Backends::from_object_store(counting.clone(), "memory");
+    let cx = cx_with(Some(Arc::clone(&b.media)));
+    let session = SessionId::new("batch").unwrap();
+    let images: Vec<Vec<u8>> = (0..40u8).map(image_bytes).collect();
+    let raws: Vec<String> = images
+        .iter()
+        .map(|img| {
+            format!(
+                r#"{{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{}"}}}}"#,
+                b64(img)
+            )
+        })
+        .collect();
+    let mut turn = run_turn(
+        &cx,
+        &session,
+        Wire::Anthropic,
+        &raws,
+        SessionState::new(session.clone()),
+    )
+    .await;
+    assert_eq!(turn.report.counter("archive.stored"), 40);
+    assert_eq!(counting.counts().puts, 1, "40 images, one object");
+    mint_refs(&mut turn);
+    for (unit, img) in images.iter().enumerate() {
+        let r = ref_of(&turn, unit);
+        let back = restore_media(b.media.as_ref(), &turn.state, &session, r)
+            .await
+            .unwrap();
+        assert_eq!(back.bytes.as_ref(), img.as_slice(), "unit {unit}");
+    }
+    // The next turn resends them all and writes nothing.
+    let before = counting.counts();
+    let again = run_turn(&cx, &session, Wire::Anthropic, &raws, turn.state.clone()).await;
+    assert_eq!(again.report.counter("archive.already_stored"), 40);
+    assert_eq!(counting.counts().since(&before).puts, 0);
+}
+
 #[tokio::test]
 async fn a_failing_archive_pins_the_unit_and_loses_nothing() {
     let failing = Arc::new(FailingStore::new(Arc::new(InMemory::new())));

@@ -254,7 +254,7 @@ async fn execute_turn(
             }
         };
         next.turns = before.turns + 1;
-        match save_or_reload(store.as_ref(), &session, &next, version.as_ref()).await {
+        match save_or_reload(store.as_ref(), &session, &before, &next, version.as_ref()).await {
             Saved::Done(v) => {
                 let outcome = TurnOutcome {
                     output,
@@ -283,15 +283,17 @@ enum Saved {
     Unloadable(HostError),
 }
 
-/// Saves `next` if the stored version is still `version`; on a conflict loads what the other
-/// writer saved, so the caller can apply its change to that.
+/// Saves `next` (made from `before`, the state stored at `version`) if the stored version is
+/// still `version`; on a conflict loads what the other writer saved, so the caller can apply
+/// its change to that.
 async fn save_or_reload(
     store: &dyn StateStore,
     session: &SessionId,
+    before: &SessionState,
     next: &SessionState,
     version: Option<&StateVersion>,
 ) -> Saved {
-    match store.save(session, next, version).await {
+    match store.save_change(session, before, next, version).await {
         Ok(v) => Saved::Done(v),
         Err(StoreError::Conflict { .. }) => match load(store, session).await {
             Ok((fresh, v)) => Saved::Lost(Box::new(fresh), v),
@@ -328,7 +330,7 @@ async fn execute_update(
     for _ in 0..MAX_SAVE_ATTEMPTS {
         let mut next = state.clone();
         let answer = update(&mut next);
-        match save_or_reload(store.as_ref(), &session, &next, version.as_ref()).await {
+        match save_or_reload(store.as_ref(), &session, &state, &next, version.as_ref()).await {
             Saved::Done(v) => return (Some((next, Some(v))), Ok(answer)),
             // Another writer saved first: apply the same change to what it saved.
             Saved::Lost(fresh, v) => (state, version) = (*fresh, v),

@@ -156,13 +156,11 @@ async fn process(
             } else if !app.metrics.store_circuit_open() {
                 // Kept for the session commands (`foldwire inspect` …), off the request's
                 // path: the client does not wait on a write only a later command reads.
-                let store = Arc::clone(&app.store);
+                let recorder = app.last_requests.clone();
+                let ticket = recorder.ticket();
                 let (session, body) = (session.clone(), body.clone());
                 tokio::spawn(async move {
-                    if let Err(e) =
-                        crate::session::store_last_request(store.as_ref(), &session, wire, &body)
-                            .await
-                    {
+                    if let Err(e) = recorder.record(ticket, &session, wire, &body).await {
                         // The session commands then see the previous request; nothing else.
                         tracing::warn!(session = %session, error = %format!("{e:#}"), "The request could not be recorded for the session commands.");
                     }

@@ -62,6 +62,8 @@ pub struct AppState {
     pub store: Arc<dyn ObjectStore>,
     /// Sandboxed strategy plugins added while the server runs.
     pub plugins: Arc<foldwire_plugins::sandbox::PluginStore>,
+    /// Records each session's last request there, a turn writing only what changed.
+    pub last_requests: crate::session::LastRequests,
 }
 
 impl AppState {
@@ -133,6 +135,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         metrics: metrics::Metrics::default().with_store_breaker(store_breaker),
         reports,
         windows: DashMap::new(),
+        last_requests: crate::session::LastRequests::new(Arc::clone(&store)),
         store,
         plugins,
     });

@@ -3,10 +3,11 @@
 //! [`apply_compression`](super::apply_compression) is synchronous and pure: it keeps the raw
 //! bytes of every unit it folds in `state.originals`. [`archive_originals`] is the async step
 //! that follows it (the `fold` stage runs it after every batch; a host or the CLI calls it
-//! after its own `apply_compression`): each original is written to the session's
-//! [`MediaArchive`] by content ([`MediaArchive::put_content`], create-if-absent, so a retry
-//! is harmless), recorded in the archive index (`state.archive`, an item with the ref, the
-//! key and `"original": true`) and on the block that folded it
+//! after its own `apply_compression`): the originals are written to the session's
+//! [`MediaArchive`] in one batch ([`MediaArchive::put_contents`]: one pack object named by
+//! its content, create-if-absent, so a retry is harmless), each recorded in the archive
+//! index (`state.archive`, an item with the ref, the key, `"original": true` and its place
+//! in the pack) and on the block that folded it
 //! ([`foldwire_core::Block::archive_keys`], in the order of `Block::direct`), and only then
 //! removed from `state.originals`. A write that fails or times out leaves the original in
 //! the state (nothing is lost) and is reported; the next call retries it.
@@ -20,16 +21,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{MediaArchive, Ref, SessionId, SessionState};
-use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 
 /// The media type archived originals are stored under (the unit's JSON text, as received).
 pub const ORIGINAL_MEDIA_TYPE: &str = "application/vnd.foldwire.original+json";
 
 /// The extra field that marks an archive item as a folded unit's original (not media).
-/// Archive writes of one turn's originals in flight at once.
-const CONCURRENT_WRITES: usize = 32;
-
 const ORIGINAL_FIELD: &str = "original";
 
 /// What [`archive_originals`] did.
@@ -72,42 +69,56 @@ pub async fn archive_originals(
     timeout: Duration,
 ) -> OriginalsArchived {
     let mut done = OriginalsArchived::default();
-    let pending: Vec<(Ref, Bytes)> = state
+    let pending: Vec<(Ref, String)> = state
         .originals
         .iter()
-        .map(|(r, raw)| (*r, Bytes::from(raw.clone().into_bytes())))
+        .map(|(r, raw)| (*r, raw.clone()))
         .collect();
-    // A first turn over a long history folds thousands of units: their writes overlap
-    // (each waits on its own durable create), instead of one after another.
-    let writes = futures::stream::iter(pending.into_iter().map(|(r, bytes)| async move {
-        let write = archive.put_content(session, ORIGINAL_MEDIA_TYPE, bytes);
-        (r, tokio::time::timeout(timeout, write).await)
-    }))
-    .buffered(CONCURRENT_WRITES)
-    .collect::<Vec<_>>()
-    .await;
-    // The keys already recorded, read once (not once per unit).
+    if pending.is_empty() {
+        return done;
+    }
+    // One batch: the archive writes the turn's originals as one pack (one object, one PUT),
+    // not one object per folded unit.
+    let items: Vec<(String, Bytes)> = pending
+        .iter()
+        .map(|(_, raw)| {
+            (
+                ORIGINAL_MEDIA_TYPE.to_owned(),
+                Bytes::from(raw.clone().into_bytes()),
+            )
+        })
+        .collect();
+    let written = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
+        Ok(Ok(parts)) if parts.len() == pending.len() => parts,
+        Ok(Ok(parts)) => {
+            let why = format!(
+                "the archive answered {} parts for {} originals",
+                parts.len(),
+                pending.len()
+            );
+            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            return done;
+        }
+        Ok(Err(e)) => {
+            let why = format!("archive write failed: {e}");
+            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            return done;
+        }
+        Err(_) => {
+            let why = format!("archive write timed out after {} ms", timeout.as_millis());
+            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            return done;
+        }
+    };
+    // The keys already recorded, read once (not once per unit: a first turn folds thousands).
     let mut recorded: HashMap<Ref, String> = state
         .archive
         .iter()
         .filter(|item| is_original(item))
         .filter_map(|item| item.r#ref.map(|r| (r, item.key.clone())))
         .collect();
-    for (r, outcome) in writes {
-        let stored = match outcome {
-            Ok(Ok(stored)) => stored,
-            Ok(Err(e)) => {
-                done.failed.push((r, format!("archive write failed: {e}")));
-                continue;
-            }
-            Err(_) => {
-                done.failed.push((
-                    r,
-                    format!("archive write timed out after {} ms", timeout.as_millis()),
-                ));
-                continue;
-            }
-        };
+    for ((r, _), part) in pending.into_iter().zip(written) {
+        let stored = part.content;
         let mut item = ArchivedItem {
             r#ref: Some(r),
             key: stored.key.clone(),
@@ -117,6 +128,9 @@ pub async fn archive_originals(
         };
         item.extra
             .insert(ORIGINAL_FIELD.to_owned(), serde_json::Value::Bool(true));
+        if let Some(location) = &part.location {
+            foldwire_archive::index::set_location(&mut item, location);
+        }
         if recorded.get(&r) != Some(&stored.key) {
             recorded.insert(r, stored.key.clone());
             state.archive.push(item);

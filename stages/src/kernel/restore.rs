@@ -133,8 +133,7 @@ pub async fn restore_with_archive(
             r#ref: *r,
             why,
         };
-        let bytes = archive
-            .get_content(session, key)
+        let bytes = foldwire_archive::index::read_content(archive, state, session, key)
             .await
             .map_err(|e| fail(e.to_string()))?;
         let actual = foldwire_archive::keys::sha256_hex(&bytes);

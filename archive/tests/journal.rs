@@ -1,0 +1,326 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The state journal: races lose nothing (two writers, each holding its state between turns
+//! like a proxy replica, on one session, on a directory and on moto), earlier builds' state
+//! still loads, and a steady turn's write stays within its budget in bytes and requests.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use foldwire_archive::counting::CountingStore;
+use foldwire_archive::object_store::memory::InMemory;
+use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt};
+use foldwire_archive::{Backends, JournalConfig, JournalStateStore, ObjectStateStore};
+use foldwire_core::state::ArchivedItem;
+use foldwire_core::{MessageId, SessionId, SessionState, StateStore, StoreError};
+
+fn tag() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    format!("t{nanos}")
+}
+
+fn s3_store() -> Option<Arc<dyn ObjectStore>> {
+    let Ok(endpoint) = std::env::var("FOLDWIRE_TEST_S3_ENDPOINT") else {
+        eprintln!("FOLDWIRE_TEST_S3_ENDPOINT is unset: the moto journal tests were NOT run");
+        return None;
+    };
+    let bucket =
+        std::env::var("FOLDWIRE_TEST_S3_BUCKET").unwrap_or_else(|_| "foldwire-test".into());
+    let url = format!(
+        "s3://{bucket}/journal-{}?endpoint={endpoint}&allow_http=true&region=us-east-1\
+         &access_key_id=foldwire-test&secret_access_key=foldwire-test",
+        tag()
+    );
+    Some(foldwire_archive::open(&url).unwrap().store)
+}
+
+/// One turn's change: a new ref, a counter, and now and then an archive row and a
+/// change to an old row (the shapes a real turn makes).
+fn turn(state: &mut SessionState, writer: usize) {
+    let n = state.turns;
+    state.mint_ref(MessageId(format!("w{writer}-t{n}")));
+    *state.counters.entry("turns".to_owned()).or_default() += 1;
+    *state.counters.entry(format!("writer{writer}")).or_default() += 1;
+    if n.is_multiple_of(7) {
+        state.archive.push(ArchivedItem {
+            key: format!("{n:064x}"),
+            size: n,
+            ..ArchivedItem::default()
+        });
+    }
+    if n.is_multiple_of(11)
+        && let Some(first) = state.archive.first_mut()
+    {
+        first.size += 1;
+    }
+    state.turns += 1;
+}
+
+/// Two writers, each with its own store handle (separate replicas), run `turns` turns each
+/// on one session the way the session actor does: keep the state between turns, save what
+/// changed with `save_change`, and on a conflict reload and apply the turn again.
+async fn two_writers(stores: [Arc<dyn StateStore>; 2], turns: u64) -> u64 {
+    let session = SessionId::new(format!("race-{}", tag())).unwrap();
+    let mut tasks = Vec::new();
+    for (writer, store) in stores.iter().enumerate() {
+        let store = Arc::clone(store);
+        let session = session.clone();
+        tasks.push(tokio::spawn(async move {
+            let (mut state, mut version) = match store.load(&session).await.unwrap() {
+                Some((s, v)) => (s, Some(v)),
+                None => (SessionState::new(session.clone()), None),
+            };
+            let mut conflicts = 0;
+            for _ in 0..turns {
+                loop {
+                    let mut next = state.clone();
+                    turn(&mut next, writer);
+                    match store
+                        .save_change(&session, &state, &next, version.as_ref())
+                        .await
+                    {
+                        Ok(v) => {
+                            (state, version) = (next, Some(v));
+                            break;
+                        }
+                        Err(StoreError::Conflict { .. }) => {
+                            conflicts += 1;
+                            let (s, v) = store.load(&session).await.unwrap().unwrap();
+                            (state, version) = (s, Some(v));
+                        }
+                        Err(e) => panic!("writer {writer}: {e}"),
+                    }
+                }
+            }
+            conflicts
+        }));
+    }
+    let mut conflicts = 0;
+    for t in tasks {
+        conflicts += t.await.unwrap();
+    }
+    let (state, _) = stores[0].load(&session).await.unwrap().unwrap();
+    assert_eq!(state.counters["turns"], 2 * turns, "a turn was lost");
+    assert_eq!(state.counters["writer0"], turns);
+    assert_eq!(state.counters["writer1"], turns);
+    assert_eq!(state.refs.len() as u64, 2 * turns);
+    // Refs stay unique and monotonic across both writers.
+    assert!(state.refs.windows(2).all(|w| w[0].r#ref < w[1].r#ref));
+    assert!(conflicts > 0, "the writers never raced");
+    conflicts
+}
+
+/// A small compaction interval, so compactions happen in the middle of the race.
+fn racing_config() -> JournalConfig {
+    JournalConfig {
+        max_entries: 16,
+        ..JournalConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_writers_lose_nothing_on_a_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Backends::local(dir.path()).unwrap();
+    let handle = || -> Arc<dyn StateStore> {
+        Arc::new(JournalStateStore::with_config(
+            Arc::clone(&b.store),
+            "file",
+            racing_config(),
+        ))
+    };
+    two_writers([handle(), handle()], 500).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_writers_lose_nothing_on_moto() {
+    let Some(store) = s3_store() else { return };
+    let handle = || -> Arc<dyn StateStore> {
+        Arc::new(JournalStateStore::with_config(
+            Arc::clone(&store),
+            "s3",
+            racing_config(),
+        ))
+    };
+    two_writers([handle(), handle()], 150).await;
+}
+
+/// A `state.json` written by an earlier build (the whole-document store) loads; the first
+/// save goes to the journal, and the first compaction removes the old document.
+#[tokio::test]
+async fn earlier_builds_state_loads_and_migrates() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let session = SessionId::new("old").unwrap();
+    let mut old = SessionState::new(session.clone());
+    for i in 0..40 {
+        old.mint_ref(MessageId(format!("m{i}")));
+    }
+    old.turns = 40;
+    old.extra.insert(
+        "from_an_old_build".into(),
+        serde_json::json!({"kept": true}),
+    );
+    ObjectStateStore::new(Arc::clone(&store), "memory")
+        .save(&session, &old, None)
+        .await
+        .unwrap();
+
+    let journal = JournalStateStore::with_config(
+        Arc::clone(&store),
+        "memory",
+        JournalConfig {
+            grace: Duration::ZERO,
+            ..JournalConfig::default()
+        },
+    );
+    // A new-session save must not shadow the old document.
+    let shadow = journal.save(&session, &old, None).await;
+    assert!(
+        matches!(shadow, Err(StoreError::Conflict { .. })),
+        "{shadow:?}"
+    );
+    let (loaded, v0) = journal.load(&session).await.unwrap().unwrap();
+    assert_eq!(loaded, old);
+    let mut next = loaded.clone();
+    turn(&mut next, 0);
+    let v1 = journal
+        .save_change(&session, &loaded, &next, Some(&v0))
+        .await
+        .unwrap();
+    assert_eq!(
+        journal.load(&session).await.unwrap().unwrap(),
+        (next.clone(), v1.clone())
+    );
+    // A fresh handle (another process) reads the same.
+    let other = JournalStateStore::new(Arc::clone(&store), "memory");
+    assert_eq!(other.load(&session).await.unwrap().unwrap().0, next);
+    // The whole-state save compacts and removes state.json.
+    let mut last = next.clone();
+    turn(&mut last, 0);
+    journal.save(&session, &last, Some(&v1)).await.unwrap();
+    let state_json = foldwire_archive::keys::state_path(&session).unwrap();
+    assert!(matches!(
+        store.head(&state_json).await,
+        Err(foldwire_archive::object_store::Error::NotFound { .. })
+    ));
+    assert_eq!(other.load(&session).await.unwrap().unwrap().0, last);
+}
+
+/// A session of `messages` refs and archive rows, as a long session's state looks.
+fn long_state(session: &SessionId, messages: usize) -> SessionState {
+    let mut s = SessionState::new(session.clone());
+    for i in 0..messages {
+        s.mint_ref(MessageId(format!("{:064x}", i * 7919)));
+        if i % 3 == 0 {
+            s.archive.push(ArchivedItem {
+                key: format!("{i:064x}"),
+                media_type: "application/vnd.foldwire.original+json".into(),
+                size: 1200,
+                ..ArchivedItem::default()
+            });
+        }
+    }
+    s.turns = messages as u64 / 2;
+    s
+}
+
+/// The write budget of a steady turn, in counts: one request (the entry's create), and no
+/// more bytes than twice the new messages plus 4 KB, however long the session is; and the
+/// amortized cost with compactions stays bounded too.
+#[tokio::test]
+async fn a_steady_turn_writes_what_it_added() {
+    let counting = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let store = JournalStateStore::new(counting.clone(), "memory");
+    let session = SessionId::new("steady").unwrap();
+    let mut state = long_state(&session, 5000);
+    let mut version = store.save(&session, &state, None).await.unwrap();
+    let full = counting.counts().put_bytes;
+    assert!(full > 500_000, "the long state is {full} bytes");
+    // Two new messages of 1,150 bytes each: what the client added this turn.
+    let new_message_bytes = 2 * 1150u64;
+    let mut total = 0;
+    let turns = 400u64;
+    let mut max_requests = 0;
+    let mut compactions = 0;
+    for t in 0..turns {
+        let before_counts = counting.counts();
+        let mut next = state.clone();
+        next.mint_ref(MessageId(format!("{:064x}", 1_000_000 + 2 * t)));
+        next.mint_ref(MessageId(format!("{:064x}", 1_000_001 + 2 * t)));
+        next.turns += 1;
+        *next.counters.entry("fold.runs".into()).or_default() += 1;
+        version = store
+            .save_change(&session, &state, &next, Some(&version))
+            .await
+            .unwrap();
+        state = next;
+        let spent = counting.counts().since(&before_counts);
+        total += spent.put_bytes;
+        max_requests = max_requests.max(spent.requests());
+        if spent.put_bytes > 100_000 {
+            compactions += 1;
+            continue;
+        }
+        assert_eq!(spent.requests(), 1, "turn {t}: {spent:?}");
+        assert!(
+            spent.put_bytes <= 2 * new_message_bytes + 4096,
+            "turn {t} wrote {} bytes for {new_message_bytes} new",
+            spent.put_bytes
+        );
+    }
+    assert!(
+        compactions <= 1,
+        "{compactions} compactions in {turns} turns"
+    );
+    // Amortized over the run, compactions included.
+    assert!(
+        total / turns <= 2 * new_message_bytes + 4096,
+        "{} per turn",
+        total / turns
+    );
+    assert!(max_requests <= 3, "{max_requests}");
+    assert_eq!(store.load(&session).await.unwrap().unwrap().0, state);
+}
+
+/// Compaction deletes superseded entries; a writer still holding a version from before them
+/// must not re-create a deleted slot and think it saved: it gets a conflict.
+#[tokio::test]
+async fn a_stale_writer_cannot_reuse_a_compacted_slot() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let quick = || JournalConfig {
+        grace: Duration::ZERO,
+        max_entries: 3,
+        ..JournalConfig::default()
+    };
+    let a = JournalStateStore::with_config(Arc::clone(&store), "memory", quick());
+    let b = JournalStateStore::with_config(Arc::clone(&store), "memory", quick());
+    let session = SessionId::new("stale").unwrap();
+    let first = SessionState::new(session.clone());
+    let va = a.save(&session, &first, None).await.unwrap();
+    let (mut state, mut vb) = b.load(&session).await.unwrap().unwrap();
+    for _ in 0..6 {
+        let mut next = state.clone();
+        turn(&mut next, 1);
+        vb = b
+            .save_change(&session, &state, &next, Some(&vb))
+            .await
+            .unwrap();
+        state = next;
+    }
+    let listed: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(store.list(Some(
+        &foldwire_archive::keys::journal_prefix(&session).unwrap(),
+    )))
+    .await
+    .unwrap();
+    assert!(listed.len() < 7, "compaction deleted nothing: {listed:?}");
+    let mut mine = first.clone();
+    turn(&mut mine, 0);
+    let stale = a.save_change(&session, &first, &mine, Some(&va)).await;
+    assert!(
+        matches!(stale, Err(StoreError::Conflict { .. })),
+        "{stale:?}"
+    );
+    assert_eq!(a.load(&session).await.unwrap().unwrap().0, state);
+}

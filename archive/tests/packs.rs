@@ -1,0 +1,116 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Batches go to the archive as one pack: payloads read back byte-identical by their range,
+//! duplicates are stored once, and retention keeps a pack a live state names (in any
+//! journal entry) and removes one nothing names.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use foldwire_archive::counting::CountingStore;
+use foldwire_archive::object_store::memory::InMemory;
+use foldwire_archive::retention::{RetentionPolicy, collect};
+use foldwire_archive::{Backends, index, keys};
+use foldwire_core::state::ArchivedItem;
+use foldwire_core::{SessionId, SessionState};
+
+#[tokio::test]
+async fn a_batch_is_one_pack_and_reads_back_by_range() {
+    let counting = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let b = Backends::from_object_store(counting.clone(), "memory");
+    let s = SessionId::new("packs").unwrap();
+    let payloads: Vec<Bytes> = (0..50u8)
+        .map(|i| Bytes::from(vec![i; 100 + usize::from(i)]))
+        .collect();
+    let mut items: Vec<(String, Bytes)> = payloads
+        .iter()
+        .map(|p| ("application/octet-stream".to_owned(), p.clone()))
+        .collect();
+    items.push(("image/png".to_owned(), payloads[3].clone()));
+    let parts = b.media.put_contents(&s, items).await.unwrap();
+    assert_eq!(counting.counts().puts, 1);
+    assert_eq!(parts.len(), 51);
+    // The duplicate points at its first copy.
+    assert_eq!(parts[50].location, parts[3].location);
+    for (part, bytes) in parts.iter().zip(payloads.iter().chain([&payloads[3]])) {
+        assert_eq!(part.content.key, keys::sha256_hex(bytes));
+        let at = part.location.as_ref().expect("packed");
+        let back = b.media.get_packed(&s, &part.content.key, at).await.unwrap();
+        assert_eq!(&back, bytes);
+    }
+    // A batch of one is an object of its own, readable by key alone.
+    let single = b
+        .media
+        .put_contents(
+            &s,
+            vec![("text/plain".into(), Bytes::from_static(b"alone"))],
+        )
+        .await
+        .unwrap();
+    assert!(single[0].location.is_none());
+    assert_eq!(
+        b.media
+            .get_content(&s, &single[0].content.key)
+            .await
+            .unwrap(),
+        Bytes::from_static(b"alone")
+    );
+}
+
+#[tokio::test]
+async fn retention_keeps_a_pack_a_journal_entry_names() {
+    let b = Backends::memory();
+    let s = SessionId::new("kept").unwrap();
+    let batch = |tag: u8| -> Vec<(String, Bytes)> {
+        (0..3u8)
+            .map(|i| ("x/y".to_owned(), Bytes::from(vec![tag, i, 7])))
+            .collect()
+    };
+    let named = b.media.put_contents(&s, batch(1)).await.unwrap();
+    let orphan = b.media.put_contents(&s, batch(2)).await.unwrap();
+    let mut state = SessionState::new(s.clone());
+    let v = b.state.save(&s, &state, None).await.unwrap();
+    // The pack is named by a delta entry, not by the first (full) one.
+    let before = state.clone();
+    for part in &named {
+        let mut item = ArchivedItem {
+            key: part.content.key.clone(),
+            size: part.content.size,
+            ..ArchivedItem::default()
+        };
+        index::set_location(&mut item, part.location.as_ref().unwrap());
+        state.archive.push(item);
+    }
+    state.turns = 1;
+    b.state
+        .save_change(&s, &before, &state, Some(&v))
+        .await
+        .unwrap();
+
+    let later = SystemTime::now() + Duration::from_secs(30 * 86_400);
+    let report = collect(
+        &b.store,
+        b.backend,
+        RetentionPolicy::from_days(0, 7),
+        later,
+        false,
+    )
+    .await
+    .unwrap();
+    assert_eq!(report.orphans_removed, 1, "{report:?}");
+    let at = named[0].location.as_ref().unwrap();
+    assert!(
+        b.media
+            .get_packed(&s, &named[0].content.key, at)
+            .await
+            .is_ok()
+    );
+    let gone = orphan[0].location.as_ref().unwrap();
+    assert!(
+        b.media
+            .get_packed(&s, &orphan[0].content.key, gone)
+            .await
+            .is_err()
+    );
+    assert_eq!(b.state.load(&s).await.unwrap().unwrap().0, state);
+}
