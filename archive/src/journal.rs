@@ -317,8 +317,8 @@ impl JournalStateStore {
                 source: "the state journal has no full entry to start from".into(),
             });
         };
-        let mut state =
-            SessionState::from_json(&base.body).map_err(|e| format_error(session, e))?;
+        let mut state = SessionState::from_json_of(&base.body, session)
+            .map_err(|e| format_error(session, e))?;
         let full_bytes = base.size;
         let since_count = chain.len() as u64;
         let mut since_bytes = 0;
@@ -358,7 +358,8 @@ impl JournalStateStore {
             Err(e) => return Err(self.err("get state", e)),
         };
         let bytes = got.bytes().await.map_err(|e| self.err("read state", e))?;
-        let state = SessionState::from_json(&bytes).map_err(|e| format_error(session, e))?;
+        let state =
+            SessionState::from_json_of(&bytes, session).map_err(|e| format_error(session, e))?;
         let pos = Position {
             seq: 0,
             legacy: true,

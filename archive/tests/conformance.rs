@@ -226,8 +226,16 @@ async fn a_corrupt_or_misplaced_state_is_refused_by_name_and_left_as_it_is() {
         state.turns = 3;
         b.state.save(&id(name), &state, None).await.unwrap();
     }
-    let file = |name: &str| dir.path().join(format!("sessions/{name}/state.json"));
-    std::fs::write(file("corrupt"), b"{\"version\":1,\"blocks\":[{\"id\":").unwrap();
+    // Each session's state is its journal's one full entry: a header line, then the state.
+    let file = |name: &str| {
+        dir.path()
+            .join(format!("sessions/{name}/journal/00000000000000000001.json"))
+    };
+    std::fs::write(
+        file("corrupt"),
+        b"{\"format\":1,\"seq\":1,\"kind\":\"full\"}\n{\"version\":1,\"blocks\":[{\"id\":",
+    )
+    .unwrap();
     std::fs::copy(file("good"), file("misplaced")).unwrap();
     std::fs::write(
         dir.path().join("sessions/good/.state.json.99.0.tmp"),
