@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use foldwire_core::state::{ArchivedItem, RefEntry, UsageSample};
-use foldwire_core::{Block, Ref, SessionId, SessionState};
+use foldwire_core::{Block, Generation, Ref, SessionId, SessionState};
 
 /// Changes to one table (a `Vec`): drop `skip` rows from the front (a bounded table that
 /// shifted), then set the rows listed by index, then cut or extend to `len`.
@@ -28,6 +28,80 @@ pub struct VecPatch<T> {
     /// Rows that changed or were added, by index (after `skip`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub set: Vec<(usize, T)>,
+}
+
+/// Blocks that only aged in a turn (`survived` one more, and perhaps turned old), as runs of
+/// indexes: a turn ages every block in play, and listing each whole block would make a
+/// steady turn's delta grow with the session.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgePatch {
+    /// Runs `[first, last]` of block indexes whose `survived` went up by one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub aged: Vec<(usize, usize)>,
+    /// Runs of block indexes that turned old.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub turned_old: Vec<(usize, usize)>,
+}
+
+impl AgePatch {
+    /// The aging from `before` to `after`, and `before` with it applied (what the rest of the
+    /// block patch is computed against); `None` when no block only aged.
+    fn between(before: &[Block], after: &[Block]) -> Option<(AgePatch, Vec<Block>)> {
+        let mut patch = AgePatch::default();
+        let mut aged = before.to_vec();
+        for (i, (b, a)) in before.iter().zip(after).enumerate() {
+            if a.survived != b.survived.saturating_add(1) {
+                continue;
+            }
+            let mut grown = b.clone();
+            grown.survived = a.survived;
+            let old = b.generation == Generation::Young && a.generation == Generation::Old;
+            if old {
+                grown.generation = Generation::Old;
+            }
+            push_run(&mut patch.aged, i);
+            if old {
+                push_run(&mut patch.turned_old, i);
+            }
+            aged[i] = grown;
+        }
+        (!patch.aged.is_empty()).then_some((patch, aged))
+    }
+
+    fn apply(self, blocks: &mut [Block]) -> Result<(), DeltaError> {
+        let have = blocks.len();
+        let misfit = |why: String| DeltaError::Misfit {
+            table: "blocks",
+            have,
+            why,
+        };
+        for &(first, last) in &self.aged {
+            let run = blocks
+                .get_mut(first..=last)
+                .ok_or_else(|| misfit(format!("ages rows {first}..={last}")))?;
+            for b in run {
+                b.survived = b.survived.saturating_add(1);
+            }
+        }
+        for &(first, last) in &self.turned_old {
+            let run = blocks
+                .get_mut(first..=last)
+                .ok_or_else(|| misfit(format!("turns rows {first}..={last} old")))?;
+            for b in run {
+                b.generation = Generation::Old;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Extends the last run when `i` follows it, else starts a new one.
+fn push_run(runs: &mut Vec<(usize, usize)>, i: usize) {
+    match runs.last_mut() {
+        Some((_, last)) if *last + 1 == i => *last = i,
+        _ => runs.push((i, i)),
+    }
 }
 
 fn is_zero(n: &usize) -> bool {
@@ -146,7 +220,10 @@ pub struct StateDelta {
     /// New next block number.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_block: Option<u32>,
-    /// Blocks made or changed.
+    /// Blocks that only aged this turn, applied before `blocks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub block_ages: Option<AgePatch>,
+    /// Blocks made or changed (other than by aging).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub blocks: Option<VecPatch<Block>>,
     /// Originals kept in the state, added or removed.
@@ -293,6 +370,8 @@ impl StateDelta {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
+        // Every block in play ages each turn: written as runs of indexes, not as the blocks.
+        let ages = AgePatch::between(&before.blocks, &after.blocks);
         StateDelta {
             version: changed(&before.version, &after.version),
             session: changed(&before.session, &after.session),
@@ -300,7 +379,11 @@ impl StateDelta {
             next_ref: changed(&before.next_ref, &after.next_ref),
             refs: diff_vec(&before.refs, &after.refs),
             next_block: changed(&before.next_block, &after.next_block),
-            blocks: diff_vec(&before.blocks, &after.blocks),
+            block_ages: ages.as_ref().map(|(patch, _)| patch.clone()),
+            blocks: diff_vec(
+                ages.as_ref().map_or(&before.blocks, |(_, aged)| aged),
+                &after.blocks,
+            ),
             originals: diff_map(&before.originals, &after.originals),
             archive: diff_vec(&before.archive, &after.archive),
             head: diff_value(&before.head, &after.head),
@@ -341,6 +424,9 @@ impl StateDelta {
         }
         if let Some(v) = self.next_block {
             state.next_block = v;
+        }
+        if let Some(p) = self.block_ages {
+            p.apply(&mut state.blocks)?;
         }
         if let Some(p) = self.blocks {
             apply_vec("blocks", &mut state.blocks, p)?;
@@ -398,6 +484,56 @@ mod tests {
         assert!(bytes.len() < 400, "{}", String::from_utf8_lossy(&bytes));
         let mut replayed = before.clone();
         delta.apply(&mut replayed).unwrap();
+        assert_eq!(replayed, after);
+    }
+
+    /// Every block in play ages each turn (acp §26 #26): the delta names runs of them, so a
+    /// steady turn's delta does not grow with the number of blocks, and replays exactly.
+    #[test]
+    fn blocks_that_only_aged_are_written_as_runs() {
+        let mut before = grown(SessionState::new(SessionId::new("s").unwrap()), 10);
+        before.blocks = (1..=400)
+            .map(|i| Block {
+                id: foldwire_core::BlockId(i),
+                summary: format!("summary of block {i} with some words in it"),
+                survived: 4,
+                ..Block::default()
+            })
+            .collect();
+        let mut after = before.clone();
+        for (i, b) in after.blocks.iter_mut().enumerate() {
+            // One block left the view (not aged), one had its summary rewritten too.
+            if i == 7 {
+                b.in_view = false;
+                continue;
+            }
+            b.survived += 1;
+            if i < 200 {
+                b.generation = Generation::Old;
+            }
+            if i == 300 {
+                b.topic = Some("new".into());
+            }
+        }
+        let delta = StateDelta::between(&before, &after);
+        let ages = delta.block_ages.clone().unwrap();
+        assert_eq!(ages.aged, [(0, 6), (8, 399)]);
+        assert_eq!(ages.turned_old, [(0, 6), (8, 199)]);
+        let changed: Vec<usize> = delta
+            .blocks
+            .as_ref()
+            .unwrap()
+            .set
+            .iter()
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(changed, [7, 300]);
+        let bytes = serde_json::to_vec(&delta).unwrap();
+        // The runs, plus the two blocks that changed otherwise (about 300 bytes each).
+        assert!(bytes.len() < 900, "{}", String::from_utf8_lossy(&bytes));
+        let read: StateDelta = serde_json::from_slice(&bytes).unwrap();
+        let mut replayed = before.clone();
+        read.apply(&mut replayed).unwrap();
         assert_eq!(replayed, after);
     }
 
