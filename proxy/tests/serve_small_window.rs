@@ -12,17 +12,10 @@ const WINDOW: u64 = 12_000;
 const RANGES_NOTE: &str = "[foldwire] Compressible ranges now:";
 const NUDGE: &str = "[foldwire] Fold ";
 
-async fn post(proxy: std::net::SocketAddr, wire: Wire, session: &str, body: &serde_json::Value) {
-    let resp = reqwest::Client::new()
-        .post(format!("http://{proxy}{}", path_of(wire, false)))
-        .header("x-foldwire-session", session)
-        .header("x-mock-script", "plain")
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200, "{wire} {session}");
+/// A plain (non-streamed) turn through the proxy; it must be answered.
+async fn post_ok(proxy: std::net::SocketAddr, wire: Wire, session: &str, body: &serde_json::Value) {
+    let (status, _) = post(proxy, wire, false, session, "plain", body).await;
+    assert_eq!(status, 200, "{wire} {session}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -40,7 +33,7 @@ async fn at_a_small_window_ranges_are_offered_and_no_nudge_asks_for_what_is_not_
         let session = format!("small-{}", wire.as_str());
         // A conversation that grows by an exchange of ~600 tokens a turn, well past the window.
         for turns in 1..=30 {
-            post(
+            post_ok(
                 proxy,
                 wire,
                 &session,
@@ -100,7 +93,7 @@ async fn a_pressed_request_with_nothing_to_fold_gets_no_compress_nudge() {
         // One old exchange (the head) and a last question: past 50% of the window, nothing
         // foldable.
         let body = history_body(wire, 1, 16_000, false);
-        post(proxy, wire, &format!("pressed-{}", wire.as_str()), &body).await;
+        post_ok(proxy, wire, &format!("pressed-{}", wire.as_str()), &body).await;
         let forwarded = String::from_utf8_lossy(&mock.bodies()[0]).into_owned();
         assert!(!forwarded.contains(RANGES_NOTE), "{wire}: {forwarded}");
         assert!(
@@ -115,7 +108,7 @@ async fn the_system_note_describes_refs_as_they_are_minted() {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
-    post(
+    post_ok(
         proxy,
         Wire::Anthropic,
         "note",
@@ -180,7 +173,7 @@ stages = ["wire.decode", "media.classify", "archive.spill", "refs.mint", "ranges
         for turns in 30..=36 {
             mock.received.lock().unwrap().clear();
             let session = format!("window-{}-{turns}", wire.as_str());
-            post(
+            post_ok(
                 proxy,
                 wire,
                 &session,
@@ -214,7 +207,7 @@ async fn the_model_folds_an_offered_run_of_summaries_into_a_higher_tier() {
     ] {
         let session = format!("tiers-{}", wire.as_str());
         for turns in 1..=20 {
-            post(
+            post_ok(
                 proxy,
                 wire,
                 &session,
@@ -223,17 +216,10 @@ async fn the_model_folds_an_offered_run_of_summaries_into_a_higher_tier() {
             .await;
         }
         let body = history_body(wire, 21, 1200, false);
-        let resp = reqwest::Client::new()
-            .post(format!("http://{proxy}{}", path_of(wire, false)))
-            .header("x-foldwire-session", &session)
-            .header("x-mock-script", "compress-summaries")
-            .header("content-type", "application/json")
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(resp.status(), 200);
-        let answer = String::from_utf8_lossy(&resp.bytes().await.unwrap()).into_owned();
+        let (status, answer) =
+            post(proxy, wire, false, &session, "compress-summaries", &body).await;
+        assert_eq!(status, 200);
+        let answer = String::from_utf8_lossy(&answer).into_owned();
         assert!(answer.contains("All done."), "{wire}: {answer}");
         let admin = admin(proxy, &session).await;
         let state: foldwire_core::SessionState =
@@ -270,7 +256,7 @@ async fn the_model_folds_an_offered_run_of_summaries_into_a_higher_tier() {
         }
         // The next request shows the folded history as one summary of the new block.
         mock.received.lock().unwrap().clear();
-        post(proxy, wire, &session, &history_body(wire, 22, 1200, false)).await;
+        post_ok(proxy, wire, &session, &history_body(wire, 22, 1200, false)).await;
         let next = String::from_utf8_lossy(&mock.bodies()[0]).into_owned();
         let header = format!("[foldwire {}", tiered.id);
         assert!(next.contains(&header), "{wire}: {header} not on the wire");
