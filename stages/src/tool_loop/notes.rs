@@ -1,6 +1,5 @@
-//! The per-turn note: which ranges the model can compress now, and a nudge when the request
-//! fills a pressure band of the window. It is appended after everything cached.
-
+//! The per-turn note: which ranges the model can compress now, and a nudge when a fold is due
+//! on the fold schedule. It is appended after everything cached.
 use foldwire_core::{Conversation, RangeInfo, TokenEstimator, Turn};
 
 use crate::kernel::schedule::ScheduleConfig;
