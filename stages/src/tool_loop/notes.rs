@@ -1,5 +1,6 @@
 //! The per-turn note: which ranges the model can compress now, and a nudge when a fold is due
 //! on the fold schedule. It is appended after everything cached.
+
 use foldwire_core::{Conversation, RangeInfo, TokenEstimator, Turn};
 
 use crate::kernel::schedule::ScheduleConfig;
