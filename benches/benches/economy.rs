@@ -2,13 +2,17 @@
 //! (tool outputs of 400–12,000 characters, long tool loops, screenshots, a topic reset)
 //! replayed through the default pipeline with each schedule at windows 30k, 60k, 100k and
 //! 200k, priced with Anthropic's multipliers, next to client compaction at 95 % on the same
-//! turns. Per schedule it prints the cost relative to client compaction, the cache-read
-//! share, and the verbatim tokens kept per turn (mean and minimum), with the recent window
-//! that must stay verbatim.
+//! turns. Per schedule, one row per seed and their mean: the cost relative to client
+//! compaction, the cache-read share, the verbatim tokens kept per turn (mean and minimum)
+//! with the recent window that must stay verbatim, and where the cost goes per turn (cache
+//! reads, writes of what each turn appended, rewrites after a fold, summary output).
 //!
-//! `cargo bench -p foldwire-benches --bench economy` (all seeds and schedules);
-//! `FOLDWIRE_ECONOMY_SEEDS=1` for one seed; `FOLDWIRE_ECONOMY_ONLY=label` for one schedule.
-//! These are cost figures, not timings: the run is deterministic for its seeds.
+//! `cargo bench -p foldwire-benches --bench economy` (three seeds, every schedule);
+//! `FOLDWIRE_ECONOMY_SEEDS=n` for n seeds; `FOLDWIRE_ECONOMY_ONLY=label` for the schedules
+//! whose label contains it; `FOLDWIRE_ECONOMY_WINDOWS=30000,60000` for some windows;
+//! `FOLDWIRE_ECONOMY_TRACE=30000` for every turn of the first seed at that window;
+//! `FOLDWIRE_ECONOMY_TRY='[{"label": …, "fold": {…}, "stages": {"ranges.build": {…}}}]'`
+//! for more schedules. These are cost figures, not timings: the run is deterministic.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::sync::Arc;
@@ -31,6 +35,9 @@ struct Schedule {
     fold: Value,
     trim: bool,
     trim_params: Value,
+    /// Params of other stages of the default pipeline, by stage name (`ranges.build`,
+    /// `layout.head_window`).
+    stages: Value,
 }
 
 fn schedule(label: &str, fold: Value, trim: bool) -> Schedule {
@@ -39,6 +46,7 @@ fn schedule(label: &str, fold: Value, trim: bool) -> Schedule {
         fold,
         trim,
         trim_params: Value::Null,
+        stages: Value::Null,
     }
 }
 
@@ -54,11 +62,17 @@ fn schedules() -> Vec<Schedule> {
             json!({"policy": "fold.largest_first"}),
             false,
         ),
-        schedule(
-            "scheduled 0.6->0.3",
-            json!({"policy": "fold.scheduled", "policy_params": {"trigger": 0.6, "target": 0.3, "growth": 0.2}}),
-            false,
-        ),
+        // The schedule as it was first made the default: growth 0.25, target 0.1, no
+        // tiering with a fold, a head of 0.15 of the budget.
+        Schedule {
+            stages: json!({"layout.head_window": {"head_fraction": 0.15}}),
+            ..schedule(
+                "scheduled (first default)",
+                json!({"policy": "fold.scheduled", "tier_after_fold": 0.0,
+                    "policy_params": {"trigger": 0.45, "growth": 0.25, "ceiling": 0.9, "target": 0.1}}),
+                false,
+            )
+        },
         schedule(
             "scheduled (default)",
             json!({"policy": "fold.scheduled"}),
@@ -69,8 +83,18 @@ fn schedules() -> Vec<Schedule> {
             json!({"policy": "fold.scheduled"}),
             true,
         ),
+        // What the default costs with weaker protections (not defaults: they keep less
+        // verbatim): one latest read output instead of two, 4,000 recent tokens.
+        Schedule {
+            stages: json!({"ranges.build": {"protection": {"latest_count": 1, "recent_tokens": 4000}}}),
+            ..schedule(
+                "scheduled, latest 1, recent 4k",
+                json!({"policy": "fold.scheduled"}),
+                false,
+            )
+        },
     ];
-    // More to try, as JSON: [{"label", "fold", "trim", "trim_params"}].
+    // More to try, as JSON: [{"label", "fold", "trim", "trim_params", "stages"}].
     if let Ok(extra) = std::env::var("FOLDWIRE_ECONOMY_TRY") {
         let list: Vec<Value> =
             serde_json::from_str(&extra).expect("FOLDWIRE_ECONOMY_TRY is a JSON list");
@@ -80,6 +104,7 @@ fn schedules() -> Vec<Schedule> {
                 fold: v["fold"].clone(),
                 trim: v["trim"].as_bool().unwrap_or(false),
                 trim_params: v["trim_params"].clone(),
+                stages: v["stages"].clone(),
             });
         }
     }
@@ -92,6 +117,8 @@ fn spec(s: &Schedule) -> PipelineSpec {
         let mut stage = StageSpec::named(name);
         if name == "fold" {
             stage.params = s.fold.clone();
+        } else if let Some(params) = s.stages.get(name) {
+            stage.params = params.clone();
         }
         stages.push(stage);
         if name == "fold" && s.trim {
@@ -156,71 +183,187 @@ fn replay(events: &[Event], s: &Schedule, window: u64) -> Vec<TurnReport> {
     })
 }
 
+/// One schedule's (or compaction's) figures on one session at one window.
 #[derive(Default, Clone, Copy)]
 struct Figures {
+    /// Cost in base-input-token equivalents.
     cost: f64,
+    /// Client compaction's cost on the same turns.
     compaction: f64,
+    /// Share of the input read from the cache (reads over all input).
     read_share: f64,
-    verbatim_sum: f64,
+    verbatim_mean: f64,
+    /// Fewest verbatim tokens on a turn, from the turn the history first holds the recent
+    /// window.
     verbatim_min: u64,
     turns: u64,
-    blocks: u64,
+    /// Turns that folded (or compacted).
+    fold_turns: u64,
     trimmed: u64,
     refused: u64,
-    recent_min: u64,
-    fold_turns: u64,
-    sent_sum: f64,
+    /// The recent window verbatim must not fall below.
+    recent: u64,
+    sent_mean: f64,
+    /// Where the cost goes, in equivalents: cache reads, writes of what a turn appended,
+    /// rewrites (writes from a changed unit on), output (summaries).
+    reads: f64,
+    appends: f64,
+    rewrites: f64,
+    output: f64,
 }
 
-fn figures(reports: &[TurnReport], window: u64) -> (Figures, Figures) {
+/// The recent window that must stay verbatim under `s`: the newest tokens `ranges.build`
+/// protects (5,000 unless the schedule sets `recent_tokens`, at most 0.3 of the budget).
+fn recent_window(s: &Schedule, window: u64) -> u64 {
+    let tokens = s.stages["ranges.build"]["protection"]["recent_tokens"]
+        .as_u64()
+        .unwrap_or(5_000);
+    tokens.min((Budget::default().with_window(window).available() as f64 * 0.3) as u64)
+}
+
+fn figures(reports: &[TurnReport], window: u64, recent: u64, trace: bool) -> (Figures, Figures) {
+    let prices = PriceTable::default().anthropic;
     let e = foldwire_proxy::economy::of_reports(reports, window, &PriceTable::default());
     let mut f = Figures {
+        recent,
         cost: e.totals.cost,
         compaction: e.totals.compaction,
         read_share: e.totals.cache_read_share,
         verbatim_min: u64::MAX,
-        recent_min: u64::MAX,
         ..Figures::default()
     };
     let mut c = Figures {
+        recent,
         cost: e.totals.compaction,
         compaction: e.totals.compaction,
         verbatim_min: u64::MAX,
         ..Figures::default()
     };
     let mut c_use = foldwire_core::CacheUse::default();
-    // The recent window that must stay verbatim: the newest tokens `ranges.build` protects
-    // (5,000, at most 0.3 of the budget). Verbatim minimums count from the turn the
-    // client's history first holds that much.
-    let recent =
-        5_000u64.min((Budget::default().with_window(window).available() as f64 * 0.3) as u64);
+    if trace {
+        println!(
+            "{:>5} {:>7} {:>7} {:>7} {:>6} {:>6} {:>7} {:>6} {:>8} {:>6} {:>6} {:>8} {:>7} {:>7} {:>8}",
+            "turn",
+            "request",
+            "rewrite",
+            "append",
+            "frame",
+            "head",
+            "history",
+            "recent",
+            "verbatim",
+            "summ",
+            "folds",
+            "cost",
+            "c.sent",
+            "c.write",
+            "c.cost"
+        );
+    }
     for (r, t) in reports.iter().zip(&e.turns) {
         let history = r
             .counter("raw_tokens")
             .saturating_sub(r.counter("layout.frame_tokens"));
         let filled = history >= recent;
+        let folded = r.counter("fold.blocks_created");
         f.turns += 1;
-        f.blocks += r.counter("fold.blocks_created");
-        f.fold_turns += u64::from(r.counter("fold.blocks_created") > 0);
+        f.fold_turns += u64::from(folded > 0);
         f.trimmed += r.counter("tool.trim.trimmed");
         f.refused += u64::from(r.refusal.is_some());
-        f.verbatim_sum += t.verbatim as f64;
-        f.sent_sum += r.counter("request_tokens") as f64;
-        f.recent_min = recent;
+        f.verbatim_mean += t.verbatim as f64;
+        f.sent_mean += r.counter("request_tokens") as f64;
+        f.reads += t.foldwire.read as f64 * prices.cache_read;
+        let written = (t.foldwire.write + t.foldwire.uncached) as f64 * prices.cache_write();
+        if r.counter("rewritten_tokens") > 0 {
+            f.rewrites += written;
+        } else {
+            f.appends += written;
+        }
+        f.output += t.foldwire.output as f64 * prices.output;
         c.turns += 1;
-        c.blocks += u64::from(t.compaction.compacted);
         c.fold_turns += u64::from(t.compaction.compacted);
-        c.verbatim_sum += t.compaction.verbatim as f64;
-        c.sent_sum += t.compaction.sent as f64;
-        c.recent_min = recent;
+        c.verbatim_mean += t.compaction.verbatim as f64;
+        c.sent_mean += t.compaction.sent as f64;
+        let u = t.compaction.usage;
+        c.reads += u.read as f64 * prices.cache_read;
+        let written = (u.write + u.uncached) as f64 * prices.cache_write();
+        if t.compaction.compacted {
+            c.rewrites += written;
+        } else {
+            c.appends += written;
+        }
+        c.output += u.output as f64 * prices.output;
         if filled {
             f.verbatim_min = f.verbatim_min.min(t.verbatim);
             c.verbatim_min = c.verbatim_min.min(t.compaction.verbatim);
         }
-        c_use = c_use.plus(t.compaction.usage);
+        c_use = c_use.plus(u);
+        if trace {
+            println!(
+                "{:>5} {:>7} {:>7} {:>7} {:>6} {:>6} {:>7} {:>6} {:>8} {:>6} {:>6} {:>8.0} {:>7} {:>7} {:>8.0}",
+                t.turn,
+                r.counter("request_tokens"),
+                r.counter("rewritten_tokens"),
+                r.counter("layout.appended_tokens"),
+                r.counter("layout.frame_tokens"),
+                r.counter("layout.head_tokens"),
+                r.counter("layout.history_tokens"),
+                r.counter("layout.recent_tokens"),
+                t.verbatim,
+                r.counter("request_tokens")
+                    .saturating_sub(r.counter("layout.frame_tokens") + t.verbatim),
+                folded,
+                t.cost,
+                t.compaction.sent,
+                u.write,
+                t.compaction.cost
+            );
+        }
+    }
+    for x in [&mut f, &mut c] {
+        let n = x.turns.max(1) as f64;
+        x.verbatim_mean /= n;
+        x.sent_mean /= n;
     }
     c.read_share = c_use.read_share();
     (f, c)
+}
+
+impl Figures {
+    /// Cost relative to client compaction's.
+    fn ratio(&self) -> f64 {
+        if self.compaction > 0.0 {
+            self.cost / self.compaction
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The mean of per-session figures (counts per session; the minimum verbatim over all).
+fn mean(rows: &[Figures]) -> Figures {
+    let n = rows.len().max(1) as f64;
+    let avg = |get: fn(&Figures) -> f64| rows.iter().map(get).sum::<f64>() / n;
+    let total =
+        |get: fn(&Figures) -> u64| (rows.iter().map(get).sum::<u64>() as f64 / n).round() as u64;
+    // The cost row is the mean of the per-session ratios: the target holds per session.
+    Figures {
+        cost: avg(Figures::ratio),
+        compaction: 1.0,
+        read_share: avg(|f| f.read_share),
+        verbatim_mean: avg(|f| f.verbatim_mean),
+        verbatim_min: rows.iter().map(|f| f.verbatim_min).min().unwrap_or(0),
+        turns: total(|f| f.turns),
+        fold_turns: total(|f| f.fold_turns),
+        trimmed: total(|f| f.trimmed),
+        refused: total(|f| f.refused),
+        recent: rows.iter().map(|f| f.recent).min().unwrap_or(0),
+        sent_mean: avg(|f| f.sent_mean),
+        reads: avg(|f| f.reads),
+        appends: avg(|f| f.appends),
+        rewrites: avg(|f| f.rewrites),
+        output: avg(|f| f.output),
+    }
 }
 
 fn main() {
@@ -229,20 +372,34 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .unwrap_or(3);
     let only = std::env::var("FOLDWIRE_ECONOMY_ONLY").ok();
-    let windows = [30_000u64, 60_000, 100_000, 200_000];
+    // `FOLDWIRE_ECONOMY_TRACE=30000`: every turn of the first session at that window.
+    let trace: Option<u64> = std::env::var("FOLDWIRE_ECONOMY_TRACE")
+        .ok()
+        .and_then(|s| s.parse().ok());
+    let windows: Vec<u64> = match std::env::var("FOLDWIRE_ECONOMY_WINDOWS") {
+        Ok(list) => list
+            .split(',')
+            .filter_map(|w| w.trim().parse().ok())
+            .collect(),
+        Err(_) => vec![30_000, 60_000, 100_000, 200_000],
+    };
     let sessions: Vec<Vec<Event>> = (1..=seeds)
         .map(|seed| coding_agent(seed, SessionShape::default()))
         .collect();
     println!(
-        "economy: {} generated sessions of {} turns (seeds 1..={seeds}), Anthropic prices (read 0.1x, write 1.25x, output 5x); cost in million base-input-token equivalents, summed over the sessions",
+        "economy: {} generated sessions of {} turns (seeds 1..={seeds}), Anthropic prices (read 0.1x, write 1.25x, output 5x)",
         sessions.len(),
         SessionShape::default().turns
     );
     println!(
-        "{:>7}  {:<28} {:>8} {:>9} {:>8} {:>10} {:>10} {:>7} {:>9} {:>6} {:>7} {:>8}",
+        "cost: x compaction on the same session; read %: cache reads over all input; verbatim: client tokens sent verbatim per turn (min from the turn the history holds the recent window); \
+         reads/appends/rewrites/output: where the cost goes, in thousand equivalents per turn"
+    );
+    println!(
+        "{:>7}  {:<28} {:>5} {:>9} {:>7} {:>9} {:>9} {:>7} {:>9} {:>6} {:>7} {:>7} {:>7} {:>7} {:>7} {:>7}",
         "window",
         "schedule",
-        "cost",
+        "seed",
         "x compact",
         "read %",
         "verb mean",
@@ -251,80 +408,63 @@ fn main() {
         "sent mean",
         "folds",
         "trimmed",
-        "refused"
+        "refused",
+        "reads",
+        "appends",
+        "rewrite",
+        "output"
     );
-    for window in windows {
-        let mut compaction_row: Option<Figures> = None;
+    for &window in &windows {
+        let mut compaction_rows: Option<Vec<Figures>> = None;
         for s in schedules() {
             if only.as_deref().is_some_and(|o| !s.label.contains(o)) {
                 continue;
             }
-            let mut sum = Figures {
-                verbatim_min: u64::MAX,
-                recent_min: u64::MAX,
-                ..Figures::default()
-            };
-            let mut csum = Figures {
-                verbatim_min: u64::MAX,
-                ..Figures::default()
-            };
-            let mut read = 0.0;
-            let mut cread = 0.0;
-            for events in &sessions {
+            let mut rows = Vec::new();
+            let mut crows = Vec::new();
+            for (i, events) in sessions.iter().enumerate() {
                 let reports = replay(events, &s, window);
-                let (f, c) = figures(&reports, window);
-                read += f.read_share * f.turns as f64;
-                cread += c.read_share * c.turns as f64;
-                for (acc, x) in [(&mut sum, f), (&mut csum, c)] {
-                    acc.cost += x.cost;
-                    acc.compaction += x.compaction;
-                    acc.verbatim_sum += x.verbatim_sum;
-                    acc.verbatim_min = acc.verbatim_min.min(x.verbatim_min);
-                    acc.turns += x.turns;
-                    acc.blocks += x.blocks;
-                    acc.trimmed += x.trimmed;
-                    acc.refused += x.refused;
-                    acc.recent_min = acc.recent_min.min(x.recent_min);
-                    acc.fold_turns += x.fold_turns;
-                    acc.sent_sum += x.sent_sum;
+                let traced = trace == Some(window) && i == 0;
+                if traced {
+                    println!("trace: {} at {}k, seed 1", s.label, window / 1000);
                 }
+                let (f, c) = figures(&reports, window, recent_window(&s, window), traced);
+                print_row(window, &s.label, &(i + 1).to_string(), &f);
+                rows.push(f);
+                crows.push(c);
             }
-            sum.read_share = read / sum.turns.max(1) as f64;
-            csum.read_share = cread / csum.turns.max(1) as f64;
-            if compaction_row.is_none() {
-                compaction_row = Some(csum);
-            }
-            print_row(window, &s.label, &sum);
+            print_row(window, &s.label, "mean", &mean(&rows));
+            compaction_rows.get_or_insert(crows);
         }
-        if let Some(c) = compaction_row {
-            print_row(window, "client compaction at 95%", &c);
+        if let Some(rows) = compaction_rows {
+            let label = "client compaction at 95%";
+            for (i, c) in rows.iter().enumerate() {
+                print_row(window, label, &(i + 1).to_string(), c);
+            }
+            print_row(window, label, "mean", &mean(&rows));
         }
     }
 }
 
-fn print_row(window: u64, label: &str, f: &Figures) {
-    let recent = if f.recent_min == u64::MAX {
-        "-".to_owned()
-    } else {
-        f.recent_min.to_string()
-    };
+fn print_row(window: u64, label: &str, seed: &str, f: &Figures) {
+    let per_turn = |x: f64| x / f.turns.max(1) as f64 / 1000.0;
     println!(
-        "{:>6}k  {:<28} {:>8.3} {:>8.2}x {:>7.1}% {:>10.0} {:>10} {:>7} {:>9.0} {:>6} {:>7} {:>8}",
+        "{:>6}k  {:<28} {:>5} {:>8.2}x {:>6.1}% {:>9.0} {:>9} {:>7} {:>9.0} {:>6} {:>7} {:>7} {:>7.2} {:>7.2} {:>7.2} {:>7.2}",
         window / 1000,
         label,
-        f.cost / 1e6,
-        if f.compaction > 0.0 {
-            f.cost / f.compaction
-        } else {
-            0.0
-        },
+        seed,
+        f.ratio(),
         f.read_share * 100.0,
-        f.verbatim_sum / f.turns.max(1) as f64,
+        f.verbatim_mean,
         f.verbatim_min,
-        recent,
-        f.sent_sum / f.turns.max(1) as f64,
+        f.recent,
+        f.sent_mean,
         f.fold_turns,
         f.trimmed,
-        f.refused
+        f.refused,
+        per_turn(f.reads),
+        per_turn(f.appends),
+        per_turn(f.rewrites),
+        per_turn(f.output)
     );
 }

@@ -272,7 +272,7 @@ fn demand_after(request_tokens: u64, floor_tokens: u64) -> FoldDemand {
 fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
     let r = registry();
     let scheduled = r.fold_policy("fold.scheduled", &Params::Null).unwrap();
-    // Budget 10,000: trigger 4,500, growth 2,500, ceiling 9,000, target 1,000.
+    // Budget 10,000: trigger 4,500, growth 4,500, ceiling 9,000, target 500.
     let ranges = [
         range(1, 1000),
         range(10, 1000),
@@ -281,17 +281,21 @@ fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
     ];
     let none = |d: FoldDemand| scheduled.choose(&ranges, &d).is_empty();
     assert!(none(demand(4_400)), "under the trigger");
-    // Past the trigger: down to the target in one go, oldest first (3,600 to save at
-    // 900 a range: four ranges).
+    // Past the trigger: down to the target in one go, oldest first (4,100 to save at
+    // 900 a range: all four ranges).
     assert_eq!(scheduled.choose(&ranges, &demand(4_600)), vec![0, 1, 2, 3]);
     // A fold that could only bring the request to 4,000 does not fold again on the next
-    // turns: the growth since it (2,500) gates the next one.
+    // turns: the growth since it (4,500, as much as the trigger) gates the next one.
     assert!(none(demand_after(5_000, 4_000)));
-    assert!(none(demand_after(6_400, 4_000)));
+    assert!(none(demand_after(8_400, 4_000)));
     assert_eq!(
-        scheduled.choose(&ranges, &demand_after(6_500, 4_000)),
+        scheduled.choose(&ranges, &demand_after(8_500, 4_000)),
         vec![0, 1, 2, 3]
     );
+    // The target is deep (500): from 4,600 a fifth range folds too (4,100 to save), where
+    // a target of a tenth (3,600 to save) would stop at four.
+    let five: Vec<_> = (0..5).map(|i| range(10 * i + 1, 1000)).collect();
+    assert_eq!(scheduled.choose(&five, &demand(4_600)), vec![0, 1, 2, 3, 4]);
     // Past the ceiling it folds whatever the growth.
     assert!(none(demand_after(8_900, 8_800)));
     assert!(!none(demand_after(9_100, 9_000)));

@@ -74,6 +74,12 @@ pub struct FoldConfig {
     pub compress: AutoCompressConfig,
     /// Turns a block survives in view before it counts as old (0: never).
     pub old_after_turns: u64,
+    /// On a turn that folds fresh history, the runs of summaries on the wire fold a tier up
+    /// too once they hold more than this share of the available budget (0: never). The
+    /// fold rewrites the request from right after those summaries anyway, so folding them
+    /// adds only their own tokens to that rewrite, where leaving them to pile up costs a
+    /// cached read on every turn and raises the floor every later fold returns to.
+    pub tier_after_fold: f64,
 }
 
 /// Validation settings of automatic folds.
@@ -111,9 +117,15 @@ impl Default for FoldConfig {
             max_summary_chars: 800,
             compress: AutoCompressConfig::default(),
             old_after_turns: DEFAULT_OLD_AFTER_TURNS,
+            tier_after_fold: DEFAULT_TIER_AFTER_FOLD,
         }
     }
 }
+
+/// Default [`FoldConfig::tier_after_fold`]: summaries over a twentieth of the budget fold a
+/// tier up with the next fold (measured with `cargo bench -p foldwire-benches --bench
+/// economy`: without it they grew to ~10,000 tokens at a 30k window).
+pub const DEFAULT_TIER_AFTER_FOLD: f64 = 0.05;
 
 /// The `fold` stage.
 #[derive(Debug, Clone, Default)]
@@ -254,6 +266,11 @@ impl Fold {
                 break;
             }
         }
+        if folds.turn.state.blocks.len() != blocks && self.config.tier_after_fold > 0.0 {
+            folds
+                .tier_with_fold(self.config.tier_after_fold, &compress.protection)
+                .await;
+        }
         if folds.turn.state.blocks.len() != blocks {
             record = ScheduleRecord {
                 floor: folds.request_tokens(),
@@ -363,6 +380,26 @@ impl Folds<'_> {
         let units = self.conversation.messages.get(s..=e)?;
         self.summarize(units, AnyRef::Message(start), AnyRef::Message(end))
             .await
+    }
+
+    /// On a turn that folded: the runs of summaries on the wire, each folded a tier up when
+    /// together they hold more than `share` of the available budget.
+    async fn tier_with_fold(&mut self, share: f64, protection: &Protection) {
+        let limit = (share * self.turn.budget.available() as f64) as u64;
+        let runs = summary_runs(
+            self.conversation,
+            &self.turn.state,
+            protection,
+            self.estimator,
+        );
+        if runs.iter().map(|r| r.tokens).sum::<u64>() <= limit {
+            return;
+        }
+        let mut requests = Vec::new();
+        for run in &runs {
+            requests.extend(self.tier_request(run).await);
+        }
+        self.apply(&requests);
     }
 
     /// A run of summaries, summarized from their summaries (and the fresh units between

@@ -709,10 +709,12 @@ fn replay_reports_tokens_and_rewrite_per_turn() {
 
 #[test]
 fn the_default_head_is_a_share_of_the_budget_capped_at_4000() {
-    assert_eq!(lh::default_head_tokens(6_000), 900);
+    // A twentieth of the budget: small windows keep the opening task, large ones the cap.
+    assert_eq!(lh::default_head_tokens(6_000), 300);
+    assert_eq!(lh::default_head_tokens(45_000), 2_250);
     assert_eq!(lh::default_head_tokens(184_000), lh::DEFAULT_HEAD_TOKENS);
     let msgs = history("h", 40, 400);
-    for (window, max_head) in [(8_000u64, 1_200u64), (200_000, 4_000)] {
+    for (window, max_head) in [(8_000u64, 400u64), (60_000, 3_000), (200_000, 4_000)] {
         let mut t = turn(
             conversation(Wire::Anthropic, &msgs),
             SessionState::default(),

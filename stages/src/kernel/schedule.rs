@@ -28,12 +28,17 @@ pub struct ScheduleConfig {
 impl Default for ScheduleConfig {
     fn default() -> Self {
         // Measured with `cargo bench -p foldwire-benches --bench economy` against other
-        // settings (README, "The fold schedule").
+        // settings (README, "The fold schedule"). A fold's fixed cost is the rewrite of
+        // what stays after it (the recent window, ~5,000 tokens, at the write price) and
+        // its summary; a growth of 0.45 of the budget between folds spreads that over
+        // enough turns at every window (at 30k and 60k the ceiling comes first), and a
+        // target of 0.05 folds all the history that may fold, so the next fold is as far
+        // away as it can be.
         ScheduleConfig {
             trigger: 0.45,
-            growth: 0.25,
+            growth: 0.45,
             ceiling: 0.9,
-            target: 0.1,
+            target: 0.05,
         }
     }
 }

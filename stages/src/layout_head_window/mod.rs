@@ -8,7 +8,7 @@
 //! or `layout.head_first`, both in `foldwire-plugins`) decides the order the units go out in.
 //!
 //! Params (all optional): `layout` (strategy name), `layout_params`, `head_tokens` (else
-//! `head_fraction` of the budget, 0.15, at most 4,000), `recent_tokens` (else
+//! `head_fraction` of the budget, 0.05, at most 4,000), `recent_tokens` (else
 //! `recent_fraction` of the budget, 0.3), `cache_markers` (true), `calibration_alpha` (0.3).
 //! Per-turn overrides in `turn.options`: `layout`, `window` (replaces `turn.budget.window`),
 //! `head_tokens`, `recent_tokens`.
@@ -52,12 +52,15 @@ pub const DEFAULT_HEAD_TOKENS: u64 = 4_000;
 /// The default head window as a share of the budget, when that is below
 /// [`DEFAULT_HEAD_TOKENS`].
 ///
-/// Why 0.15: a fold policy brings a request down to about 60% of its budget, and the recent
-/// window protects 30% of it; a head of 15% keeps what is protected under half the budget,
-/// so history between the two can always fold. A fixed 4,000 tokens was most of a small
-/// window (6,000 available at an 8k window) and left nothing foldable; above about 27,000
-/// available tokens the cap applies and large windows keep the 4,000-token head.
-pub const DEFAULT_HEAD_FRACTION: f64 = 0.15;
+/// Why 0.05: the head is read on every turn and sits under every fold's floor, so at small
+/// windows it is paid for on every turn and shortens the time between folds (each of which
+/// rewrites the recent window). At 0.15 the economy bench (`cargo bench -p foldwire-benches
+/// --bench economy`) cost 0.06x of client compaction more at a 30k window and 0.05x more
+/// at 60k; at 0.05 the head holds the opening task (about 1,100 tokens at 30k, 2,250 at
+/// 60k), and from about 80,000 available tokens the 4,000-token cap applies as before. A
+/// fixed 4,000 tokens was most of a small window (6,000 available at an 8k window) and left
+/// nothing foldable.
+pub const DEFAULT_HEAD_FRACTION: f64 = 0.05;
 /// The default recent window, as a share of the budget.
 pub const DEFAULT_RECENT_FRACTION: f64 = 0.3;
 

@@ -84,8 +84,9 @@ pub fn schedule_floor(state: &foldwire_core::SessionState) -> u64 {
 }
 
 /// A nudge that follows the fold schedule (`fold.scheduled`'s defaults): none until the
-/// request has grown by the schedule's `growth` since the last fold and passed
-/// [`NUDGE_EARLY`] of its trigger; "due" from there, "urgent" past the trigger (the proxy
+/// request has passed [`NUDGE_EARLY`] of its trigger and grown by that share of the
+/// schedule's `growth` since the last fold; "due" from there, "urgent" once the schedule
+/// itself is due (the proxy
 /// folds by itself there if the model does not). So a model is asked rarely, and for one
 /// large fold, not on every turn.
 pub fn pressure_note(request_tokens: u64, floor: u64, window: u64) -> Option<String> {
@@ -96,8 +97,11 @@ pub fn pressure_note(request_tokens: u64, floor: u64, window: u64) -> Option<Str
     let available = foldwire_core::Budget::default()
         .with_window(window)
         .available();
+    // Early in both: the growth the schedule waits for is as large as its trigger, so an
+    // early trigger alone would never come before the fold itself.
     let early = ScheduleConfig {
         trigger: schedule.trigger * NUDGE_EARLY,
+        growth: schedule.growth * NUDGE_EARLY,
         ..schedule
     };
     let grown = request_tokens.saturating_sub(floor);
@@ -143,8 +147,8 @@ mod tests {
 
     #[test]
     fn nudges_follow_the_fold_schedule() {
-        // Window 100,000: 84,000 available; trigger 0.45 (37,800), asked from 0.8 of it
-        // (30,240); growth 0.25 (21,000) since the last fold; ceiling 0.9 (75,600).
+        // Window 100,000: 84,000 available; trigger 0.45 (37,800) and growth 0.45 (37,800)
+        // since the last fold, asked from 0.8 of both (30,240); ceiling 0.9 (75,600).
         let w = 100_000;
         assert_eq!(pressure_note(30_000, 0, w), None, "under the early trigger");
         assert!(pressure_note(31_000, 0, w).unwrap().contains("Fold due"));
@@ -152,9 +156,14 @@ mod tests {
         // Right after a fold that left 25,000, the same pressure asks nothing until the
         // context has grown again: no nudge on every turn.
         assert_eq!(pressure_note(31_000, 25_000, w), None);
-        assert_eq!(pressure_note(45_000, 25_000, w), None);
+        assert_eq!(pressure_note(55_000, 25_000, w), None);
         assert!(
-            pressure_note(47_000, 25_000, w)
+            pressure_note(56_000, 25_000, w)
+                .unwrap()
+                .contains("Fold due")
+        );
+        assert!(
+            pressure_note(63_000, 25_000, w)
                 .unwrap()
                 .contains("Fold now")
         );
