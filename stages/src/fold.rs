@@ -14,7 +14,9 @@
 //!    with [`apply_compression`]. While the request is still over the policy's threshold,
 //!    the summaries on the wire fold again: the runs of them ([`summary_runs`]) the policy
 //!    picks are folded by block ids into one block a tier up each (nested blocks, which
-//!    restore down to the originals). A range whose summary or application fails is
+//!    restore down to the originals). On a turn that folded, the runs of summaries also fold
+//!    a tier up once they hold more than `tier_after_fold` (0.05) of the budget, inside the
+//!    rewrite the fold makes anyway. A range whose summary or application fails is
 //!    reported and left unfolded.
 //! 2. **Fold** ([`fold_view`]): covered units leave the wire, each active block's summary is
 //!    rendered once where its range began, the first-user pin is decided (its held and

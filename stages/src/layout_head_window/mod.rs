@@ -54,10 +54,11 @@ pub const DEFAULT_HEAD_TOKENS: u64 = 4_000;
 ///
 /// Why 0.05: the head is read on every turn and sits under every fold's floor, so at small
 /// windows it is paid for on every turn and shortens the time between folds (each of which
-/// rewrites the recent window). At 0.15 the economy bench (`cargo bench -p foldwire-benches
-/// --bench economy`) cost 0.06x of client compaction more at a 30k window and 0.05x more
-/// at 60k; at 0.05 the head holds the opening task (about 1,100 tokens at 30k, 2,250 at
-/// 60k), and from about 80,000 available tokens the 4,000-token cap applies as before. A
+/// rewrites the recent window). In the economy bench (`cargo bench -p foldwire-benches
+/// --bench economy`, one seed, growth 0.45) a head of 0.15 cost 1.25x client compaction at
+/// a 30k window where 0.05 cost 1.19x; at 0.05 the head holds the opening task (about
+/// 1,100 tokens at 30k, 2,250 at 60k), and from about 80,000 available tokens the
+/// 4,000-token cap applies as before. A
 /// fixed 4,000 tokens was most of a small window (6,000 available at an 8k window) and left
 /// nothing foldable.
 pub const DEFAULT_HEAD_FRACTION: f64 = 0.05;
