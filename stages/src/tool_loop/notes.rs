@@ -86,9 +86,8 @@ pub fn schedule_floor(state: &foldwire_core::SessionState) -> u64 {
 /// A nudge that follows the fold schedule (`fold.scheduled`'s defaults): none until the
 /// request has passed [`NUDGE_EARLY`] of its trigger and grown by that share of the
 /// schedule's `growth` since the last fold; "due" from there, "urgent" once the schedule
-/// itself is due (the proxy
-/// folds by itself there if the model does not). So a model is asked rarely, and for one
-/// large fold, not on every turn.
+/// itself is due (the proxy folds by itself there if the model does not). So a model is
+/// asked rarely, and for one large fold, not on every turn.
 pub fn pressure_note(request_tokens: u64, floor: u64, window: u64) -> Option<String> {
     if window == 0 {
         return None;
