@@ -4,6 +4,7 @@
 //! parsers and encoders ([`stream`]), token estimators ([`tokens`]) and
 //! the image header readers they price images with ([`image_size`]).
 
+pub mod dialect;
 pub mod image_size;
 pub mod request;
 pub mod stream;

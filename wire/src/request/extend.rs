@@ -36,26 +36,7 @@ pub struct ToolSpec<'a> {
 /// The tool definitions as `wire` lists them in its `tools` field (Gemini: one entry holding
 /// every declaration).
 pub fn tool_entries(wire: Wire, tools: &[ToolSpec<'_>]) -> Vec<Value> {
-    let each = tools.iter().map(|t| (t.name, t.description, t.schema));
-    match wire {
-        Wire::Anthropic => each
-            .map(|(n, d, s)| json!({"name": n, "description": d, "input_schema": s}))
-            .collect(),
-        Wire::OpenAiChat => each
-            .map(|(n, d, s)| {
-                json!({"type": "function", "function": {"name": n, "description": d, "parameters": s}})
-            })
-            .collect(),
-        Wire::OpenAiResponses => each
-            .map(|(n, d, s)| json!({"type": "function", "name": n, "description": d, "parameters": s}))
-            .collect(),
-        Wire::Gemini => {
-            let decls: Vec<Value> = each
-                .map(|(n, d, s)| json!({"name": n, "description": d, "parameters": s}))
-                .collect();
-            vec![json!({ "functionDeclarations": decls })]
-        }
-    }
+    crate::dialect::dialect(wire).tool_entries(tools)
 }
 
 /// A top-level value of the request as it will be encoded: the override a stage set, else
