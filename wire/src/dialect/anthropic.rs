@@ -29,7 +29,9 @@ impl Dialect for Anthropic {
     fn tool_entries(&self, tools: &[ToolSpec<'_>]) -> Vec<Value> {
         tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}))
+            .map(
+                |t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}),
+            )
             .collect()
     }
 

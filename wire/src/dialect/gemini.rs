@@ -117,7 +117,9 @@ impl Dialect for Gemini {
         }
         let mut outputs = Vec::new();
         for (c, r) in calls.iter().zip(results) {
-            outputs.push(json!({"functionResponse": {"name": c.name, "response": {"result": r.text}}}));
+            outputs.push(
+                json!({"functionResponse": {"name": c.name, "response": {"result": r.text}}}),
+            );
             for m in &r.media {
                 outputs.push(
                     json!({"inlineData": {"mimeType": m.media_type, "data": base64_of(m.bytes)}}),
@@ -271,6 +273,10 @@ impl Dialect for Gemini {
     /// A chunk with a `finishReason`.
     fn is_closing(&self, data: Option<&str>, _kind: Option<&str>) -> bool {
         data.is_some_and(|d| d.contains("\"finishReason\""))
+    }
+
+    fn carries_response_id(&self) -> bool {
+        true
     }
 
     fn response_id<'v>(&self, event: &'v Value) -> Option<&'v Value> {

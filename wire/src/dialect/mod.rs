@@ -120,8 +120,12 @@ pub trait Dialect: Send + Sync {
 
     /// The items a loop round appends to the conversation: the model's turn (its `text` and
     /// `calls`) and the calls' results.
-    fn round_items(&self, text: &str, calls: &[HiddenCall], results: &[CallOutput<'_>])
-    -> Vec<Value>;
+    fn round_items(
+        &self,
+        text: &str,
+        calls: &[HiddenCall],
+        results: &[CallOutput<'_>],
+    ) -> Vec<Value>;
 
     /// Why a request is a side request (structured output, forced or forbidden tools).
     fn side_request(&self, body: &Value) -> Option<&'static str>;
@@ -141,8 +145,14 @@ pub trait Dialect: Send + Sync {
 
     /// A one-shot request of this wire: its path and body (a system prompt, one user
     /// message, an output cap). `path` is the caller's path, empty for the default.
-    fn one_shot(&self, path: &str, model: &str, system: &str, ask: &str, max_tokens: u64)
-    -> (String, Value);
+    fn one_shot(
+        &self,
+        path: &str,
+        model: &str,
+        system: &str,
+        ask: &str,
+        max_tokens: u64,
+    ) -> (String, Value);
 
     /// Whether this wire serves `path`; `Some(model)` carries a model named in the path.
     fn claims_path(&self, path: &str) -> Option<Option<String>>;
@@ -209,6 +219,12 @@ pub trait Dialect: Send + Sync {
     /// The field that numbers blocks / items in an event, shifted in later rounds.
     fn position_field(&self) -> Option<&'static str> {
         None
+    }
+
+    /// Whether events carry the response id (Anthropic names it only in the opening event,
+    /// which later rounds drop).
+    fn carries_response_id(&self) -> bool {
+        false
     }
 
     /// Where an event carries the response id.

@@ -4,8 +4,8 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, base64_of, data_url,
-    file_name, forced_or_forbidden, joined, media_type_from_filename, obj_at, path_or, str_at,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, base64_of, data_url, file_name,
+    forced_or_forbidden, joined, media_type_from_filename, obj_at, path_or, str_at,
 };
 use crate::request::extend::ToolSpec;
 use crate::stream::HiddenCall;
@@ -72,7 +72,8 @@ impl Dialect for OpenAiChat {
         } else {
             Value::from(text)
         };
-        let mut items = vec![json!({"role": "assistant", "content": content, "tool_calls": tool_calls})];
+        let mut items =
+            vec![json!({"role": "assistant", "content": content, "tool_calls": tool_calls})];
         for (c, r) in calls.iter().zip(results) {
             items.push(json!({"role": "tool", "tool_call_id": c.id, "content": r.text}));
         }
@@ -214,6 +215,10 @@ impl Dialect for OpenAiChat {
         let usage_only =
             choices.is_none_or(Vec::is_empty) && v.get("usage").is_some_and(|u| !u.is_null());
         finished || usage_only
+    }
+
+    fn carries_response_id(&self) -> bool {
+        true
     }
 
     fn response_id<'v>(&self, event: &'v Value) -> Option<&'v Value> {

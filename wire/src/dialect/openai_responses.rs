@@ -74,7 +74,9 @@ impl Dialect for OpenAiResponses {
             items.push(json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}));
         }
         for (c, r) in calls.iter().zip(results) {
-            items.push(json!({"type": "function_call_output", "call_id": c.id, "output": output(r)}));
+            items.push(
+                json!({"type": "function_call_output", "call_id": c.id, "output": output(r)}),
+            );
         }
         items
     }
@@ -179,6 +181,10 @@ impl Dialect for OpenAiResponses {
 
     fn position_field(&self) -> Option<&'static str> {
         Some("output_index")
+    }
+
+    fn carries_response_id(&self) -> bool {
+        true
     }
 
     fn response_id<'v>(&self, event: &'v Value) -> Option<&'v Value> {

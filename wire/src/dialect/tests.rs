@@ -56,7 +56,11 @@ fn a_round_keeps_the_clients_bytes_and_decodes_on_every_wire() {
         assert!(out.ends_with(&body[close..]), "{wire}: {out}");
         assert!(out.contains(r"caf\u00e9"), "{wire}: {out}");
         let decoded = crate::request::decode(wire, Bytes::from(out.to_owned())).unwrap();
-        assert!(decoded.messages.len() >= 3, "{wire}: {}", decoded.messages.len());
+        assert!(
+            decoded.messages.len() >= 3,
+            "{wire}: {}",
+            decoded.messages.len()
+        );
         let v: Value = serde_json::from_str(out).unwrap();
         let list = v[dialect(wire).messages_key()].as_array().unwrap();
         assert!(list.len() >= 3, "{wire}: {out}");
@@ -101,14 +105,23 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
     )
     .unwrap();
     let text = std::str::from_utf8(&out).unwrap();
-    assert!(text.starts_with(r#"{"input":[{"role":"user","content":"caf\u00e9"},"#), "{text}");
+    assert!(
+        text.starts_with(r#"{"input":[{"role":"user","content":"caf\u00e9"},"#),
+        "{text}"
+    );
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["input"][1]["type"], "function_call");
     assert_eq!(v["input"][2]["output"], "done");
     assert_eq!(v["model"], "m");
 
-    let out = append_round(Wire::OpenAiResponses, br#"{"model":"m"}"#, "", &calls, &results)
-        .unwrap();
+    let out = append_round(
+        Wire::OpenAiResponses,
+        br#"{"model":"m"}"#,
+        "",
+        &calls,
+        &results,
+    )
+    .unwrap();
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["input"][0]["type"], "function_call");
     // The other wires have nothing to append to without their list.
@@ -154,7 +167,10 @@ fn restored_media_travels_in_each_wires_shape() {
     let c = items(Wire::OpenAiChat);
     assert_eq!(c[1]["content"], "two parts");
     assert_eq!(c[2]["role"], "user");
-    assert_eq!(c[2]["content"][1]["image_url"]["url"], "data:image/png;base64,cG5n");
+    assert_eq!(
+        c[2]["content"][1]["image_url"]["url"],
+        "data:image/png;base64,cG5n"
+    );
     assert_eq!(c[2]["content"][2]["file"]["filename"], "m00003-1.pdf");
     assert_eq!(
         c[2]["content"][2]["file"]["file_data"],
@@ -169,14 +185,20 @@ fn restored_media_travels_in_each_wires_shape() {
 
     let g = items(Wire::Gemini);
     let parts = &g[1]["parts"];
-    assert_eq!(parts[0]["functionResponse"]["response"]["result"], "two parts");
+    assert_eq!(
+        parts[0]["functionResponse"]["response"]["result"],
+        "two parts"
+    );
     assert_eq!(parts[2]["inlineData"]["mimeType"], "application/pdf");
 }
 
 #[test]
 fn every_wire_routes_its_own_path_and_no_other() {
     assert_eq!(route("/v1/messages"), Some((Wire::Anthropic, None)));
-    assert_eq!(route("/v1/chat/completions"), Some((Wire::OpenAiChat, None)));
+    assert_eq!(
+        route("/v1/chat/completions"),
+        Some((Wire::OpenAiChat, None))
+    );
     assert_eq!(route("/v1/responses"), Some((Wire::OpenAiResponses, None)));
     assert_eq!(
         route("/v1beta/models/gemini-2.5:streamGenerateContent"),
