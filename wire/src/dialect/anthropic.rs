@@ -4,10 +4,10 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, arguments_value, base64_of,
-    forced_or_forbidden, joined, obj_at, path_or, str_at,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, TrailingText, arguments_value,
+    base64_of, forced_or_forbidden, joined, obj_at, path_or, str_at,
 };
-use crate::request::extend::ToolSpec;
+use crate::request::extend::{ToolSpec, array_with, to_json};
 use crate::stream::{HiddenCall, Usage};
 
 /// Anthropic Messages (`POST /v1/messages`).
@@ -33,6 +33,32 @@ impl Dialect for Anthropic {
                 |t| json!({"name": t.name, "description": t.description, "input_schema": t.schema}),
             )
             .collect()
+    }
+
+    /// A string `system` becomes a text block list so the note can follow it.
+    fn note_slot(
+        &self,
+        field: &dyn Fn(&str) -> Option<Vec<u8>>,
+        note: &str,
+    ) -> Option<(&'static str, Vec<u8>)> {
+        let text_part = to_json(&self.text_part(note));
+        let value = match field("system") {
+            Some(s) if s.first() == Some(&b'"') => {
+                let mut v = br#"[{"type":"text","text":"#.to_vec();
+                v.extend_from_slice(&s);
+                v.extend_from_slice(b"},");
+                v.extend_from_slice(&text_part);
+                v.push(b']');
+                v
+            }
+            Some(a) => array_with(&a, &[text_part]).unwrap_or_else(|| to_json(note)),
+            None => to_json(note),
+        };
+        Some(("system", value))
+    }
+
+    fn trailing_text(&self, text: &str) -> TrailingText {
+        TrailingText::Part(to_json(&self.text_part(text)))
     }
 
     fn pairing(&self) -> Pairing {

@@ -4,10 +4,10 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, arguments_value, base64_of, joined, obj_at,
-    path_or, str_at,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, TrailingText, arguments_value, base64_of,
+    joined, obj_at, path_or, str_at,
 };
-use crate::request::extend::ToolSpec;
+use crate::request::extend::{ToolSpec, to_json};
 use crate::stream::HiddenCall;
 
 /// The method a streamed request names in its path.
@@ -36,6 +36,40 @@ impl Dialect for Gemini {
             .map(|t| json!({"name": t.name, "description": t.description, "parameters": t.schema}))
             .collect();
         vec![json!({ "functionDeclarations": decls })]
+    }
+
+    fn nested_declarations(&self) -> bool {
+        true
+    }
+
+    /// The note is one more part of the system instruction, under the spelling the client
+    /// used.
+    fn note_slot(
+        &self,
+        field: &dyn Fn(&str) -> Option<Vec<u8>>,
+        note: &str,
+    ) -> Option<(&'static str, Vec<u8>)> {
+        let snake = field("system_instruction");
+        let key = if snake.is_some() {
+            "system_instruction"
+        } else {
+            "systemInstruction"
+        };
+        // The instruction is small; it is read whole.
+        let mut slot = snake
+            .or_else(|| field(key))
+            .and_then(|v| serde_json::from_slice::<Value>(&v).ok())
+            .filter(Value::is_object)
+            .unwrap_or_else(|| json!({"parts": []}));
+        match slot.get_mut("parts").and_then(Value::as_array_mut) {
+            Some(parts) => parts.push(json!({"text": note})),
+            None => slot = json!({"parts": [{"text": note}]}),
+        }
+        Some((key, to_json(&slot)))
+    }
+
+    fn trailing_text(&self, text: &str) -> TrailingText {
+        TrailingText::Part(to_json(&self.text_part(text)))
     }
 
     fn pairing(&self) -> Pairing {

@@ -35,6 +35,15 @@ pub struct Pairing {
     pub calls_are_items: bool,
 }
 
+/// User text added after the last message, as the wire writes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TrailingText {
+    /// A content part (these bytes) of the last user message, or of a new one.
+    Part(Vec<u8>),
+    /// A user message of its own whose content is these bytes (a JSON string).
+    Message(Vec<u8>),
+}
+
 /// Which provider's upstream a wire's requests go to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Provider {
@@ -93,6 +102,24 @@ pub trait Dialect: Send + Sync {
 
     /// The tool definitions as the wire lists them in its `tools` field.
     fn tool_entries(&self, tools: &[ToolSpec<'_>]) -> Vec<Value>;
+
+    /// Whether a `tools` entry nests its functions (Gemini `functionDeclarations`) instead
+    /// of being one tool.
+    fn nested_declarations(&self) -> bool {
+        false
+    }
+
+    /// The system slot with `note` after the client's system text: the key and its new
+    /// value, read from the value the request will send (`field`). `None` where the note is
+    /// a system message of its own instead (OpenAI Chat).
+    fn note_slot(
+        &self,
+        field: &dyn Fn(&str) -> Option<Vec<u8>>,
+        note: &str,
+    ) -> Option<(&'static str, Vec<u8>)>;
+
+    /// How user text after the last message is written.
+    fn trailing_text(&self, text: &str) -> TrailingText;
 
     /// How calls and results pair.
     fn pairing(&self) -> Pairing;

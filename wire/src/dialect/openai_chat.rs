@@ -4,10 +4,11 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, base64_of, data_url, file_name,
-    forced_or_forbidden, joined, media_type_from_filename, obj_at, path_or, str_at,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, TrailingText, base64_of,
+    data_url, file_name, forced_or_forbidden, joined, media_type_from_filename, obj_at, path_or,
+    str_at,
 };
-use crate::request::extend::ToolSpec;
+use crate::request::extend::{ToolSpec, to_json};
 use crate::stream::HiddenCall;
 
 /// Leads the user message that carries restored media (tool messages carry text only).
@@ -36,6 +37,19 @@ impl Dialect for OpenAiChat {
                 json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.schema}})
             })
             .collect()
+    }
+
+    /// The note is a system message after the client's leading ones.
+    fn note_slot(
+        &self,
+        _field: &dyn Fn(&str) -> Option<Vec<u8>>,
+        _note: &str,
+    ) -> Option<(&'static str, Vec<u8>)> {
+        None
+    }
+
+    fn trailing_text(&self, text: &str) -> TrailingText {
+        TrailingText::Message(to_json(text))
     }
 
     fn pairing(&self) -> Pairing {

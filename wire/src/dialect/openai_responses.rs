@@ -4,10 +4,10 @@ use foldwire_core::Wire;
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, data_url, file_name, forced_or_forbidden,
-    joined, openai_chat, path_or,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, TrailingText, data_url, file_name,
+    forced_or_forbidden, joined, openai_chat, path_or,
 };
-use crate::request::extend::ToolSpec;
+use crate::request::extend::{ToolSpec, to_json};
 use crate::stream::HiddenCall;
 
 /// OpenAI Responses (`POST /v1/responses`).
@@ -31,6 +31,24 @@ impl Dialect for OpenAiResponses {
             .iter()
             .map(|t| json!({"type": "function", "name": t.name, "description": t.description, "parameters": t.schema}))
             .collect()
+    }
+
+    /// The note follows the client's `instructions` after a blank line.
+    fn note_slot(
+        &self,
+        field: &dyn Fn(&str) -> Option<Vec<u8>>,
+        note: &str,
+    ) -> Option<(&'static str, Vec<u8>)> {
+        let current = field("instructions").and_then(|v| serde_json::from_slice::<Value>(&v).ok());
+        let text = match current.as_ref().and_then(Value::as_str) {
+            Some(s) if !s.is_empty() => format!("{s}\n\n{note}"),
+            _ => note.to_owned(),
+        };
+        Some(("instructions", to_json(&text)))
+    }
+
+    fn trailing_text(&self, text: &str) -> TrailingText {
+        TrailingText::Message(to_json(text))
     }
 
     fn pairing(&self) -> Pairing {
