@@ -304,6 +304,7 @@ foldwire_core::register!(Summarizer, NAME, build);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_topic_line_is_split_off_and_the_text_cut_at_a_line() {

@@ -11,14 +11,12 @@ mod gemini;
 mod openai_chat;
 mod openai_responses;
 
-use std::ops::Range;
-
 use base64::Engine as _;
 use bytes::Bytes;
 use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value};
 
-use crate::request::extend::ToolSpec;
+use crate::request::extend::{ToolSpec, array_with, to_json};
 use crate::request::scan;
 use crate::stream::{HiddenCall, Usage};
 
@@ -373,76 +371,43 @@ pub fn append_round(
     let items: Vec<Vec<u8>> = d
         .round_items(text, calls, results)
         .iter()
-        .map(|v| serde_json::to_vec(v).unwrap_or_else(|_| b"null".to_vec()))
+        .map(to_json)
         .collect();
-    let field = fields.iter().find(|f| f.key == key);
-    let mut out = Vec::with_capacity(body.len() + items.iter().map(Vec::len).sum::<usize>() + 32);
-    match field {
-        Some(f) if body.get(f.value.start) == Some(&b'[') => {
-            // Insert before the closing bracket: everything up to it is copied as sent.
-            let close = f.value.end - 1;
-            let inner = body.get(f.value.start + 1..close).unwrap_or_default();
-            let mut empty = inner.iter().all(u8::is_ascii_whitespace);
-            out.extend_from_slice(body.get(..close).unwrap_or_default());
-            for item in &items {
-                if !empty {
-                    out.push(b',');
-                }
-                empty = false;
-                out.extend_from_slice(item);
-            }
-            out.extend_from_slice(body.get(close..).unwrap_or_default());
-        }
+    let list = match fields.iter().find(|f| f.key == key) {
         Some(f) => {
             let raw = body.get(f.value.clone()).unwrap_or_default();
-            let list = d
-                .list_from_scalar(raw)
+            // Items go before the closing bracket: the list's own bytes are copied as sent.
+            let as_list = if raw.first() == Some(&b'[') {
+                None
+            } else {
+                d.list_from_scalar(raw)
+            };
+            let list = array_with(as_list.as_deref().unwrap_or(raw), &items)
                 .ok_or(RoundError::NoList { wire, key })?;
-            let list = list_with(&list, &items).ok_or(RoundError::NoList { wire, key })?;
-            splice(&mut out, body, &f.value, &list);
+            (f.value.clone(), list)
         }
         None => {
-            let list = d
+            let empty = d
                 .list_from_scalar(b"[]")
-                .and_then(|l| list_with(&l, &items))
                 .ok_or(RoundError::NoList { wire, key })?;
+            let list = array_with(&empty, &items).ok_or(RoundError::NoList { wire, key })?;
             // A new last field, before the object's closing brace.
-            let close = end - 1;
-            out.extend_from_slice(body.get(..close).unwrap_or_default());
+            let mut field = Vec::with_capacity(list.len() + key.len() + 4);
             if !fields.is_empty() {
-                out.push(b',');
+                field.push(b',');
             }
-            out.extend_from_slice(&serde_json::to_vec(key).unwrap_or_default());
-            out.push(b':');
-            out.extend_from_slice(&list);
-            out.extend_from_slice(body.get(close..).unwrap_or_default());
+            field.extend_from_slice(&to_json(key));
+            field.push(b':');
+            field.extend_from_slice(&list);
+            (end - 1..end - 1, field)
         }
-    }
-    Ok(Bytes::from(out))
-}
-
-/// `body` with the bytes at `span` replaced by `with`.
-fn splice(out: &mut Vec<u8>, body: &[u8], span: &Range<usize>, with: &[u8]) {
+    };
+    let (span, with) = list;
+    let mut out = Vec::with_capacity(body.len() + with.len());
     out.extend_from_slice(body.get(..span.start).unwrap_or_default());
-    out.extend_from_slice(with);
+    out.extend_from_slice(&with);
     out.extend_from_slice(body.get(span.end..).unwrap_or_default());
-}
-
-/// A JSON array's bytes with `items` appended.
-fn list_with(list: &[u8], items: &[Vec<u8>]) -> Option<Vec<u8>> {
-    let close = list.iter().rposition(|b| *b == b']')?;
-    let inner = list.get(1..close)?;
-    let mut empty = inner.iter().all(u8::is_ascii_whitespace);
-    let mut out = list.get(..close)?.to_vec();
-    for item in items {
-        if !empty {
-            out.push(b',');
-        }
-        empty = false;
-        out.extend_from_slice(item);
-    }
-    out.push(b']');
-    Some(out)
+    Ok(Bytes::from(out))
 }
 
 /// Call arguments as a JSON value (an unreadable argument string becomes `{}`).

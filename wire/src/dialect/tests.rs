@@ -137,62 +137,6 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
 }
 
 #[test]
-fn restored_media_travels_in_each_wires_shape() {
-    let media = [
-        ResultMedia {
-            label: "m00003",
-            media_type: "image/png",
-            bytes: b"png",
-        },
-        ResultMedia {
-            label: "m00003",
-            media_type: "application/pdf",
-            bytes: b"%PDF",
-        },
-    ];
-    let results = [CallOutput {
-        text: "two parts",
-        media: media.to_vec(),
-    }];
-    let calls = [call("c1", "restore", r#"{"id":"m00003"}"#)];
-    let items = |w: Wire| dialect(w).round_items("", &calls, &results);
-
-    let a = items(Wire::Anthropic);
-    let content = &a[1]["content"][0]["content"];
-    assert_eq!(content[0]["text"], "two parts");
-    assert_eq!(content[1]["source"]["data"], "cG5n");
-    assert_eq!(content[2]["type"], "document");
-    assert_eq!(content[2]["source"]["media_type"], "application/pdf");
-
-    let c = items(Wire::OpenAiChat);
-    assert_eq!(c[1]["content"], "two parts");
-    assert_eq!(c[2]["role"], "user");
-    assert_eq!(
-        c[2]["content"][1]["image_url"]["url"],
-        "data:image/png;base64,cG5n"
-    );
-    assert_eq!(c[2]["content"][2]["file"]["filename"], "m00003-1.pdf");
-    assert_eq!(
-        c[2]["content"][2]["file"]["file_data"],
-        "data:application/pdf;base64,JVBERg=="
-    );
-
-    let r = items(Wire::OpenAiResponses);
-    let output = &r[1]["output"];
-    assert_eq!(output[0]["type"], "input_text");
-    assert_eq!(output[1]["image_url"], "data:image/png;base64,cG5n");
-    assert_eq!(output[2]["type"], "input_file");
-
-    let g = items(Wire::Gemini);
-    let parts = &g[1]["parts"];
-    assert_eq!(
-        parts[0]["functionResponse"]["response"]["result"],
-        "two parts"
-    );
-    assert_eq!(parts[2]["inlineData"]["mimeType"], "application/pdf");
-}
-
-#[test]
 fn every_wire_routes_its_own_path_and_no_other() {
     assert_eq!(route("/v1/messages"), Some((Wire::Anthropic, None)));
     assert_eq!(
