@@ -61,6 +61,20 @@ impl Dialect for Anthropic {
         TrailingText::Part(to_json(&self.text_part(text)))
     }
 
+    /// The long side is at most 1568 px and the area at most 1.15 megapixels; 750 pixels a
+    /// token.
+    fn image_tokens(&self, width: u32, height: u32) -> u64 {
+        const MAX_SIDE: f64 = 1568.0;
+        const MAX_PIXELS: f64 = 1_150_000.0;
+        const PIXELS_PER_TOKEN: f64 = 750.0;
+        let (w, h) = (f64::from(width), f64::from(height));
+        let scale = 1.0_f64
+            .min(MAX_SIDE / w.max(h))
+            .min((MAX_PIXELS / (w * h)).sqrt());
+        let (w, h) = ((w * scale).floor().max(1.0), (h * scale).floor().max(1.0));
+        (w * h / PIXELS_PER_TOKEN).ceil() as u64
+    }
+
     fn pairing(&self) -> Pairing {
         Pairing {
             result_role: Role::User,

@@ -72,6 +72,19 @@ impl Dialect for Gemini {
         TrailingText::Part(to_json(&self.text_part(text)))
     }
 
+    /// 258 tokens for an image at most 384 px both ways, else 258 per 768×768 tile.
+    fn image_tokens(&self, width: u32, height: u32) -> u64 {
+        const SMALL: u64 = 384;
+        const TILE: u64 = 768;
+        const TILE_TOKENS: u64 = 258;
+        let (w, h) = (u64::from(width), u64::from(height));
+        if w <= SMALL && h <= SMALL {
+            TILE_TOKENS
+        } else {
+            w.div_ceil(TILE) * h.div_ceil(TILE) * TILE_TOKENS
+        }
+    }
+
     fn pairing(&self) -> Pairing {
         Pairing {
             result_role: Role::User,

@@ -197,6 +197,16 @@ pub trait Dialect: Send + Sync {
         true
     }
 
+    /// Input tokens of an image of `width` × `height` pixels (both non-zero), by the
+    /// provider's published rule.
+    fn image_tokens(&self, width: u32, height: u32) -> u64;
+
+    /// What an image asking for `"detail": "low"` costs whatever its size, on wires that
+    /// take that field.
+    fn low_detail_image_tokens(&self) -> Option<u64> {
+        None
+    }
+
     // --- response ------------------------------------------------------------------------
 
     /// Removes the calls `is_proxy` names from a non-streamed answer; with no client call

@@ -52,6 +52,14 @@ impl Dialect for OpenAiChat {
         TrailingText::Message(to_json(text))
     }
 
+    fn image_tokens(&self, width: u32, height: u32) -> u64 {
+        image_tokens(width, height)
+    }
+
+    fn low_detail_image_tokens(&self) -> Option<u64> {
+        Some(LOW_DETAIL_TOKENS)
+    }
+
     fn pairing(&self) -> Pairing {
         pairing(false)
     }
@@ -271,6 +279,25 @@ pub(super) fn pairing(calls_are_items: bool) -> Pairing {
         results_in_one_message: false,
         calls_are_items,
     }
+}
+
+/// An OpenAI image's base price, and all a low-detail image costs.
+pub(super) const LOW_DETAIL_TOKENS: u64 = 85;
+
+/// OpenAI high detail: fit 2048×2048, then the short side to 768, then 512-px tiles of 170
+/// tokens over a base of 85.
+pub(super) fn image_tokens(width: u32, height: u32) -> u64 {
+    const FIT: f64 = 2048.0;
+    const SHORT_SIDE: f64 = 768.0;
+    const TILE: f64 = 512.0;
+    const TILE_TOKENS: u64 = 170;
+    let (w, h) = (f64::from(width), f64::from(height));
+    let fit = 1.0_f64.min(FIT / w.max(h));
+    let (w, h) = (w * fit, h * fit);
+    let short = 1.0_f64.min(SHORT_SIDE / w.min(h));
+    let (w, h) = ((w * short).floor().max(1.0), (h * short).floor().max(1.0));
+    let tiles = (w / TILE).ceil() as u64 * (h / TILE).ceil() as u64;
+    LOW_DETAIL_TOKENS + TILE_TOKENS * tiles
 }
 
 /// OpenAI keys travel as a bearer token.

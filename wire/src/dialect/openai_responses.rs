@@ -51,6 +51,14 @@ impl Dialect for OpenAiResponses {
         TrailingText::Message(to_json(text))
     }
 
+    fn image_tokens(&self, width: u32, height: u32) -> u64 {
+        openai_chat::image_tokens(width, height)
+    }
+
+    fn low_detail_image_tokens(&self) -> Option<u64> {
+        Some(openai_chat::LOW_DETAIL_TOKENS)
+    }
+
     fn pairing(&self) -> Pairing {
         openai_chat::pairing(true)
     }
