@@ -18,8 +18,9 @@ use foldwire_core::{
     Wire, async_trait,
 };
 use foldwire_stages::strategy_scope;
+use foldwire_wire::dialect::WireDialect;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::fallback::{self, FallbackSpec};
 use crate::http::{self, CallError};
@@ -131,13 +132,7 @@ impl LlmSummarizer {
 
 /// The header a provider takes its API key in.
 fn credential(wire: Wire, key: &str) -> (String, String) {
-    match wire {
-        Wire::Anthropic => ("x-api-key".to_owned(), key.to_owned()),
-        Wire::OpenAiChat | Wire::OpenAiResponses => {
-            ("authorization".to_owned(), format!("Bearer {key}"))
-        }
-        Wire::Gemini => ("x-goog-api-key".to_owned(), key.to_owned()),
-    }
+    wire.dialect().credential(key)
 }
 
 /// The range as a transcript the model reads.
@@ -180,89 +175,16 @@ pub fn side_request(
         "Summarize this part of the conversation in at most {max_chars} characters.\n\n<conversation>\n{transcript}</conversation>"
     );
     let base = up.base_url.trim_end_matches('/');
-    let path = |default: &str| {
-        if up.path.is_empty() {
-            default.to_owned()
-        } else {
-            up.path.clone()
-        }
-    };
-    match up.wire {
-        Wire::Anthropic => (
-            format!("{base}{}", path("/v1/messages")),
-            json!({"model": model, "max_tokens": max_tokens, "system": PROMPT,
-                   "messages": [{"role": "user", "content": ask}]}),
-        ),
-        Wire::OpenAiChat => (
-            format!("{base}{}", path("/v1/chat/completions")),
-            json!({"model": model, "max_completion_tokens": max_tokens,
-                   "messages": [{"role": "system", "content": PROMPT}, {"role": "user", "content": ask}]}),
-        ),
-        Wire::OpenAiResponses => (
-            format!("{base}{}", path("/v1/responses")),
-            json!({"model": model, "max_output_tokens": max_tokens, "instructions": PROMPT,
-                   "input": ask, "store": false}),
-        ),
-        Wire::Gemini => {
-            // Always the one-shot method, whatever the client streamed with.
-            let p = path(&format!("/v1beta/models/{model}:generateContent"));
-            let p = p.replace(":streamGenerateContent", ":generateContent");
-            (
-                format!("{base}{p}"),
-                json!({"systemInstruction": {"parts": [{"text": PROMPT}]},
-                       "contents": [{"role": "user", "parts": [{"text": ask}]}],
-                       "generationConfig": {"maxOutputTokens": max_tokens}}),
-            )
-        }
-    }
+    let (path, body) = up
+        .wire
+        .dialect()
+        .one_shot(&up.path, &model, PROMPT, &ask, max_tokens);
+    (format!("{base}{path}"), body)
 }
 
 /// The text of a provider's answer.
 pub fn answer_text(wire: Wire, answer: &Value) -> Option<String> {
-    let join = |parts: Vec<&str>| Some(parts.concat()).filter(|t| !t.trim().is_empty());
-    match wire {
-        Wire::Anthropic => join(
-            answer
-                .get("content")?
-                .as_array()?
-                .iter()
-                .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-                .filter_map(|b| b.get("text")?.as_str())
-                .collect(),
-        ),
-        Wire::OpenAiChat => join(vec![
-            answer
-                .get("choices")?
-                .get(0)?
-                .get("message")?
-                .get("content")?
-                .as_str()?,
-        ]),
-        Wire::OpenAiResponses => join(
-            answer
-                .get("output")?
-                .as_array()?
-                .iter()
-                .filter(|i| i.get("type").and_then(Value::as_str) == Some("message"))
-                .filter_map(|i| i.get("content")?.as_array())
-                .flatten()
-                .filter(|c| c.get("type").and_then(Value::as_str) == Some("output_text"))
-                .filter_map(|c| c.get("text")?.as_str())
-                .collect(),
-        ),
-        Wire::Gemini => join(
-            answer
-                .get("candidates")?
-                .get(0)?
-                .get("content")?
-                .get("parts")?
-                .as_array()?
-                .iter()
-                .filter(|p| p.get("thought").and_then(Value::as_bool) != Some(true))
-                .filter_map(|p| p.get("text")?.as_str())
-                .collect(),
-        ),
-    }
+    wire.dialect().answer_text(answer)
 }
 
 /// A summary from the model's text: the `TOPIC:` line (when there is one) becomes the
@@ -382,6 +304,7 @@ foldwire_core::register!(Summarizer, NAME, build);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn the_topic_line_is_split_off_and_the_text_cut_at_a_line() {

@@ -166,6 +166,25 @@ async fn the_models_compress_call_is_applied_hidden_and_stitched_on_every_wire()
                 "{wire}: ranges come with previews"
             );
             assert_forwarded_valid(wire, &bodies);
+            // The follow-up is the first request with the round spliced into its list: every
+            // byte before the list's closing bracket, and after it, goes out as it did.
+            let list = foldwire_wire::request::decode(wire, bodies[0].clone())
+                .unwrap()
+                .messages_span;
+            let close = list.end - 1;
+            assert_eq!(
+                bodies[1][..close],
+                bodies[0][..close],
+                "{wire} stream={stream}: the prefix changed"
+            );
+            assert!(
+                bodies[1].ends_with(&bodies[0][close..]),
+                "{wire} stream={stream}: the bytes after the list changed"
+            );
+            assert!(
+                bodies[1].len() > bodies[0].len(),
+                "{wire}: a round was added"
+            );
 
             let state = admin(proxy, &session).await;
             let blocks = state["state"]["blocks"].as_array().unwrap();

@@ -24,6 +24,7 @@ use foldwire_core::{
     BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef, Message,
     Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
 };
+use foldwire_wire::dialect::{MediaSink, WireDialect};
 
 /// The registered stage name.
 pub const NAME: &str = MediaClassifyConfig::NAME;
@@ -191,22 +192,7 @@ fn walk(wire: Wire, value: &Value, pointer: &mut String, found: &mut Vec<MediaRe
 /// Fields that hold a tool's own data (call arguments, Gemini function responses), which
 /// the provider never reads as media.
 fn is_tool_data(wire: Wire, map: &Map<String, Value>, key: &str) -> bool {
-    let kind = map.get("type").and_then(Value::as_str);
-    match wire {
-        Wire::Anthropic => key == "input" && matches!(kind, Some("tool_use" | "server_tool_use")),
-        Wire::Gemini => matches!(key, "args" | "response"),
-        Wire::OpenAiChat | Wire::OpenAiResponses => {
-            key == "arguments" || (key == "function" && map.contains_key("id"))
-        }
-    }
-}
-
-fn str_at<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    map.get(key).and_then(Value::as_str)
-}
-
-fn obj_at<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Map<String, Value>> {
-    map.get(key).and_then(Value::as_object)
+    wire.dialect().is_tool_data(map, key)
 }
 
 /// The kind of a payload from its media type.
@@ -233,7 +219,7 @@ struct Found<'a> {
     found: &'a mut Vec<MediaRef>,
 }
 
-impl Found<'_> {
+impl MediaSink for Found<'_> {
     /// An inline payload at `field` (a child pointer segment path like `/source/data`).
     fn inline(&mut self, kind: &str, field: &str, text: &str, declared: Option<&str>) {
         let payload = InlinePayload::parse(text, declared);
@@ -274,211 +260,7 @@ impl Found<'_> {
 
 /// Recognizes a media object of the wire at this position; true when it was one.
 fn inspect(wire: Wire, map: &Map<String, Value>, pointer: &str, found: &mut Vec<MediaRef>) -> bool {
-    let mut f = Found { pointer, found };
-    match wire {
-        Wire::Anthropic => inspect_anthropic(map, &mut f),
-        Wire::OpenAiChat | Wire::OpenAiResponses => inspect_openai(map, &mut f),
-        Wire::Gemini => inspect_gemini(map, &mut f),
-    }
-}
-
-fn inspect_anthropic(map: &Map<String, Value>, f: &mut Found<'_>) -> bool {
-    let Some(kind @ ("image" | "document")) = str_at(map, "type") else {
-        return false;
-    };
-    let Some(source) = obj_at(map, "source") else {
-        f.unrecoverable(
-            kind,
-            "",
-            None,
-            format!("Anthropic {kind} block without a source"),
-        );
-        return true;
-    };
-    let declared = str_at(source, "media_type");
-    match str_at(source, "type") {
-        Some("base64") => match str_at(source, "data") {
-            Some(data) => f.inline(kind, "/source/data", data, declared),
-            None => f.unrecoverable(
-                kind,
-                "/source",
-                declared,
-                "Anthropic base64 source without data".to_owned(),
-            ),
-        },
-        Some("url") => {
-            let url = str_at(source, "url").unwrap_or_default();
-            f.url(kind, "/source/url", url, declared);
-        }
-        Some("file") => {
-            let id = str_at(source, "file_id").unwrap_or("(no file_id)");
-            f.unrecoverable(
-                kind,
-                "/source/file_id",
-                declared,
-                format!("Anthropic file reference {id}"),
-            );
-        }
-        // Plain-text and content-block documents carry text, not bytes; images nested in a
-        // content source are found by the walk.
-        Some("text" | "content") => return false,
-        other => {
-            f.unrecoverable(
-                kind,
-                "/source",
-                declared,
-                format!("Anthropic {kind} source of unknown type {other:?}"),
-            );
-        }
-    }
-    true
-}
-
-fn inspect_openai(map: &Map<String, Value>, f: &mut Found<'_>) -> bool {
-    match str_at(map, "type") {
-        // Chat: {"type":"image_url","image_url":{"url":…}} (some clients send a bare string).
-        Some("image_url") => {
-            match map.get("image_url") {
-                Some(Value::Object(inner)) => {
-                    let url = str_at(inner, "url").unwrap_or_default();
-                    f.url("image", "/image_url/url", url, None);
-                }
-                Some(Value::String(url)) => f.url("image", "/image_url", url, None),
-                _ => f.unrecoverable("image", "", None, "image_url part without a URL".into()),
-            }
-            true
-        }
-        // Chat and Responses: {"type":"input_audio","input_audio":{"data":…,"format":"wav"}}.
-        Some("input_audio") => {
-            let inner = obj_at(map, "input_audio");
-            let format = inner.and_then(|i| str_at(i, "format"));
-            let declared = format.map(|fmt| format!("audio/{fmt}"));
-            match inner.and_then(|i| str_at(i, "data")) {
-                Some(data) => f.inline("audio", "/input_audio/data", data, declared.as_deref()),
-                None => f.unrecoverable("audio", "", None, "input_audio part without data".into()),
-            }
-            true
-        }
-        // Chat: {"type":"file","file":{"file_data":…}|{"file_id":…}}.
-        Some("file") => {
-            let inner = obj_at(map, "file");
-            let declared = inner
-                .and_then(|i| str_at(i, "filename"))
-                .and_then(media_type_from_filename);
-            if let Some(data) = inner.and_then(|i| str_at(i, "file_data")) {
-                f.inline("file", "/file/file_data", data, declared);
-            } else {
-                let id = inner
-                    .and_then(|i| str_at(i, "file_id"))
-                    .unwrap_or("(no file_id)");
-                f.unrecoverable(
-                    "file",
-                    "/file/file_id",
-                    declared,
-                    format!("OpenAI file reference {id}"),
-                );
-            }
-            true
-        }
-        // Responses: {"type":"input_image","image_url":…|"file_id":…}.
-        Some("input_image") => {
-            if let Some(url) = str_at(map, "image_url") {
-                f.url("image", "/image_url", url, None);
-            } else {
-                let id = str_at(map, "file_id").unwrap_or("(no file_id)");
-                f.unrecoverable(
-                    "image",
-                    "/file_id",
-                    None,
-                    format!("OpenAI file reference {id}"),
-                );
-            }
-            true
-        }
-        // Responses: {"type":"input_file","file_data":…|"file_id":…|"file_url":…}.
-        Some("input_file") => {
-            let declared = str_at(map, "filename").and_then(media_type_from_filename);
-            if let Some(data) = str_at(map, "file_data") {
-                f.inline("file", "/file_data", data, declared);
-            } else if let Some(url) = str_at(map, "file_url") {
-                f.url("file", "/file_url", url, declared);
-            } else {
-                let id = str_at(map, "file_id").unwrap_or("(no file_id)");
-                f.unrecoverable(
-                    "file",
-                    "/file_id",
-                    declared,
-                    format!("OpenAI file reference {id}"),
-                );
-            }
-            true
-        }
-        _ => false,
-    }
-}
-
-fn inspect_gemini(map: &Map<String, Value>, f: &mut Found<'_>) -> bool {
-    let mut hit = false;
-    for key in ["inlineData", "inline_data"] {
-        if let Some(inner) = obj_at(map, key) {
-            let declared = str_at(inner, "mimeType").or_else(|| str_at(inner, "mime_type"));
-            match str_at(inner, "data") {
-                Some(data) => f.inline("file", &format!("/{key}/data"), data, declared),
-                None => f.unrecoverable(
-                    "file",
-                    &format!("/{key}"),
-                    declared,
-                    "Gemini inlineData without data".into(),
-                ),
-            }
-            hit = true;
-        }
-    }
-    for key in ["fileData", "file_data"] {
-        if let Some(inner) = obj_at(map, key) {
-            let declared = str_at(inner, "mimeType").or_else(|| str_at(inner, "mime_type"));
-            let uri = str_at(inner, "fileUri")
-                .or_else(|| str_at(inner, "file_uri"))
-                .unwrap_or("(no fileUri)");
-            f.unrecoverable(
-                "file",
-                &format!("/{key}"),
-                declared,
-                format!("Gemini fileData {uri}"),
-            );
-            hit = true;
-        }
-    }
-    for key in ["videoMetadata", "video_metadata"] {
-        if map.contains_key(key) {
-            f.unrecoverable(
-                "video",
-                &format!("/{key}"),
-                None,
-                "Gemini videoMetadata (a clip of video foldwire never holds)".into(),
-            );
-            hit = true;
-        }
-    }
-    hit
-}
-
-/// A best-effort media type from a file name's extension.
-fn media_type_from_filename(name: &str) -> Option<&'static str> {
-    let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
-    Some(match ext.as_str() {
-        "pdf" => "application/pdf",
-        "png" => "image/png",
-        "jpg" | "jpeg" => "image/jpeg",
-        "gif" => "image/gif",
-        "webp" => "image/webp",
-        "txt" => "text/plain",
-        "csv" => "text/csv",
-        "json" => "application/json",
-        "wav" => "audio/wav",
-        "mp3" => "audio/mpeg",
-        _ => return None,
-    })
+    wire.dialect().media_at(map, &mut Found { pointer, found })
 }
 
 /// A URL cut to a readable length for reasons and warnings (signed URLs can be huge).

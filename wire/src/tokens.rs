@@ -48,53 +48,14 @@ impl TokenEstimator for TiktokenEstimator {
     }
 }
 
-/// Anthropic: the long side is at most 1568 px and the area at most 1.15 megapixels.
-const ANTHROPIC_MAX_SIDE: f64 = 1568.0;
-const ANTHROPIC_MAX_PIXELS: f64 = 1_150_000.0;
-const ANTHROPIC_PIXELS_PER_TOKEN: f64 = 750.0;
-/// OpenAI high detail: fit 2048×2048, then the short side to 768, then 512-px tiles.
-const OPENAI_FIT: f64 = 2048.0;
-const OPENAI_SHORT_SIDE: f64 = 768.0;
-const OPENAI_TILE: f64 = 512.0;
-const OPENAI_BASE_TOKENS: u64 = 85;
-const OPENAI_TILE_TOKENS: u64 = 170;
-/// Gemini: 258 tokens for an image at most 384 px both ways, else 258 per 768×768 tile.
-const GEMINI_SMALL: u64 = 384;
-const GEMINI_TILE: u64 = 768;
-const GEMINI_TILE_TOKENS: u64 = 258;
-
 /// Estimated input tokens of one image of `width` × `height` pixels on `wire`, by each
-/// provider's published rule. A zero-sized image costs nothing.
+/// provider's published rule ([`crate::dialect::Dialect::image_tokens`]). A zero-sized image
+/// costs nothing.
 pub fn image_tokens(wire: Wire, width: u32, height: u32) -> u64 {
     if width == 0 || height == 0 {
         return 0;
     }
-    let (w, h) = (f64::from(width), f64::from(height));
-    match wire {
-        Wire::Anthropic => {
-            let scale = 1.0_f64
-                .min(ANTHROPIC_MAX_SIDE / w.max(h))
-                .min((ANTHROPIC_MAX_PIXELS / (w * h)).sqrt());
-            let (w, h) = ((w * scale).floor().max(1.0), (h * scale).floor().max(1.0));
-            (w * h / ANTHROPIC_PIXELS_PER_TOKEN).ceil() as u64
-        }
-        Wire::OpenAiChat | Wire::OpenAiResponses => {
-            let fit = 1.0_f64.min(OPENAI_FIT / w.max(h));
-            let (w, h) = (w * fit, h * fit);
-            let short = 1.0_f64.min(OPENAI_SHORT_SIDE / w.min(h));
-            let (w, h) = ((w * short).floor().max(1.0), (h * short).floor().max(1.0));
-            let tiles = (w / OPENAI_TILE).ceil() as u64 * (h / OPENAI_TILE).ceil() as u64;
-            OPENAI_BASE_TOKENS + OPENAI_TILE_TOKENS * tiles
-        }
-        Wire::Gemini => {
-            let (w, h) = (u64::from(width), u64::from(height));
-            if w <= GEMINI_SMALL && h <= GEMINI_SMALL {
-                GEMINI_TILE_TOKENS
-            } else {
-                w.div_ceil(GEMINI_TILE) * h.div_ceil(GEMINI_TILE) * GEMINI_TILE_TOKENS
-            }
-        }
-    }
+    crate::dialect::dialect(wire).image_tokens(width, height)
 }
 
 /// The image size assumed where the real one cannot be read (a header foldwire cannot
@@ -173,10 +134,9 @@ fn inline_images(wire: Wire, raw: &[u8]) -> Vec<(std::ops::Range<usize>, u64)> {
             continue;
         }
         if let Some(tokens) = raw.get(start..end).and_then(|s| payload_tokens(wire, s)) {
-            let tokens = if openai_low_detail(wire, raw, start, end) {
-                OPENAI_BASE_TOKENS
-            } else {
-                tokens
+            let tokens = match crate::dialect::dialect(wire).low_detail_image_tokens() {
+                Some(low) if low_detail(raw, start, end) => low,
+                _ => tokens,
             };
             out.push((start..end, tokens));
         }
@@ -187,13 +147,10 @@ fn inline_images(wire: Wire, raw: &[u8]) -> Vec<(std::ops::Range<usize>, u64)> {
 /// Bytes on either side of an OpenAI image's string searched for its `detail` sibling.
 const DETAIL_REACH: usize = 48;
 
-/// True when the OpenAI image whose string spans `start..end` of `raw` asks for
+/// True when the image whose string spans `start..end` of `raw` asks for
 /// `"detail": "low"` (a sibling of `url` in Chat's `image_url`, of `image_url` in
-/// Responses' `input_image`): OpenAI then charges the base 85 tokens whatever the size.
-fn openai_low_detail(wire: Wire, raw: &[u8], start: usize, end: usize) -> bool {
-    if !matches!(wire, Wire::OpenAiChat | Wire::OpenAiResponses) {
-        return false;
-    }
+/// Responses' `input_image`), on wires that price it apart.
+fn low_detail(raw: &[u8], start: usize, end: usize) -> bool {
     let before = raw
         .get(start.saturating_sub(DETAIL_REACH)..start)
         .unwrap_or_default();

@@ -5,13 +5,14 @@
 
 use std::sync::Arc;
 
-use base64::Engine as _;
+use bytes::Bytes;
 use foldwire_archive::RestoredMedia;
 use foldwire_core::{Conversation, Engine, SessionId, Wire};
 pub use foldwire_stages::tool_loop::CallResult;
 use foldwire_stages::tool_loop::{CallCx, run_call};
+use foldwire_wire::dialect::{self, CallOutput, ResultMedia, WireDialect};
 use foldwire_wire::stream::HiddenCall;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::tools;
 
@@ -30,292 +31,58 @@ pub async fn run(
     run_call(&cx, &call.name, &call.arguments).await
 }
 
-/// Appends the model's turn (its text and proxy calls) and the call results to a request,
-/// in `wire`'s shape, so the next round continues where the model left off. Restored media
-/// goes inside the tool result where the wire allows it (Anthropic, Responses), beside it in
-/// the same turn on Gemini, and in a user message after the tool messages on Chat, whose
-/// tool messages carry text only.
+/// The follow-up request of a loop round: `body` with the model's turn (its text and proxy
+/// calls) and the call results appended in `wire`'s shape, spliced into the bytes
+/// ([`foldwire_wire::dialect::append_round`]), so the next round continues where the model
+/// left off and the client's prefix goes out as it was. `None` when the body has no
+/// conversation list to append to.
 pub fn append_round(
     wire: Wire,
-    body: &mut Value,
+    body: &[u8],
     text: &str,
     calls: &[HiddenCall],
     results: &[CallResult],
-) {
-    let Some(obj) = body.as_object_mut() else {
-        return;
-    };
-    match wire {
-        Wire::Anthropic => {
-            let mut content = Vec::new();
-            if !text.is_empty() {
-                content.push(json!({"type": "text", "text": text}));
-            }
-            for c in calls {
-                let input: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
-                content
-                    .push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
-            }
-            let outputs: Vec<Value> = calls
+) -> Option<Bytes> {
+    let labels: Vec<Vec<String>> = results
+        .iter()
+        .map(|r| r.media.iter().map(|m| m.r#ref.to_string()).collect())
+        .collect();
+    let outputs: Vec<CallOutput<'_>> = results
+        .iter()
+        .zip(&labels)
+        .map(|(r, labels)| CallOutput {
+            text: &r.text,
+            media: r
+                .media
                 .iter()
-                .zip(results)
-                .map(|(c, r)| {
-                    json!({"type": "tool_result", "tool_use_id": c.id, "content": anthropic_result(r)})
-                })
-                .collect();
-            if let Some(messages) = obj.get_mut("messages").and_then(Value::as_array_mut) {
-                messages.push(json!({"role": "assistant", "content": content}));
-                messages.push(json!({"role": "user", "content": outputs}));
-            }
-        }
-        Wire::OpenAiChat => {
-            let tool_calls: Vec<Value> = calls
-                .iter()
-                .map(|c| {
-                    json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}})
-                })
-                .collect();
-            if let Some(messages) = obj.get_mut("messages").and_then(Value::as_array_mut) {
-                let content = if text.is_empty() {
-                    Value::Null
-                } else {
-                    Value::from(text)
-                };
-                messages.push(
-                    json!({"role": "assistant", "content": content, "tool_calls": tool_calls}),
-                );
-                for (c, r) in calls.iter().zip(results) {
-                    messages.push(json!({"role": "tool", "tool_call_id": c.id, "content": r.text}));
-                }
-                let media: Vec<Value> = results
-                    .iter()
-                    .flat_map(|r| r.media.iter().enumerate())
-                    .map(|(part, m)| chat_media_part(m, part))
-                    .collect();
-                if !media.is_empty() {
-                    let mut parts = vec![json!({"type": "text", "text": CHAT_MEDIA_NOTE})];
-                    parts.extend(media);
-                    messages.push(json!({"role": "user", "content": parts}));
-                }
-            }
-        }
-        Wire::OpenAiResponses => {
-            if let Some(input) = tools::responses_input(obj) {
-                if !text.is_empty() {
-                    input.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}));
-                }
-                for c in calls {
-                    input.push(json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}));
-                }
-                for (c, r) in calls.iter().zip(results) {
-                    input.push(json!({"type": "function_call_output", "call_id": c.id, "output": responses_output(r)}));
-                }
-            }
-        }
-        Wire::Gemini => {
-            let mut parts = Vec::new();
-            if !text.is_empty() {
-                parts.push(json!({"text": text}));
-            }
-            for c in calls {
-                let args: Value = serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({}));
-                parts.push(json!({"functionCall": {"name": c.name, "args": args}}));
-            }
-            let mut outputs = Vec::new();
-            for (c, r) in calls.iter().zip(results) {
-                outputs.push(
-                    json!({"functionResponse": {"name": c.name, "response": {"result": r.text}}}),
-                );
-                for m in &r.media {
-                    outputs.push(
-                        json!({"inlineData": {"mimeType": m.media_type, "data": base64_of(m)}}),
-                    );
-                }
-            }
-            if let Some(contents) = obj.get_mut("contents").and_then(Value::as_array_mut) {
-                contents.push(json!({"role": "model", "parts": parts}));
-                contents.push(json!({"role": "user", "parts": outputs}));
-            }
+                .zip(labels)
+                .map(|(m, label)| output_media(m, label))
+                .collect(),
+        })
+        .collect();
+    match dialect::append_round(wire, body, text, calls, &outputs) {
+        Ok(next) => Some(next),
+        Err(e) => {
+            tracing::warn!(error = %e, "A compress-loop round could not be appended.");
+            None
         }
     }
 }
 
-/// Leads the user message that carries restored media on Chat.
-const CHAT_MEDIA_NOTE: &str = "[foldwire] The media restored by the restore call above:";
-
-fn base64_of(m: &RestoredMedia) -> String {
-    base64::engine::general_purpose::STANDARD.encode(&m.bytes)
-}
-
-fn data_url(m: &RestoredMedia) -> String {
-    format!("data:{};base64,{}", m.media_type, base64_of(m))
-}
-
-/// A file name for a restored payload: its ref, part and an extension from its type.
-fn file_name(m: &RestoredMedia, part: usize) -> String {
-    let ext = m
-        .media_type
-        .split_once('/')
-        .map(|(_, sub)| sub.split(['+', ';']).next().unwrap_or(sub))
-        .unwrap_or("bin");
-    format!("{}-{part}.{ext}", m.r#ref)
-}
-
-/// An Anthropic tool result's content: the text alone, or the text and the media as image /
-/// document blocks (other types are named in the text: Anthropic has no block for them).
-fn anthropic_result(r: &CallResult) -> Value {
-    if r.media.is_empty() {
-        return Value::from(r.text.as_str());
+fn output_media<'a>(m: &'a RestoredMedia, label: &'a str) -> ResultMedia<'a> {
+    ResultMedia {
+        label,
+        media_type: &m.media_type,
+        bytes: &m.bytes,
     }
-    let mut text = r.text.clone();
-    let mut blocks = Vec::new();
-    for m in &r.media {
-        let source = json!({"type": "base64", "media_type": m.media_type, "data": base64_of(m)});
-        if m.media_type.starts_with("image/") {
-            blocks.push(json!({"type": "image", "source": source}));
-        } else if m.media_type == "application/pdf" {
-            blocks.push(json!({"type": "document", "source": source}));
-        } else if m.media_type.starts_with("text/") {
-            let data = String::from_utf8_lossy(&m.bytes);
-            blocks.push(json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": data}}));
-        } else {
-            text.push_str(&format!(
-                "\n{}: {} cannot travel in an Anthropic tool result; the user can restore it with `foldwire restore --image-ref {}`",
-                m.r#ref, m.media_type, m.r#ref
-            ));
-        }
-    }
-    let mut content = vec![json!({"type": "text", "text": text})];
-    content.extend(blocks);
-    Value::Array(content)
-}
-
-/// A Chat content part for a restored payload.
-fn chat_media_part(m: &RestoredMedia, part: usize) -> Value {
-    match m.media_type.as_str() {
-        t if t.starts_with("image/") => {
-            json!({"type": "image_url", "image_url": {"url": data_url(m)}})
-        }
-        "audio/wav" | "audio/x-wav" => {
-            json!({"type": "input_audio", "input_audio": {"data": base64_of(m), "format": "wav"}})
-        }
-        "audio/mpeg" | "audio/mp3" => {
-            json!({"type": "input_audio", "input_audio": {"data": base64_of(m), "format": "mp3"}})
-        }
-        _ => {
-            json!({"type": "file", "file": {"filename": file_name(m, part), "file_data": data_url(m)}})
-        }
-    }
-}
-
-/// A Responses function output: the text alone, or input parts with the media.
-fn responses_output(r: &CallResult) -> Value {
-    if r.media.is_empty() {
-        return Value::from(r.text.as_str());
-    }
-    let mut parts = vec![json!({"type": "input_text", "text": r.text})];
-    for (part, m) in r.media.iter().enumerate() {
-        parts.push(if m.media_type.starts_with("image/") {
-            json!({"type": "input_image", "image_url": data_url(m)})
-        } else {
-            json!({"type": "input_file", "filename": file_name(m, part), "file_data": data_url(m)})
-        });
-    }
-    Value::Array(parts)
-}
-
-fn is_proxy_tool(name: Option<&str>) -> bool {
-    name.is_some_and(|n| tools::names().contains(&n))
 }
 
 /// Removes the proxy's tool calls from a non-streamed answer; when no client tool call is
 /// left, a tool-use stop reason becomes a normal end so the client does not wait for calls
 /// it cannot see. Returns whether anything changed.
 pub fn strip_json(wire: Wire, body: &mut Value) -> bool {
-    let mut changed = false;
-    match wire {
-        Wire::Anthropic => {
-            let mut left = 0;
-            if let Some(content) = body.get_mut("content").and_then(Value::as_array_mut) {
-                let before = content.len();
-                content.retain(|b| !is_proxy_tool(b.get("name").and_then(Value::as_str)));
-                changed = content.len() != before;
-                left = content
-                    .iter()
-                    .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
-                    .count();
-            }
-            if changed && left == 0 && body["stop_reason"] == "tool_use" {
-                body["stop_reason"] = json!("end_turn");
-            }
-        }
-        Wire::OpenAiChat => {
-            for choice in body
-                .get_mut("choices")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
-                let Some(message) = choice.get_mut("message").and_then(Value::as_object_mut) else {
-                    continue;
-                };
-                let mut emptied = false;
-                if let Some(calls) = message.get_mut("tool_calls").and_then(Value::as_array_mut) {
-                    let before = calls.len();
-                    calls.retain(|c| {
-                        !is_proxy_tool(
-                            c.get("function")
-                                .and_then(|f| f.get("name"))
-                                .and_then(Value::as_str),
-                        )
-                    });
-                    changed |= calls.len() != before;
-                    emptied = calls.is_empty() && before > 0;
-                }
-                if emptied {
-                    message.remove("tool_calls");
-                    if choice["finish_reason"] == "tool_calls" {
-                        choice["finish_reason"] = json!("stop");
-                    }
-                }
-            }
-        }
-        Wire::OpenAiResponses => {
-            if let Some(output) = body.get_mut("output").and_then(Value::as_array_mut) {
-                let before = output.len();
-                output.retain(|o| {
-                    !(o.get("type").and_then(Value::as_str) == Some("function_call")
-                        && is_proxy_tool(o.get("name").and_then(Value::as_str)))
-                });
-                changed = output.len() != before;
-            }
-        }
-        Wire::Gemini => {
-            for candidate in body
-                .get_mut("candidates")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
-                if let Some(parts) = candidate
-                    .get_mut("content")
-                    .and_then(|c| c.get_mut("parts"))
-                    .and_then(Value::as_array_mut)
-                {
-                    let before = parts.len();
-                    parts.retain(|p| {
-                        !is_proxy_tool(
-                            p.get("functionCall")
-                                .and_then(|c| c.get("name"))
-                                .and_then(Value::as_str),
-                        )
-                    });
-                    changed |= parts.len() != before;
-                }
-            }
-        }
-    }
-    changed
+    wire.dialect()
+        .strip_calls(body, &|name| tools::names().contains(&name))
 }
 
 #[cfg(test)]
@@ -323,6 +90,7 @@ mod tests {
     use super::*;
     use foldwire_core::Ref;
     use foldwire_stages::tool_loop::{COMPRESS, RESTORE};
+    use serde_json::json;
 
     /// A session with one turn through the proxy's default pipeline (tools injected), and the
     /// conversation the turn produced.
@@ -371,6 +139,22 @@ mod tests {
         (engine, session, view, ranges)
     }
 
+    /// `body` after [`append_round`], read back.
+    fn round(
+        wire: Wire,
+        body: Value,
+        text: &str,
+        calls: &[HiddenCall],
+        results: &[CallResult],
+    ) -> Value {
+        let bytes = serde_json::to_vec(&body).unwrap();
+        let next = append_round(wire, &bytes, text, calls, results).unwrap();
+        // The request as it was is the prefix of the follow-up (up to its list's end).
+        let list_end = bytes.iter().rposition(|b| *b == b']').unwrap_or(0);
+        assert_eq!(next[..list_end], bytes[..list_end]);
+        serde_json::from_slice(&next).unwrap()
+    }
+
     fn call(name: &str, arguments: Value) -> HiddenCall {
         HiddenCall {
             index: 0,
@@ -408,26 +192,6 @@ mod tests {
     }
 
     #[test]
-    fn strip_json_removes_proxy_calls_and_fixes_the_stop() {
-        let mut a = json!({"content": [{"type": "text", "text": "hi"}, {"type": "tool_use", "id": "t", "name": "compress", "input": {}}], "stop_reason": "tool_use"});
-        assert!(strip_json(Wire::Anthropic, &mut a));
-        assert_eq!(a["content"].as_array().unwrap().len(), 1);
-        assert_eq!(a["stop_reason"], "end_turn");
-        let mut c = json!({"choices": [{"message": {"role": "assistant", "tool_calls": [{"id": "1", "function": {"name": "search_context", "arguments": "{}"}}, {"id": "2", "function": {"name": "bash", "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]});
-        assert!(strip_json(Wire::OpenAiChat, &mut c));
-        assert_eq!(
-            c["choices"][0]["message"]["tool_calls"]
-                .as_array()
-                .unwrap()
-                .len(),
-            1
-        );
-        assert_eq!(c["choices"][0]["finish_reason"], "tool_calls");
-        let mut g = json!({"candidates": [{"content": {"parts": [{"text": "x"}]}}]});
-        assert!(!strip_json(Wire::Gemini, &mut g));
-    }
-
-    #[test]
     fn restored_media_travels_in_each_wires_shape() {
         let call = HiddenCall {
             index: 0,
@@ -453,16 +217,26 @@ mod tests {
         let results = [result];
         let calls = std::slice::from_ref(&call);
 
-        let mut a = json!({"messages": [{"role": "user", "content": "q"}]});
-        append_round(Wire::Anthropic, &mut a, "", calls, &results);
+        let a = round(
+            Wire::Anthropic,
+            json!({"messages": [{"role": "user", "content": "q"}]}),
+            "",
+            calls,
+            &results,
+        );
         let content = &a["messages"][2]["content"][0]["content"];
         assert_eq!(content[0]["text"], "two parts");
         assert_eq!(content[1]["source"]["data"], "cG5n");
         assert_eq!(content[2]["type"], "document");
         assert_eq!(content[2]["source"]["media_type"], "application/pdf");
 
-        let mut c = json!({"messages": [{"role": "user", "content": "q"}]});
-        append_round(Wire::OpenAiChat, &mut c, "", calls, &results);
+        let c = round(
+            Wire::OpenAiChat,
+            json!({"messages": [{"role": "user", "content": "q"}]}),
+            "",
+            calls,
+            &results,
+        );
         assert_eq!(c["messages"][2]["content"], "two parts");
         let parts = &c["messages"][3]["content"];
         assert_eq!(c["messages"][3]["role"], "user");
@@ -473,15 +247,25 @@ mod tests {
             "data:application/pdf;base64,JVBERg=="
         );
 
-        let mut r = json!({"input": "q"});
-        append_round(Wire::OpenAiResponses, &mut r, "", calls, &results);
+        let r = round(
+            Wire::OpenAiResponses,
+            json!({"input": "q"}),
+            "",
+            calls,
+            &results,
+        );
         let output = &r["input"][2]["output"];
         assert_eq!(output[0]["type"], "input_text");
         assert_eq!(output[1]["image_url"], "data:image/png;base64,cG5n");
         assert_eq!(output[2]["type"], "input_file");
 
-        let mut g = json!({"contents": [{"role": "user", "parts": [{"text": "q"}]}]});
-        append_round(Wire::Gemini, &mut g, "", calls, &results);
+        let g = round(
+            Wire::Gemini,
+            json!({"contents": [{"role": "user", "parts": [{"text": "q"}]}]}),
+            "",
+            calls,
+            &results,
+        );
         let parts = &g["contents"][2]["parts"];
         assert_eq!(
             parts[0]["functionResponse"]["response"]["result"],
@@ -510,30 +294,27 @@ mod tests {
             arguments: "{\"ranges\":[]}".into(),
             complete: true,
         };
-        let mut a = json!({"messages": [{"role": "user", "content": "q"}]});
-        append_round(
+        let a = round(
             Wire::Anthropic,
-            &mut a,
+            json!({"messages": [{"role": "user", "content": "q"}]}),
             "thinking",
             std::slice::from_ref(&call),
             &[CallResult::from("done".to_owned())],
         );
         assert_eq!(a["messages"][1]["content"][1]["type"], "tool_use");
         assert_eq!(a["messages"][2]["content"][0]["tool_use_id"], "c1");
-        let mut r = json!({"input": "q"});
-        append_round(
+        let r = round(
             Wire::OpenAiResponses,
-            &mut r,
+            json!({"input": "q"}),
             "",
             std::slice::from_ref(&call),
             &[CallResult::from("done".to_owned())],
         );
         assert_eq!(r["input"][1]["type"], "function_call");
         assert_eq!(r["input"][2]["output"], "done");
-        let mut g = json!({"contents": [{"role": "user", "parts": [{"text": "q"}]}]});
-        append_round(
+        let g = round(
             Wire::Gemini,
-            &mut g,
+            json!({"contents": [{"role": "user", "parts": [{"text": "q"}]}]}),
             "",
             std::slice::from_ref(&call),
             &[CallResult::from("done".to_owned())],

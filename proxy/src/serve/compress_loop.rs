@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use foldwire_core::{Conversation, SessionId, Wire};
+use foldwire_wire::dialect::WireDialect;
 use foldwire_wire::stream::{
     HiddenCall, ParsedEvent, StreamEvent, StreamFilter, StreamParser, parse_response,
 };
@@ -124,9 +125,7 @@ pub async fn respond(mut ex: Exchange, body: Bytes) -> Response {
         }
         _ if encoded => build(status, headers, Body::from_stream(upstream.bytes_stream())),
         _ => {
-            let framed = sse
-                || (wire == Wire::Gemini
-                    && ex.route.path_and_query.contains(":streamGenerateContent"));
+            let framed = sse || wire.dialect().streams_by_path(&ex.route.path_and_query);
             tap(ex, wire, framed, upstream, status, headers)
         }
     }
@@ -376,9 +375,7 @@ async fn next_round(
         last.text.push_str(LAST_ROUND_NOTE);
     }
     let looped = ex.looped.as_mut()?;
-    let mut request: Value = serde_json::from_slice(&looped.body).ok()?;
-    calls::append_round(wire, &mut request, text, hidden, &results);
-    let body = Bytes::from(serde_json::to_vec(&request).ok()?);
+    let body = calls::append_round(wire, &looped.body, text, hidden, &results)?;
     looped.body = body.clone();
     let upstream = send(ex, body).await.ok()?;
     if upstream.status().is_success() {
@@ -434,11 +431,10 @@ async fn stream_rounds(
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
     let mut stitcher = Stitcher::new(wire);
-    // Gemini clients parse every SSE line as JSON (real Gemini never sends comments), so
-    // keep-alives go only where the client's framing takes them: the other wires' SSE, and
-    // the JSON array (where they become whitespace).
+    // Keep-alives go only where the client's framing takes them: SSE whose clients accept
+    // comments, and the JSON array (where they become whitespace).
     let comments_allowed =
-        wire != Wire::Gemini || ex.looped.as_ref().is_some_and(|l| l.array_stream);
+        wire.dialect().sse_comments() || ex.looped.as_ref().is_some_and(|l| l.array_stream);
     let mut upstream = first;
     let mut round = 0;
     loop {

@@ -64,7 +64,7 @@ pub async fn handle(
     let mut route = route;
     let mut looped = processed.looped;
     if let Some(looped) = looped.as_mut()
-        && route.is_gemini_array_stream()
+        && route.is_array_stream()
     {
         // The loop reads SSE; the client still gets the JSON array it asked for.
         route = route.with_alt_sse();

@@ -6,28 +6,12 @@
 use serde_json::Value;
 
 use foldwire_core::Wire;
+use foldwire_wire::dialect::WireDialect;
 
 /// The client-visible content of one round's answer, proxy calls already removed
-/// (see [`super::calls::strip_json`]): Anthropic content blocks, the Chat message text,
-/// Responses output items, Gemini parts of the first candidate.
+/// (see [`super::calls::strip_json`]), in the wire's shape ([`foldwire_wire::dialect`]).
 pub fn visible(wire: Wire, body: &Value) -> Vec<Value> {
-    match wire {
-        Wire::Anthropic => body.get("content").and_then(Value::as_array).cloned(),
-        Wire::OpenAiChat => first_message(body)
-            .and_then(|m| m.get("content"))
-            .and_then(Value::as_str)
-            .filter(|t| !t.is_empty())
-            .map(|t| vec![Value::from(t)]),
-        Wire::OpenAiResponses => body.get("output").and_then(Value::as_array).cloned(),
-        Wire::Gemini => body
-            .get("candidates")
-            .and_then(|c| c.get(0))
-            .and_then(|c| c.get("content"))
-            .and_then(|c| c.get("parts"))
-            .and_then(Value::as_array)
-            .cloned(),
-    }
-    .unwrap_or_default()
+    wire.dialect().visible(body)
 }
 
 /// Puts `earlier` (from [`visible`] of the earlier rounds, in order) in front of the last
@@ -37,44 +21,7 @@ pub fn prepend(wire: Wire, body: &mut Value, earlier: Vec<Value>) {
     if earlier.is_empty() {
         return;
     }
-    let slot = match wire {
-        Wire::Anthropic => body.get_mut("content"),
-        Wire::OpenAiResponses => body.get_mut("output"),
-        Wire::Gemini => body
-            .get_mut("candidates")
-            .and_then(|c| c.get_mut(0))
-            .and_then(|c| c.get_mut("content"))
-            .and_then(|c| c.get_mut("parts")),
-        Wire::OpenAiChat => {
-            let Some(message) = body
-                .get_mut("choices")
-                .and_then(|c| c.get_mut(0))
-                .and_then(|c| c.get_mut("message"))
-                .and_then(Value::as_object_mut)
-            else {
-                return;
-            };
-            let mut text: String = earlier.iter().filter_map(Value::as_str).collect();
-            if let Some(last) = message.get("content").and_then(Value::as_str) {
-                text.push_str(last);
-            }
-            message.insert("content".into(), Value::from(text));
-            return;
-        }
-    };
-    match slot {
-        Some(Value::Array(items)) => {
-            let later = std::mem::take(items);
-            items.extend(earlier);
-            items.extend(later);
-        }
-        Some(other) => *other = Value::Array(earlier),
-        None => {}
-    }
-}
-
-fn first_message(body: &Value) -> Option<&Value> {
-    body.get("choices")?.get(0)?.get("message")
+    wire.dialect().prepend(body, earlier);
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 
 use axum::http::HeaderMap;
 use foldwire_core::Wire;
+use foldwire_wire::dialect::{self, Provider, WireDialect};
 
 use super::config::Upstreams;
 
@@ -46,16 +47,10 @@ pub fn resolve(
         None => (None, path_and_query.to_owned()),
     };
     let path = rest.split('?').next().unwrap_or_default();
-    let (wire, default_upstream, model) = if path == "/v1/messages" {
-        (Some(Wire::Anthropic), &upstreams.anthropic, None)
-    } else if path == "/v1/messages/count_tokens" {
+    let (wire, default_upstream, model) = if path == "/v1/messages/count_tokens" {
         (None, &upstreams.anthropic, None)
-    } else if path.ends_with("/chat/completions") {
-        (Some(Wire::OpenAiChat), &upstreams.openai, None)
-    } else if path.ends_with("/responses") {
-        (Some(Wire::OpenAiResponses), &upstreams.openai, None)
-    } else if let Some(model) = gemini_model(path) {
-        (Some(Wire::Gemini), &upstreams.gemini, Some(model))
+    } else if let Some((wire, model)) = dialect::route(path) {
+        (Some(wire), provider_upstream(wire, upstreams), model)
     } else {
         (None, passthrough_upstream(path, headers, upstreams), None)
     };
@@ -68,11 +63,10 @@ pub fn resolve(
 }
 
 impl Route {
-    /// True for a Gemini stream answered as a JSON array (no `alt=sse` in the query).
-    pub fn is_gemini_array_stream(&self) -> bool {
-        self.wire == Some(Wire::Gemini)
-            && self.path_and_query.contains(":streamGenerateContent")
-            && !self.has_alt_sse()
+    /// True for a stream answered as a JSON array (Gemini without `alt=sse` in the query).
+    pub fn is_array_stream(&self) -> bool {
+        self.wire
+            .is_some_and(|w| w.dialect().array_stream(&self.path_and_query))
     }
 
     fn has_alt_sse(&self) -> bool {
@@ -119,12 +113,13 @@ pub fn passthrough_upstream<'u>(
     }
 }
 
-/// `models/{model}:generateContent` or `:streamGenerateContent` anywhere under a version.
-fn gemini_model(path: &str) -> Option<String> {
-    let idx = path.find("/models/")?;
-    let tail = &path[idx + "/models/".len()..];
-    let (model, method) = tail.rsplit_once(':')?;
-    matches!(method, "generateContent" | "streamGenerateContent").then(|| model.to_owned())
+/// The configured upstream of the provider that serves `wire`.
+fn provider_upstream(wire: Wire, upstreams: &Upstreams) -> &String {
+    match wire.dialect().provider() {
+        Provider::Anthropic => &upstreams.anthropic,
+        Provider::OpenAi => &upstreams.openai,
+        Provider::Google => &upstreams.gemini,
+    }
 }
 
 /// Splits `http://host:port/v1/messages` (or `http:/host…` after slash merging) into the
@@ -194,13 +189,13 @@ mod tests {
         assert_eq!(models.upstream, "http://127.0.0.1:9000");
         assert_eq!(models.path_and_query, "/v1/models?x=1");
         let array = resolve("/v1beta/models/g:streamGenerateContent?key=k", &u, &h).unwrap();
-        assert!(array.is_gemini_array_stream());
+        assert!(array.is_array_stream());
         let sse = array.with_alt_sse();
         assert_eq!(
             sse.path_and_query,
             "/v1beta/models/g:streamGenerateContent?key=k&alt=sse"
         );
-        assert!(!sse.is_gemini_array_stream());
+        assert!(!sse.is_array_stream());
         assert_eq!(sse.with_alt_sse(), sse);
         let bare = resolve("/v1beta/models/g:streamGenerateContent", &u, &h).unwrap();
         assert!(
@@ -211,7 +206,7 @@ mod tests {
         assert!(
             !resolve("/v1beta/models/g:generateContent", &u, &h)
                 .unwrap()
-                .is_gemini_array_stream()
+                .is_array_stream()
         );
         assert!(matches!(
             resolve("/u/ftp://x/v1/messages", &u, &h),

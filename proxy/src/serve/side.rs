@@ -10,6 +10,7 @@
 use axum::http::HeaderMap;
 use foldwire_core::{ComponentKind, Pipeline, Wire};
 use foldwire_plugins::llm::{self, Upstream};
+use foldwire_wire::dialect::WireDialect;
 use serde_json::Value;
 
 use super::route::Route;
@@ -68,12 +69,16 @@ pub fn summarizer_upstream(
     {
         creds.push(("x-goog-api-key".to_owned(), key));
     }
-    if wire == Wire::Anthropic && !creds.iter().any(|(n, _)| n == "anthropic-version") {
-        creds.push(("anthropic-version".to_owned(), "2023-06-01".to_owned()));
+    let dialect = wire.dialect();
+    for (name, value) in dialect.required_headers() {
+        if !creds.iter().any(|(n, _)| n == name) {
+            creds.push(((*name).to_owned(), (*value).to_owned()));
+        }
     }
-    let model = match wire {
-        Wire::Gemini => route.model.clone(),
-        _ => model_of(body),
+    let model = if dialect.model_in_path() {
+        route.model.clone()
+    } else {
+        model_of(body)
     };
     let upstream = Upstream {
         wire,
@@ -97,100 +102,10 @@ fn model_of(body: &[u8]) -> Option<String> {
     serde_json::from_slice::<ModelOnly>(body).ok()?.model
 }
 
-/// Why a request is a side request (shown in logs).
+/// Why a request is a side request (shown in logs): structured output, or tools forced or
+/// forbidden, each in the wire's own fields.
 pub fn side_request(wire: Wire, body: &Value) -> Option<&'static str> {
-    match wire {
-        Wire::Anthropic => anthropic(body),
-        Wire::OpenAiChat => chat(body),
-        Wire::OpenAiResponses => responses(body),
-        Wire::Gemini => gemini(body),
-    }
-}
-
-fn anthropic(body: &Value) -> Option<&'static str> {
-    let format = body
-        .get("output_format")
-        .or_else(|| body.get("output_config").and_then(|c| c.get("format")));
-    if format.is_some_and(|f| !f.is_null()) {
-        return Some("structured output");
-    }
-    forced_or_forbidden(body.get("tool_choice"))
-}
-
-fn chat(body: &Value) -> Option<&'static str> {
-    let format = body
-        .get("response_format")
-        .and_then(|f| f.get("type"))
-        .and_then(Value::as_str);
-    if format.is_some_and(|t| t != "text") {
-        return Some("structured output");
-    }
-    // `function_call` is the older spelling of `tool_choice` (`{"name": …}` or "none").
-    forced_or_forbidden(
-        body.get("tool_choice")
-            .or_else(|| body.get("function_call")),
-    )
-}
-
-fn responses(body: &Value) -> Option<&'static str> {
-    let format = body
-        .get("text")
-        .and_then(|t| t.get("format"))
-        .and_then(|f| f.get("type"))
-        .and_then(Value::as_str);
-    if format.is_some_and(|t| t != "text") {
-        return Some("structured output");
-    }
-    forced_or_forbidden(body.get("tool_choice"))
-}
-
-/// A tool choice other than automatic: a named tool or function, any/required, or none.
-fn forced_or_forbidden(choice: Option<&Value>) -> Option<&'static str> {
-    let kind = match choice? {
-        Value::String(s) => s.as_str(),
-        Value::Object(o) => o.get("type").and_then(Value::as_str).unwrap_or("tool"),
-        _ => return None,
-    };
-    match kind {
-        "auto" => None,
-        "none" => Some("tools forbidden"),
-        _ => Some("tool choice forced"),
-    }
-}
-
-fn gemini(body: &Value) -> Option<&'static str> {
-    let config = field(body, "generationConfig", "generation_config");
-    let mime = config
-        .and_then(|c| field(c, "responseMimeType", "response_mime_type"))
-        .and_then(Value::as_str);
-    let schema = config.is_some_and(|c| {
-        [
-            "responseSchema",
-            "response_schema",
-            "responseJsonSchema",
-            "response_json_schema",
-        ]
-        .iter()
-        .any(|k| c.get(*k).is_some_and(|s| !s.is_null()))
-    });
-    if schema || mime.is_some_and(|m| m != "text/plain") {
-        return Some("structured output");
-    }
-    let mode = field(body, "toolConfig", "tool_config")
-        .and_then(|t| field(t, "functionCallingConfig", "function_calling_config"))
-        .and_then(|f| f.get("mode"))
-        .and_then(Value::as_str)
-        .map(str::to_ascii_uppercase);
-    match mode.as_deref() {
-        Some("ANY") => Some("tool choice forced"),
-        Some("NONE") => Some("tools forbidden"),
-        _ => None,
-    }
-}
-
-/// A field under its camelCase or snake_case name (Gemini's REST API takes both).
-fn field<'v>(value: &'v Value, camel: &str, snake: &str) -> Option<&'v Value> {
-    value.get(camel).or_else(|| value.get(snake))
+    wire.dialect().side_request(body)
 }
 
 #[cfg(test)]

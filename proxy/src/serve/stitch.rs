@@ -20,13 +20,15 @@
 
 use bytes::Bytes;
 use foldwire_core::Wire;
+use foldwire_wire::dialect::{Dialect, WireDialect};
 use foldwire_wire::stream::ParsedEvent;
 use serde_json::Value;
 
 /// Stitches rounds of one client stream.
-#[derive(Debug)]
 pub struct Stitcher {
     wire: Wire,
+    /// The wire's event names and fields.
+    dialect: &'static dyn Dialect,
     round: usize,
     /// Blocks / output items sent in earlier rounds.
     offset: u64,
@@ -44,11 +46,24 @@ pub struct Stitcher {
     round_items: Vec<Value>,
 }
 
+impl std::fmt::Debug for Stitcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stitcher")
+            .field("wire", &self.wire)
+            .field("round", &self.round)
+            .field("offset", &self.offset)
+            .field("sent", &self.sent)
+            .field("held", &self.held.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Stitcher {
     /// A stitcher for one `wire` stream.
     pub fn new(wire: Wire) -> Self {
         Stitcher {
             wire,
+            dialect: wire.dialect(),
             round: 0,
             offset: 0,
             opened: 0,
@@ -64,22 +79,19 @@ impl Stitcher {
     /// Once a closing event is held, everything after it in the round is held too, so the
     /// client gets the events in the order the provider sent them.
     pub fn push(&mut self, event: &ParsedEvent, out: Bytes) -> Option<Bytes> {
-        let kind = event_type(self.wire, event);
-        let closing = self.is_closing(event, kind.as_deref());
-        if self.round > 0 && !closing && is_opening(self.wire, kind.as_deref()) {
+        let kind = self.event_type(event);
+        let kind = kind.as_deref();
+        let closing = self.dialect.is_closing(event.data.as_deref(), kind);
+        if self.round > 0 && !closing && self.dialect.is_opening(kind) {
             return None;
         }
-        let opens = match self.wire {
-            Wire::Anthropic => kind.as_deref() == Some("content_block_start"),
-            Wire::OpenAiResponses => kind.as_deref() == Some("response.output_item.added"),
-            _ => false,
-        };
+        let opens = self.dialect.opens_item(kind);
         let out = if self.round > 0 {
             self.renumber(out)
         } else {
             out
         };
-        self.observe(kind.as_deref(), &out);
+        self.observe(kind, &out);
         if opens {
             self.opened += 1;
         }
@@ -92,7 +104,8 @@ impl Stitcher {
     }
 
     /// Another round follows: held closing events are dropped (content they carry is kept
-    /// for Gemini), other held events are sent, and positions move on.
+    /// where the wire's closing events carry content), other held events are sent, and
+    /// positions move on.
     pub fn next_round(&mut self) -> Vec<Bytes> {
         let held = std::mem::take(&mut self.held);
         self.round += 1;
@@ -105,12 +118,7 @@ impl Stitcher {
                 out.push(frame);
                 continue;
             }
-            let kept = if self.wire == Wire::Gemini {
-                gemini_without_finish(&frame)
-            } else {
-                None
-            };
-            match kept {
+            match self.closing_content(&frame) {
                 Some(frame) => out.push(frame),
                 None => self.sent = self.sent.saturating_sub(1),
             }
@@ -125,7 +133,7 @@ impl Stitcher {
             .into_iter()
             .map(|(_, frame)| {
                 if all_hidden {
-                    fix_stop(self.wire, frame)
+                    self.edit(frame, |d, v| d.fix_stop(v))
                 } else {
                     frame
                 }
@@ -133,50 +141,25 @@ impl Stitcher {
             .collect()
     }
 
-    fn is_closing(&self, event: &ParsedEvent, kind: Option<&str>) -> bool {
-        match self.wire {
-            Wire::Anthropic => matches!(kind, Some("message_delta" | "message_stop")),
-            Wire::OpenAiResponses => matches!(
-                kind,
-                Some(
-                    "response.completed"
-                        | "response.incomplete"
-                        | "response.failed"
-                        | "response.done"
-                )
-            ),
-            Wire::OpenAiChat => {
-                let Some(data) = event.data.as_deref() else {
-                    return false;
-                };
-                if data.trim() == "[DONE]" {
-                    return true;
-                }
-                let Ok(v) = serde_json::from_str::<Value>(data) else {
-                    return false;
-                };
-                let choices = v.get("choices").and_then(Value::as_array);
-                let finished = choices
-                    .into_iter()
-                    .flatten()
-                    .any(|c| c.get("finish_reason").is_some_and(|r| !r.is_null()));
-                let usage_only = choices.is_none_or(Vec::is_empty)
-                    && v.get("usage").is_some_and(|u| !u.is_null());
-                finished || usage_only
-            }
-            Wire::Gemini => event
-                .data
-                .as_deref()
-                .is_some_and(|d| d.contains("\"finishReason\"")),
+    /// The event's type on wires with typed events: the JSON `type` field, else the SSE
+    /// event name.
+    fn event_type(&self, event: &ParsedEvent) -> Option<String> {
+        if !self.dialect.typed_events() {
+            return None;
         }
+        event
+            .data
+            .as_deref()
+            .and_then(|d| serde_json::from_str::<Value>(d).ok())
+            .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned))
+            .or_else(|| event.name.clone())
     }
 
     /// Notes what later rounds must agree with: the response id the stream opened with,
-    /// and the Responses items the client saw completed.
+    /// and the output items the client saw completed.
     fn observe(&mut self, kind: Option<&str>, out: &[u8]) {
-        let wants_id = self.first_id.is_none() && self.wire != Wire::Anthropic;
-        let item_done =
-            self.wire == Wire::OpenAiResponses && kind == Some("response.output_item.done");
+        let wants_id = self.first_id.is_none() && self.dialect.carries_response_id();
+        let item_done = self.dialect.completes_item(kind);
         if !wants_id && !item_done {
             return;
         }
@@ -185,7 +168,9 @@ impl Stitcher {
             return;
         };
         if wants_id {
-            self.first_id = id_slot(self.wire, &value)
+            self.first_id = self
+                .dialect
+                .response_id(&value)
                 .and_then(Value::as_str)
                 .map(str::to_owned);
         }
@@ -197,37 +182,30 @@ impl Stitcher {
     /// Shifts positions of a later round's event after the earlier rounds', and gives it
     /// the answer's identity.
     fn renumber(&self, frame: Bytes) -> Bytes {
-        let (field, shift) = match self.wire {
-            Wire::Anthropic => ("index", self.offset),
-            Wire::OpenAiResponses => ("output_index", self.offset),
-            Wire::OpenAiChat | Wire::Gemini => ("", 0),
-        };
         let Some(data) = frame_data(&frame) else {
             return frame;
         };
         let Ok(mut value) = serde_json::from_str::<Value>(&data) else {
             return frame;
         };
+        let d = self.dialect;
         let mut changed = false;
-        if shift > 0
+        if self.offset > 0
+            && let Some(field) = d.position_field()
             && let Some(i) = value.get(field).and_then(Value::as_u64)
         {
-            value[field] = Value::from(i + shift);
+            value[field] = Value::from(i + self.offset);
             changed = true;
         }
         if let Some(first) = &self.first_id
-            && let Some(slot) = id_slot_mut(self.wire, &mut value)
+            && let Some(slot) = d.response_id_mut(&mut value)
             && slot.as_str() != Some(first)
         {
             *slot = Value::from(first.as_str());
             changed = true;
         }
-        if self.wire == Wire::OpenAiResponses
-            && !self.earlier_items.is_empty()
-            && let Some(output) = value
-                .get_mut("response")
-                .and_then(|r| r.get_mut("output"))
-                .and_then(Value::as_array_mut)
+        if !self.earlier_items.is_empty()
+            && let Some(output) = d.output_snapshot(&mut value)
         {
             // The final snapshot lists every round's items, in the order the client got them.
             let later = std::mem::take(output);
@@ -235,7 +213,7 @@ impl Stitcher {
             output.extend(later);
             changed = true;
         }
-        if self.wire == Wire::OpenAiResponses && value.get("sequence_number").is_some() {
+        if d.numbered_events() && value.get("sequence_number").is_some() {
             // `sent` counts the events before this one.
             value["sequence_number"] = Value::from(self.sent);
             changed = true;
@@ -246,116 +224,29 @@ impl Stitcher {
             frame
         }
     }
-}
 
-/// Where an event carries the response id: the Chat chunk's `id`, the Responses lifecycle
-/// event's `response.id`, Gemini's `responseId` (Anthropic names it only in `message_start`,
-/// which later rounds drop).
-fn id_slot(wire: Wire, value: &Value) -> Option<&Value> {
-    match wire {
-        Wire::OpenAiChat => value.get("id"),
-        Wire::OpenAiResponses => value.get("response").and_then(|r| r.get("id")),
-        Wire::Gemini => value.get("responseId"),
-        Wire::Anthropic => None,
+    /// A dropped closing event's content, when it has any to show.
+    fn closing_content(&self, frame: &Bytes) -> Option<Bytes> {
+        let mut value: Value = serde_json::from_str(&frame_data(frame)?).ok()?;
+        self.dialect
+            .closing_content(&mut value)
+            .then(|| with_data(frame, &value.to_string()))
     }
-}
 
-fn id_slot_mut(wire: Wire, value: &mut Value) -> Option<&mut Value> {
-    match wire {
-        Wire::OpenAiChat => value.get_mut("id"),
-        Wire::OpenAiResponses => value.get_mut("response").and_then(|r| r.get_mut("id")),
-        Wire::Gemini => value.get_mut("responseId"),
-        Wire::Anthropic => None,
-    }
-}
-
-/// The event's type: the JSON `type` field, else the SSE event name.
-fn event_type(wire: Wire, event: &ParsedEvent) -> Option<String> {
-    if matches!(wire, Wire::OpenAiChat | Wire::Gemini) {
-        return None;
-    }
-    event
-        .data
-        .as_deref()
-        .and_then(|d| serde_json::from_str::<Value>(d).ok())
-        .and_then(|v| v.get("type").and_then(Value::as_str).map(str::to_owned))
-        .or_else(|| event.name.clone())
-}
-
-fn is_opening(wire: Wire, kind: Option<&str>) -> bool {
-    match wire {
-        Wire::Anthropic => kind == Some("message_start"),
-        Wire::OpenAiResponses => {
-            matches!(kind, Some("response.created" | "response.in_progress"))
+    /// `frame` after `change` edited its payload (unchanged when it made no change).
+    fn edit(&self, frame: Bytes, change: impl Fn(&dyn Dialect, &mut Value) -> bool) -> Bytes {
+        let Some(data) = frame_data(&frame) else {
+            return frame;
+        };
+        let Ok(mut value) = serde_json::from_str::<Value>(&data) else {
+            return frame;
+        };
+        if change(self.dialect, &mut value) {
+            with_data(&frame, &value.to_string())
+        } else {
+            frame
         }
-        _ => false,
     }
-}
-
-/// Turns a tool-use stop into a normal end in a closing frame.
-fn fix_stop(wire: Wire, frame: Bytes) -> Bytes {
-    let Some(data) = frame_data(&frame) else {
-        return frame;
-    };
-    let Ok(mut value) = serde_json::from_str::<Value>(&data) else {
-        return frame;
-    };
-    let mut changed = false;
-    match wire {
-        Wire::Anthropic => {
-            if let Some(delta) = value.get_mut("delta")
-                && delta.get("stop_reason").and_then(Value::as_str) == Some("tool_use")
-            {
-                delta["stop_reason"] = Value::from("end_turn");
-                changed = true;
-            }
-        }
-        Wire::OpenAiChat => {
-            for c in value
-                .get_mut("choices")
-                .and_then(Value::as_array_mut)
-                .into_iter()
-                .flatten()
-            {
-                if c.get("finish_reason").and_then(Value::as_str) == Some("tool_calls") {
-                    c["finish_reason"] = Value::from("stop");
-                    changed = true;
-                }
-            }
-        }
-        _ => {}
-    }
-    if changed {
-        with_data(&frame, &value.to_string())
-    } else {
-        frame
-    }
-}
-
-/// A Gemini chunk without its finish fields, when it still has parts to show.
-fn gemini_without_finish(frame: &Bytes) -> Option<Bytes> {
-    let mut value: Value = serde_json::from_str(&frame_data(frame)?).ok()?;
-    let mut any_parts = false;
-    for c in value
-        .get_mut("candidates")
-        .and_then(Value::as_array_mut)
-        .into_iter()
-        .flatten()
-    {
-        if let Some(obj) = c.as_object_mut() {
-            obj.remove("finishReason");
-            obj.remove("finishMessage");
-        }
-        any_parts |= c
-            .get("content")
-            .and_then(|c| c.get("parts"))
-            .and_then(Value::as_array)
-            .is_some_and(|p| !p.is_empty());
-    }
-    if let Some(obj) = value.as_object_mut() {
-        obj.remove("usageMetadata");
-    }
-    any_parts.then(|| with_data(frame, &value.to_string()))
 }
 
 /// The payload of an SSE frame: its `data:` lines joined with `\n`.

@@ -9,26 +9,10 @@ pub use foldwire_stages::tool_loop::{
     COMPRESS, LIST, NAMES, RESTORE, SEARCH, SYSTEM_NOTE, pressure_note, ranges_note, tool_entries,
     turn_note,
 };
-use serde_json::{Map, Value, json};
 
 /// Every tool the loop handles (the built-ins and any a linked crate registered): the calls
 /// the proxy runs and hides from the client.
 pub fn names() -> &'static [&'static str] {
     static NAMES_ONCE: OnceLock<Vec<&'static str>> = OnceLock::new();
     NAMES_ONCE.get_or_init(foldwire_stages::tool_loop::names)
-}
-
-/// The Responses `input` as a list (a string input becomes one user message).
-pub fn responses_input(obj: &mut Map<String, Value>) -> Option<&mut Vec<Value>> {
-    let slot = obj
-        .entry("input")
-        .or_insert_with(|| Value::Array(Vec::new()));
-    if let Value::String(s) = slot {
-        let text = std::mem::take(s);
-        *slot = json!([{"role": "user", "content": text}]);
-    }
-    if !slot.is_array() {
-        *slot = Value::Array(Vec::new());
-    }
-    slot.as_array_mut()
 }

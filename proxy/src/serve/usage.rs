@@ -7,6 +7,7 @@
 
 use foldwire_core::state::UsageSample;
 use foldwire_core::{SessionState, Wire};
+use foldwire_wire::dialect::WireDialect;
 use foldwire_wire::stream::{StreamEvent, Usage};
 use serde_json::Value;
 
@@ -37,14 +38,10 @@ fn merge(a: Usage, b: Usage) -> Usage {
     }
 }
 
-/// The whole prompt the provider counted: Anthropic reports cached tokens apart from
-/// `input_tokens`; the other wires include them.
+/// The whole prompt the provider counted (Anthropic reports cached tokens apart from
+/// `input_tokens`; the other wires include them).
 pub fn prompt_tokens(wire: Wire, usage: &Usage) -> Option<u64> {
-    let input = usage.input_tokens?;
-    Some(match wire {
-        Wire::Anthropic => input + usage.cache_read.unwrap_or(0) + usage.cache_write.unwrap_or(0),
-        _ => input,
-    })
+    wire.dialect().prompt_tokens(usage)
 }
 
 /// Records one sample for the session's latest turn; keeps the newest `keep` samples.
@@ -71,21 +68,7 @@ pub fn overflow_window(wire: Wire, status: u16, body: &[u8], fallback: u64) -> O
         })
         .unwrap_or_else(|| text.to_string());
     let lower = message.to_lowercase();
-    let is_overflow = match wire {
-        Wire::Anthropic => lower.contains("prompt is too long") || lower.contains("context window"),
-        Wire::OpenAiChat | Wire::OpenAiResponses => {
-            text.contains("context_length_exceeded")
-                || lower.contains("maximum context length")
-                || lower.contains("context window")
-        }
-        Wire::Gemini => {
-            status == 400
-                && lower.contains("token")
-                && (lower.contains("exceeds")
-                    || lower.contains("limit")
-                    || lower.contains("maximum"))
-        }
-    };
+    let is_overflow = wire.dialect().is_overflow(status, &text, &lower);
     if !is_overflow {
         return None;
     }

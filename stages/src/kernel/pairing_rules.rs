@@ -15,6 +15,7 @@
 use std::collections::{HashMap, HashSet};
 
 use foldwire_core::{Message, MessageKind, Role, Wire};
+use foldwire_wire::dialect::WireDialect;
 
 use super::units::{call_id, result_id};
 
@@ -49,6 +50,7 @@ fn role_of(units: &[Message], g: &(usize, usize, usize)) -> Option<Role> {
 
 /// Every way the units break the wire's pairing rules, in words (empty when valid).
 pub fn violations(wire: Wire, units: &[Message]) -> Vec<String> {
+    let pairing = wire.dialect().pairing();
     let mut out = Vec::new();
     let gs = groups(units);
     let mut seen_entries = HashSet::new();
@@ -84,7 +86,7 @@ pub fn violations(wire: Wire, units: &[Message]) -> Vec<String> {
         }
         // The run of call groups answered together.
         let mut end = k + 1;
-        if wire == Wire::OpenAiResponses && all_calls(units, g) {
+        if pairing.calls_are_items && all_calls(units, g) {
             while gs.get(end).is_some_and(|n| all_calls(units, n)) {
                 end += 1;
             }
@@ -101,18 +103,17 @@ pub fn violations(wire: Wire, units: &[Message]) -> Vec<String> {
                     .filter_map(call_id)
             })
             .collect();
-        let zone: Vec<&(usize, usize, usize)> = match wire {
-            Wire::Anthropic | Wire::Gemini => gs
-                .get(end)
-                .filter(|n| role_of(units, n) == Some(Role::User))
+        let zone: Vec<&(usize, usize, usize)> = if pairing.results_in_one_message {
+            gs.get(end)
+                .filter(|n| role_of(units, n) == Some(pairing.result_role))
                 .into_iter()
-                .collect(),
-            Wire::OpenAiChat | Wire::OpenAiResponses => gs
-                .get(end..)
+                .collect()
+        } else {
+            gs.get(end..)
                 .unwrap_or_default()
                 .iter()
-                .take_while(|n| role_of(units, n) == Some(Role::Tool))
-                .collect(),
+                .take_while(|n| role_of(units, n) == Some(pairing.result_role))
+                .collect()
         };
         let answered_here: HashSet<&str> = zone
             .iter()

@@ -4,7 +4,8 @@
 use std::collections::{HashMap, HashSet};
 
 use bytes::Bytes;
-use foldwire_core::{Conversation, Message, MessageKind, Origin, Role, ToolLink, Wire};
+use foldwire_core::{Conversation, Message, MessageKind, Origin, Role, ToolLink};
+use foldwire_wire::dialect::WireDialect;
 use serde::{Deserialize, Serialize};
 
 use super::pairing_rules::groups;
@@ -44,10 +45,8 @@ pub fn stub_text(call: &str, name: Option<&str>) -> String {
 /// the wire's rules is left exactly as it was.
 pub fn repair(conversation: &mut Conversation) -> RepairReport {
     let wire = conversation.wire;
-    let result_role = match wire {
-        Wire::Anthropic | Wire::Gemini => Role::User,
-        Wire::OpenAiChat | Wire::OpenAiResponses => Role::Tool,
-    };
+    let pairing = wire.dialect().pairing();
+    let result_role = pairing.result_role;
     let mut report = RepairReport::default();
     let original = std::mem::take(&mut conversation.messages);
 
@@ -119,7 +118,7 @@ pub fn repair(conversation: &mut Conversation) -> RepairReport {
             continue;
         }
         let mut end = k + 1;
-        if wire == Wire::OpenAiResponses && slice.iter().all(|u| u.kind == MessageKind::ToolCall) {
+        if pairing.calls_are_items && slice.iter().all(|u| u.kind == MessageKind::ToolCall) {
             while gs.get(end).is_some_and(|n| {
                 plain.get(n.1..n.2).is_some_and(|us| {
                     !us.is_empty() && us.iter().all(|u| u.kind == MessageKind::ToolCall)
@@ -142,9 +141,9 @@ pub fn repair(conversation: &mut Conversation) -> RepairReport {
         }
         // Already in the right shape?
         let wanted: Vec<Option<usize>> = ids.iter().map(|id| result_at.get(id).copied()).collect();
-        let tidy = match wire {
-            Wire::Anthropic | Wire::Gemini => gs.get(end).is_some_and(|n| {
-                plain.get(n.1).map(|u| u.role) == Some(Role::User)
+        let tidy = if pairing.results_in_one_message {
+            gs.get(end).is_some_and(|n| {
+                plain.get(n.1).map(|u| u.role) == Some(result_role)
                     && wanted
                         .iter()
                         .all(|w| w.is_some_and(|p| p >= n.1 && p < n.2))
@@ -154,24 +153,24 @@ pub fn repair(conversation: &mut Conversation) -> RepairReport {
                         .iter()
                         .filter_map(result_id)
                         .all(|id| ids.contains(&id))
-            }),
-            Wire::OpenAiChat | Wire::OpenAiResponses => {
-                let next = gs.get(end..end + ids.len()).unwrap_or_default();
-                next.len() == ids.len()
-                    && next.iter().all(|n| {
-                        n.2 - n.1 == 1
-                            && plain.get(n.1).is_some_and(|u| {
-                                u.role == Role::Tool
-                                    && result_id(u).is_some_and(|id| ids.contains(&id))
-                            })
-                    })
-                    && wanted.iter().all(|w| w.is_some())
-            }
+            })
+        } else {
+            let next = gs.get(end..end + ids.len()).unwrap_or_default();
+            next.len() == ids.len()
+                && next.iter().all(|n| {
+                    n.2 - n.1 == 1
+                        && plain.get(n.1).is_some_and(|u| {
+                            u.role == result_role
+                                && result_id(u).is_some_and(|id| ids.contains(&id))
+                        })
+                })
+                && wanted.iter().all(|w| w.is_some())
         };
         if tidy {
-            let take = match wire {
-                Wire::Anthropic | Wire::Gemini => 1,
-                Wire::OpenAiChat | Wire::OpenAiResponses => ids.len(),
+            let take = if pairing.results_in_one_message {
+                1
+            } else {
+                ids.len()
             };
             for n in gs.get(end..end + take).unwrap_or_default() {
                 for at in n.1..n.2 {
@@ -189,25 +188,24 @@ pub fn repair(conversation: &mut Conversation) -> RepairReport {
             .flatten()
             .filter_map(|&p| plain.get(p).map(|u| u.entry))
             .collect();
-        let shared_entry = match wire {
-            Wire::Anthropic | Wire::Gemini => {
-                let reuse = sources.len() == 1
-                    && wanted.iter().all(Option::is_some)
-                    && sources
-                        .iter()
-                        .next()
-                        .is_some_and(|e| entry_sizes.get(e) == Some(&wanted.len()));
-                if sources.len() > 1 {
-                    report.joined += 1;
-                }
-                if reuse {
-                    sources.iter().next().copied()
-                } else {
-                    new_entries.push(result_role);
-                    Some(base_entries + new_entries.len() - 1)
-                }
+        let shared_entry = if pairing.results_in_one_message {
+            let reuse = sources.len() == 1
+                && wanted.iter().all(Option::is_some)
+                && sources
+                    .iter()
+                    .next()
+                    .is_some_and(|e| entry_sizes.get(e) == Some(&wanted.len()));
+            if sources.len() > 1 {
+                report.joined += 1;
             }
-            Wire::OpenAiChat | Wire::OpenAiResponses => None,
+            if reuse {
+                sources.iter().next().copied()
+            } else {
+                new_entries.push(result_role);
+                Some(base_entries + new_entries.len() - 1)
+            }
+        } else {
+            None
         };
         for (id, w) in ids.iter().zip(&wanted) {
             let mut unit = match w.and_then(|p| plain.get(p).map(|u| (p, u.clone()))) {

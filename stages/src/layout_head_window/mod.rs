@@ -33,8 +33,9 @@ use std::sync::Arc;
 use foldwire_core::{
     BuildError, Component, ComponentKind, Conversation, Fact, HeadZone, Layout, LayoutRequest,
     Message, MessageId, Origin, Params, Refusal, SessionId, SessionState, Stage, StageCx,
-    StageError, StrategyUse, TokenEstimator, Turn, Wire,
+    StageError, StrategyUse, TokenEstimator, Turn,
 };
+use foldwire_wire::dialect::WireDialect;
 use serde::Deserialize;
 
 pub use reset::{
@@ -536,7 +537,7 @@ pub fn lay_out(
         .map(|(_, u)| u.tokens)
         .sum();
     let mut markers = cache_markers::MarkerOutcome::default();
-    if conv.wire == Wire::Anthropic && config.cache_markers && !conv.messages.is_empty() {
+    if conv.wire.dialect().cache_markers() && config.cache_markers && !conv.messages.is_empty() {
         let zone_of = |orig: usize| {
             if head_units.contains(&orig) {
                 0

@@ -6,6 +6,7 @@ use foldwire_core::{
     Budget, Conversation, Message, MessageId, MessageKind, Origin, Role, SessionState, Wire,
     block::ExtraFields,
 };
+use foldwire_wire::dialect::WireDialect;
 use serde::{Deserialize, Serialize};
 
 /// Weight of the newest usage sample in the calibration's exponential average.
@@ -176,12 +177,7 @@ pub fn update_calibration(state: &mut SessionState, head: &mut HeadState, alpha:
 
 /// The raw JSON of a text block of `text` in the shape `wire` uses inside a message.
 pub fn text_block(wire: Wire, text: &str) -> Bytes {
-    let value = match wire {
-        Wire::Anthropic | Wire::OpenAiChat => serde_json::json!({"type": "text", "text": text}),
-        Wire::OpenAiResponses => serde_json::json!({"type": "input_text", "text": text}),
-        Wire::Gemini => serde_json::json!({"text": text}),
-    };
-    Bytes::from(value.to_string())
+    Bytes::from(wire.dialect().text_part(text).to_string())
 }
 
 /// Inserts the live transition into the conversation as a user text unit on a new entry,

@@ -15,9 +15,10 @@ use foldwire_core::{
     Conversation, FieldOverride, Message, MessageId, Origin, Role, UnitSlot, Wire,
 };
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{WireError, messages_key, scan};
+use crate::dialect::{TrailingText, dialect};
 
 /// The id of every unit this module adds.
 pub const ADDED_UNIT_ID: &str = "foldwire.added";
@@ -36,26 +37,7 @@ pub struct ToolSpec<'a> {
 /// The tool definitions as `wire` lists them in its `tools` field (Gemini: one entry holding
 /// every declaration).
 pub fn tool_entries(wire: Wire, tools: &[ToolSpec<'_>]) -> Vec<Value> {
-    let each = tools.iter().map(|t| (t.name, t.description, t.schema));
-    match wire {
-        Wire::Anthropic => each
-            .map(|(n, d, s)| json!({"name": n, "description": d, "input_schema": s}))
-            .collect(),
-        Wire::OpenAiChat => each
-            .map(|(n, d, s)| {
-                json!({"type": "function", "function": {"name": n, "description": d, "parameters": s}})
-            })
-            .collect(),
-        Wire::OpenAiResponses => each
-            .map(|(n, d, s)| json!({"type": "function", "name": n, "description": d, "parameters": s}))
-            .collect(),
-        Wire::Gemini => {
-            let decls: Vec<Value> = each
-                .map(|(n, d, s)| json!({"name": n, "description": d, "parameters": s}))
-                .collect();
-            vec![json!({ "functionDeclarations": decls })]
-        }
-    }
+    crate::dialect::dialect(wire).tool_entries(tools)
 }
 
 /// A top-level value of the request as it will be encoded: the override a stage set, else
@@ -94,11 +76,6 @@ impl<'c> Frame<'c> {
         let (_, span) = self.fields.iter().find(|(k, _)| k == key)?;
         self.conv.source.get(span.clone()).map(Cow::Borrowed)
     }
-
-    fn has(&self, key: &str) -> bool {
-        self.conv.overrides.iter().any(|o| o.key == key)
-            || self.fields.iter().any(|(k, _)| k == key)
-    }
 }
 
 /// Sets a top-level override, replacing an earlier one of the same key (two overrides of one
@@ -115,7 +92,7 @@ fn set_override(conv: &mut Conversation, key: &str, value: Vec<u8>) {
 }
 
 /// `[a..., b...]` from a JSON array's bytes and new elements (an empty array takes no comma).
-fn array_with(array: &[u8], added: &[Vec<u8>]) -> Option<Vec<u8>> {
+pub(crate) fn array_with(array: &[u8], added: &[Vec<u8>]) -> Option<Vec<u8>> {
     let end = array.iter().rposition(|b| !b.is_ascii_whitespace())?;
     if array.first() != Some(&b'[') || array.get(end) != Some(&b']') {
         return None;
@@ -136,7 +113,7 @@ fn array_with(array: &[u8], added: &[Vec<u8>]) -> Option<Vec<u8>> {
     Some(out)
 }
 
-fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> Vec<u8> {
+pub(crate) fn to_json<T: serde::Serialize + ?Sized>(v: &T) -> Vec<u8> {
     serde_json::to_vec(v).unwrap_or_else(|_| b"null".to_vec())
 }
 
@@ -174,7 +151,7 @@ fn names_in(wire: Wire, tools: Option<&[u8]>) -> Vec<String> {
     };
     let mut names = Vec::new();
     for t in list {
-        if wire == Wire::Gemini {
+        if dialect(wire).nested_declarations() {
             for d in t
                 .declarations
                 .into_iter()
@@ -237,55 +214,10 @@ pub fn add_tools_and_note(
     Ok(())
 }
 
-/// The system slot's new value, or `None` on OpenAI Chat (whose note is a message).
+/// The system slot's new value, or `None` where the note is a message of its own (OpenAI
+/// Chat).
 fn system_override(wire: Wire, frame: &Frame<'_>, note: &str) -> Option<(&'static str, Vec<u8>)> {
-    let text_part = |t: &str| to_json(&json!({"type": "text", "text": t}));
-    match wire {
-        Wire::Anthropic => {
-            let value = match frame.get("system").as_deref() {
-                Some(s) if s.first() == Some(&b'"') => {
-                    let mut v = br#"[{"type":"text","text":"#.to_vec();
-                    v.extend_from_slice(s);
-                    v.extend_from_slice(b"},");
-                    v.extend_from_slice(&text_part(note));
-                    v.push(b']');
-                    v
-                }
-                Some(a) => array_with(a, &[text_part(note)]).unwrap_or_else(|| to_json(note)),
-                None => to_json(note),
-            };
-            Some(("system", value))
-        }
-        Wire::OpenAiChat => None,
-        Wire::OpenAiResponses => {
-            let current = frame
-                .get("instructions")
-                .and_then(|v| serde_json::from_slice::<Value>(&v).ok());
-            let text = match current.as_ref().and_then(Value::as_str) {
-                Some(s) if !s.is_empty() => format!("{s}\n\n{note}"),
-                _ => note.to_owned(),
-            };
-            Some(("instructions", to_json(&text)))
-        }
-        Wire::Gemini => {
-            let key = if frame.has("system_instruction") {
-                "system_instruction"
-            } else {
-                "systemInstruction"
-            };
-            // The instruction is small; it is read whole.
-            let mut slot = frame
-                .get(key)
-                .and_then(|v| serde_json::from_slice::<Value>(&v).ok())
-                .filter(Value::is_object)
-                .unwrap_or_else(|| json!({"parts": []}));
-            match slot.get_mut("parts").and_then(Value::as_array_mut) {
-                Some(parts) => parts.push(json!({"text": note})),
-                None => slot = json!({"parts": [{"text": note}]}),
-            }
-            Some((key, to_json(&slot)))
-        }
-    }
+    dialect(wire).note_slot(&|key| frame.get(key).map(Cow::into_owned), note)
 }
 
 /// A unit this module adds: its id marks it, its bytes are one JSON value of the wire.
@@ -334,18 +266,13 @@ pub fn append_user_text(conv: &mut Conversation, text: &str) {
         .last()
         .map(|m| m.entry)
         .filter(|&e| conv.entries.get(e).is_some_and(|e| e.role == Role::User));
-    let joins_last = matches!(wire, Wire::Anthropic | Wire::Gemini);
+    let (joins_last, slot, raw) = match dialect(wire).trailing_text(text) {
+        TrailingText::Part(raw) => (true, UnitSlot::Content(u32::MAX), raw),
+        TrailingText::Message(raw) => (false, UnitSlot::StringContent, raw),
+    };
     let entry = match last_user_entry {
         Some(e) if joins_last => e,
         _ => conv.push_entry(Role::User),
-    };
-    let (slot, raw) = match wire {
-        Wire::Anthropic => (
-            UnitSlot::Content(u32::MAX),
-            to_json(&json!({"type": "text", "text": text})),
-        ),
-        Wire::Gemini => (UnitSlot::Content(u32::MAX), to_json(&json!({"text": text}))),
-        Wire::OpenAiChat | Wire::OpenAiResponses => (UnitSlot::StringContent, to_json(text)),
     };
     conv.messages
         .push(added_unit(entry, Role::User, slot, text, raw));

@@ -17,7 +17,7 @@ mod identity;
 mod openai_chat;
 mod openai_responses;
 mod rebuild;
-mod scan;
+pub(crate) mod scan;
 mod tape;
 
 use std::borrow::Cow;
@@ -39,11 +39,7 @@ use tape::Tape;
 
 /// The key of the messages array on each wire.
 pub fn messages_key(wire: Wire) -> &'static str {
-    match wire {
-        Wire::Anthropic | Wire::OpenAiChat => "messages",
-        Wire::OpenAiResponses => "input",
-        Wire::Gemini => "contents",
-    }
+    crate::dialect::dialect(wire).messages_key()
 }
 
 /// Decodes a request body of `wire` into a conversation whose spans all point into `body`.
