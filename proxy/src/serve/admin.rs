@@ -206,11 +206,35 @@ pub fn plugin_dir(state: Option<&str>) -> Option<std::path::PathBuf> {
 /// The plugin store of a server, with what its directory holds already loaded (a plugin that
 /// does not load is logged and skipped: the server starts without it).
 pub fn plugin_store(config: &ServeConfig, registry: &Registry) -> Arc<PluginStore> {
-    let store = PluginStore::new(config.plugin_limits, plugin_dir(config.state.as_deref()));
+    load_plugins(
+        config.plugin_limits,
+        config.state.as_deref(),
+        registry,
+        |problem| tracing::warn!("plugin not loaded: {problem}"),
+    )
+}
+
+/// The plugins in `<state>/plugins/` loaded into `registry` under `limits`, so a pipeline
+/// built afterwards can name them; each file that does not load goes to `skipped` and the
+/// caller goes on without it.
+pub fn load_plugins(
+    limits: foldwire_plugins::sandbox::Limits,
+    state: Option<&str>,
+    registry: &Registry,
+    mut skipped: impl FnMut(PluginError),
+) -> Arc<PluginStore> {
+    let store = PluginStore::new(limits, plugin_dir(state));
     for problem in store.sync_dir(registry) {
-        tracing::warn!("plugin not loaded: {problem}");
+        skipped(problem);
     }
     store
+}
+
+/// [`load_plugins`] for a CLI command: default limits, problems named on stderr.
+pub fn load_cli_plugins(state: Option<&str>, registry: &Registry) -> Arc<PluginStore> {
+    load_plugins(Default::default(), state, registry, |problem| {
+        eprintln!("foldwire: plugin not loaded: {problem}");
+    })
 }
 
 /// Rescans the plugin directory every `plugin_scan_ms`, so a file dropped in (or removed)
