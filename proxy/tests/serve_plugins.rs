@@ -187,6 +187,22 @@ async fn plugins_are_hot_added_used_replaced_and_removed_while_turns_run() {
             .unwrap()
             .starts_with("(extractive summary")
     );
+    // ...and a swap naming it is refused, saying why; the running pipeline stays.
+    let (status, refused) = admin_call(
+        reqwest::Method::PUT,
+        proxy,
+        "/admin/pipeline",
+        Some(spec_with("summarizer.tagged")),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    let why = refused["error"].as_str().unwrap();
+    assert!(
+        why.contains("\"summarizer.tagged\" was removed while the host ran"),
+        "{why}"
+    );
+    let (_, pipeline) = admin_call(reqwest::Method::GET, proxy, "/admin/pipeline", None).await;
+    assert_eq!(pipeline["name"], "with-summarizer.tagged");
 
     // Added by a file while the server runs: the next swap can name it.
     let plugins = dir.path().join("plugins");

@@ -329,10 +329,11 @@ pub async fn add_plugin(State(app): State<Arc<AppState>>, body: String) -> Respo
     }
 }
 
-/// `DELETE /admin/plugins/{name}`: removes a plugin (and its file). Pipelines that still
-/// name it fall back to their built-in strategy, with a warning, until the next swap.
+/// `DELETE /admin/plugins/{name}`: removes a plugin (and its file) and its name from the
+/// registry. A pipeline swap naming it is refused from then on; the running pipeline, if
+/// it names it, falls back to its built-in strategy, with a warning, until the next swap.
 pub async fn remove_plugin(State(app): State<Arc<AppState>>, Path(name): Path<String>) -> Response {
-    match app.plugins.remove(&name) {
+    match app.plugins.remove(&app.registry, &name) {
         Ok(info) => Json(json!({ "removed": info })).into_response(),
         Err(e @ PluginError::NotFound { .. }) => (
             StatusCode::NOT_FOUND,
