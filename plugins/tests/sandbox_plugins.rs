@@ -162,6 +162,7 @@ fn every_misbehaviour_falls_back_with_a_warning_and_a_count() {
         max_string_bytes: 64 * 1024,
         max_items: 10_000,
         max_call_depth: 32,
+        max_memory_bytes: 4 << 20,
     };
     let store = PluginStore::new(limits, None);
     let unlimited_fuel = PluginStore::new(
@@ -238,6 +239,32 @@ fn every_misbehaviour_falls_back_with_a_warning_and_a_count() {
         );
         assert_eq!(count(name, reason), before + 1, "{name}");
     }
+
+    // A nested structure Rhai's own size limits do not see growing (map keys are not
+    // counted: 10,000 maps with a 32 KiB key each would hold over 300 MiB) is stopped by
+    // the memory meter once everything the call holds passes `max_memory_bytes`.
+    let name = "fold.nested_bomb";
+    let source = r#"
+        fn choose(r) {
+            let key = "k";
+            for i in 0..15 { key += key; }
+            let nest = [];
+            loop {
+                let m = #{};
+                m[key + nest.len()] = [nest.len()];
+                nest.push(m);
+            }
+        }
+    "#;
+    store.add(&registry, name, source).unwrap();
+    let (chosen, warnings) = choose(&registry, name, json!({"fallback": "fold.largest_first"}));
+    assert_eq!(chosen, fallback);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(&format!("{name} memory: ")) && warnings[0].contains("Memory held"),
+        "{warnings:?}"
+    );
+    assert_eq!(count(name, "memory"), 1);
 }
 
 fn count(strategy: &str, reason: &str) -> u64 {
