@@ -327,7 +327,8 @@ async fn choose(
         Ok(chosen) => chosen,
         Err(e) => {
             scope.enter(|| {
-                strategy_scope::warn(name, FAILED_CODE, format!("{e}; nothing folds this round"))
+                let why = format!("{e} ({}); nothing folds this round", e.0);
+                strategy_scope::warn(name, FAILED_CODE, why);
             });
             Vec::new()
         }

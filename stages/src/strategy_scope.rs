@@ -129,7 +129,7 @@ impl StrategyScope {
 
 /// A strategy call sent to the blocking pool did not come back with an answer.
 #[derive(Debug, thiserror::Error)]
-#[error("the strategy call on the blocking pool did not finish: {0}")]
+#[error("the strategy call on the blocking pool did not finish")]
 pub struct OffWorkerError(#[source] pub tokio::task::JoinError);
 
 /// A future running inside a [`StrategyScope`] (see [`StrategyScope::scoped`]).

@@ -47,7 +47,8 @@ pub struct Limits {
     /// Deepest function call nesting.
     pub max_call_depth: usize,
     /// Most bytes the values a call holds may take, estimated generously (see
-    /// [`held_bytes`]); measured at least every [`MEMORY_CHECK_OPS`] operations.
+    /// [`held_bytes`]); measured at least every [`MEMORY_CHECK_OPS`] operations (0: not
+    /// measured).
     pub max_memory_bytes: usize,
 }
 
@@ -216,8 +217,10 @@ fn engine(limits: Limits, name: &str) -> Engine {
     let memory = limits.max_memory_bytes;
     // `on_var` is marked volatile, not deprecated: it is the one hook that sees the scope,
     // and a script reaches its data through variables, so it is where memory is metered.
-    #[allow(deprecated)]
-    engine.on_var(move |_, _, context| meter(context.scope(), memory).map(|()| None));
+    if memory > 0 {
+        #[allow(deprecated)]
+        engine.on_var(move |_, _, context| meter(context.scope(), memory).map(|()| None));
+    }
     engine.on_progress(|ops| {
         METER.with(|m| {
             let mut meter = m.get();
