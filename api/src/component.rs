@@ -115,6 +115,27 @@ pub enum RegistryError {
     /// The factory refused the params.
     #[error(transparent)]
     Build(#[from] BuildError),
+    /// The name was registered at runtime and has been removed since (a plugin deleted
+    /// while the host runs): pipelines built before keep it, new ones cannot name it.
+    #[error(
+        "{kind} {name:?} was removed while the host ran (a deleted plugin); add it again or name another {kind}"
+    )]
+    Removed {
+        /// The kind it had.
+        kind: ComponentKind,
+        /// The name.
+        name: String,
+    },
+    /// Only components registered at runtime can be removed.
+    #[error(
+        "{name:?} is linked into the binary by {owner}; only components registered at runtime can be removed"
+    )]
+    Linked {
+        /// The name.
+        name: String,
+        /// The crate that registered it.
+        owner: String,
+    },
 }
 
 /// A strategy a stage builds from the registry when it runs, declared so a pipeline can

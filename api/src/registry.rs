@@ -186,6 +186,9 @@ struct Entry {
 /// ```
 pub struct Registry {
     entries: RwLock<BTreeMap<String, Entry>>,
+    /// Runtime entries removed since: only the strategies of pipelines already built
+    /// (through [`StrategySource`]) still build from them.
+    retired: RwLock<BTreeMap<String, Entry>>,
 }
 
 impl fmt::Debug for Registry {
@@ -224,6 +227,7 @@ impl Registry {
     pub fn empty() -> Self {
         Registry {
             entries: RwLock::new(BTreeMap::new()),
+            retired: RwLock::new(BTreeMap::new()),
         }
     }
 
@@ -240,8 +244,55 @@ impl Registry {
                 second: info.crate_name,
             });
         }
+        // A name registered again after its removal is live again.
+        let mut retired = self.retired.write().unwrap_or_else(|p| p.into_inner());
+        retired.remove(&info.name);
         entries.insert(info.name.clone(), Entry { info, build });
         Ok(())
+    }
+
+    /// Removes a component registered at runtime ("hot-remove"): a pipeline built afterwards
+    /// cannot name it ([`RegistryError::Removed`]), while the strategies of pipelines built
+    /// before, which ask through [`StrategySource`], still build from its factory.
+    ///
+    /// # Errors
+    /// No such component, or one linked into the binary.
+    pub fn unregister(&self, name: &str) -> Result<ComponentInfo, RegistryError> {
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        let linked = match entries.get(name) {
+            Some(e) => (e.info.source != Source::Runtime).then(|| e.info.crate_name.clone()),
+            None => {
+                let gone = self.retired.read().unwrap_or_else(|p| p.into_inner());
+                return Err(match gone.get(name) {
+                    Some(e) => RegistryError::Removed {
+                        kind: e.info.kind,
+                        name: name.to_owned(),
+                    },
+                    None => RegistryError::Unknown {
+                        kind: ComponentKind::Stage,
+                        name: name.to_owned(),
+                        hint: did_you_mean(name, &entries.keys().cloned().collect::<Vec<_>>()),
+                        known: entries.keys().cloned().collect::<Vec<_>>().join(", "),
+                    },
+                });
+            }
+        };
+        if let Some(owner) = linked {
+            return Err(RegistryError::Linked {
+                name: name.to_owned(),
+                owner,
+            });
+        }
+        let mut retired = self.retired.write().unwrap_or_else(|p| p.into_inner());
+        let removed = entries.remove(name).map(|entry| {
+            let info = entry.info.clone();
+            retired.insert(name.to_owned(), entry);
+            info
+        });
+        removed.ok_or_else(|| RegistryError::Removed {
+            kind: ComponentKind::Stage,
+            name: name.to_owned(),
+        })
     }
 
     /// Registers a factory at runtime ("hot-add"); a pipeline built afterwards can use it.
@@ -301,9 +352,36 @@ impl Registry {
         name: &str,
         params: &Params,
     ) -> Result<Component, RegistryError> {
+        self.build_entry(kind, name, params, false)
+    }
+
+    /// Builds from the live entries, and from removed ones too when `retired` is set.
+    fn build_entry(
+        &self,
+        kind: ComponentKind,
+        name: &str,
+        params: &Params,
+        retired: bool,
+    ) -> Result<Component, RegistryError> {
         let entry = {
             let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
             entries.get(name).cloned()
+        };
+        let entry = match entry {
+            Some(entry) => Some(entry),
+            None => {
+                let gone = self.retired.read().unwrap_or_else(|p| p.into_inner());
+                match gone.get(name) {
+                    Some(entry) if retired => Some(entry.clone()),
+                    Some(entry) => {
+                        return Err(RegistryError::Removed {
+                            kind: entry.info.kind,
+                            name: name.to_owned(),
+                        });
+                    }
+                    None => None,
+                }
+            }
         };
         let Some(entry) = entry else {
             let known = self.names(kind);
@@ -354,7 +432,16 @@ impl Registry {
         name: &str,
         params: &Params,
     ) -> Result<Arc<dyn FoldPolicy>, RegistryError> {
-        match self.build(ComponentKind::FoldPolicy, name, params)? {
+        self.fold_policy_in(name, params, false)
+    }
+
+    fn fold_policy_in(
+        &self,
+        name: &str,
+        params: &Params,
+        retired: bool,
+    ) -> Result<Arc<dyn FoldPolicy>, RegistryError> {
+        match self.build_entry(ComponentKind::FoldPolicy, name, params, retired)? {
             Component::FoldPolicy(s) => Ok(s),
             other => Err(wrong(name, ComponentKind::FoldPolicy, other.kind())),
         }
@@ -365,7 +452,16 @@ impl Registry {
     /// # Errors
     /// As [`Registry::build`].
     pub fn layout(&self, name: &str, params: &Params) -> Result<Arc<dyn Layout>, RegistryError> {
-        match self.build(ComponentKind::Layout, name, params)? {
+        self.layout_in(name, params, false)
+    }
+
+    fn layout_in(
+        &self,
+        name: &str,
+        params: &Params,
+        retired: bool,
+    ) -> Result<Arc<dyn Layout>, RegistryError> {
+        match self.build_entry(ComponentKind::Layout, name, params, retired)? {
             Component::Layout(s) => Ok(s),
             other => Err(wrong(name, ComponentKind::Layout, other.kind())),
         }
@@ -380,7 +476,16 @@ impl Registry {
         name: &str,
         params: &Params,
     ) -> Result<Arc<dyn Summarizer>, RegistryError> {
-        match self.build(ComponentKind::Summarizer, name, params)? {
+        self.summarizer_in(name, params, false)
+    }
+
+    fn summarizer_in(
+        &self,
+        name: &str,
+        params: &Params,
+        retired: bool,
+    ) -> Result<Arc<dyn Summarizer>, RegistryError> {
+        match self.build_entry(ComponentKind::Summarizer, name, params, retired)? {
             Component::Summarizer(s) => Ok(s),
             other => Err(wrong(name, ComponentKind::Summarizer, other.kind())),
         }
@@ -399,17 +504,20 @@ impl Registry {
     }
 }
 
+/// What stages ask at turn time: a pipeline already running keeps the strategies it was
+/// built with, so removed runtime entries still build here (their factories decide what
+/// a removed strategy does — a plugin falls back to its built-in, with a warning).
 impl StrategySource for Registry {
     fn fold_policy(
         &self,
         name: &str,
         params: &Params,
     ) -> Result<Arc<dyn FoldPolicy>, RegistryError> {
-        Registry::fold_policy(self, name, params)
+        self.fold_policy_in(name, params, true)
     }
 
     fn layout(&self, name: &str, params: &Params) -> Result<Arc<dyn Layout>, RegistryError> {
-        Registry::layout(self, name, params)
+        self.layout_in(name, params, true)
     }
 
     fn summarizer(
@@ -417,7 +525,7 @@ impl StrategySource for Registry {
         name: &str,
         params: &Params,
     ) -> Result<Arc<dyn Summarizer>, RegistryError> {
-        Registry::summarizer(self, name, params)
+        self.summarizer_in(name, params, true)
     }
 }
 

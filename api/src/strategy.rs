@@ -149,6 +149,13 @@ pub trait FoldPolicy: Send + Sync + std::fmt::Debug {
 
     /// Indices into `ranges` of the ranges to fold now (empty when no fold is needed).
     fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize>;
+
+    /// True when `choose` may wait (on an endpoint, a script's wall-clock limit) rather
+    /// than only compute: the fold stage then runs it on the blocking pool, so the worker
+    /// thread other sessions share stays free while it waits.
+    fn blocks(&self) -> bool {
+        false
+    }
 }
 
 /// What a summarizer is asked to summarize.
@@ -250,4 +257,11 @@ pub trait Layout: Send + Sync + std::fmt::Debug {
 
     /// Arranges a request, or refuses with the numbers and levers when it cannot fit.
     fn arrange(&self, request: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal>;
+
+    /// True when `arrange` may wait (on an endpoint, a script's wall-clock limit) rather
+    /// than only compute: the layout stage then runs it on the blocking pool, so the worker
+    /// thread other sessions share stays free while it waits.
+    fn blocks(&self) -> bool {
+        false
+    }
 }

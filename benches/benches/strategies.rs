@@ -55,6 +55,17 @@ fn bench(c: &mut Criterion) {
     store
         .add(&registry, "fold.oldest_first_script", OLDEST_FIRST)
         .unwrap();
+    // The same script with its memory unmeasured: what the memory meter costs.
+    let unmetered = PluginStore::new(
+        Limits {
+            max_memory_bytes: 0,
+            ..Limits::default()
+        },
+        None,
+    );
+    unmetered
+        .add(&registry, "fold.oldest_first_unmetered", OLDEST_FIRST)
+        .unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let addr = runtime.block_on(async {
         let app = axum::Router::new().route(
@@ -86,6 +97,9 @@ fn bench(c: &mut Criterion) {
     let script = registry
         .fold_policy("fold.oldest_first_script", &Params::Null)
         .unwrap();
+    let script_unmetered = registry
+        .fold_policy("fold.oldest_first_unmetered", &Params::Null)
+        .unwrap();
     let http = registry
         .fold_policy(
             "fold.http",
@@ -101,6 +115,9 @@ fn bench(c: &mut Criterion) {
     g.bench_function("builtin", |b| b.iter(|| builtin.choose(&ranges, &demand)));
     g.bench_function("rhai_plugin", |b| {
         b.iter(|| script.choose(&ranges, &demand))
+    });
+    g.bench_function("rhai_plugin_unmetered", |b| {
+        b.iter(|| script_unmetered.choose(&ranges, &demand))
     });
     g.bench_function("http_loopback", |b| {
         b.iter(|| http.choose(&ranges, &demand))

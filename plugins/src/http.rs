@@ -11,7 +11,9 @@
 //! `layout.store_order_fill`, `summarizer.extractive`).
 //!
 //! Fold policies and layouts are synchronous traits: their call waits on the calling thread
-//! for at most `timeout_ms` (keep it small: the session's turn waits that long at worst).
+//! for at most `timeout_ms` (the session's turn waits that long at worst). They declare that
+//! they block, so the fold and layout stages make the call on tokio's blocking pool and the
+//! worker other sessions share goes on meanwhile.
 //! Every request runs on one runtime owned by this module, so connections outlive the
 //! runtime of whichever stage made the call.
 
@@ -261,6 +263,9 @@ impl FoldPolicy for HttpFold {
     fn name(&self) -> &'static str {
         FOLD
     }
+    fn blocks(&self) -> bool {
+        true
+    }
     fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
         let request = protocol::fold_request(ranges, demand);
         let answer = call_blocking(&self.config.url, &request, self.config.timeout())
@@ -286,6 +291,9 @@ pub struct HttpLayout {
 impl Layout for HttpLayout {
     fn name(&self) -> &'static str {
         LAYOUT
+    }
+    fn blocks(&self) -> bool {
+        true
     }
     fn arrange(&self, request: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal> {
         let body = protocol::layout_request(request);

@@ -5,17 +5,19 @@
 //! the built-in decide, with a warning in the turn and a count.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Json;
 use axum::routing::post;
 use bytes::Bytes;
 use foldwire_core::{
-    Budget, CharEstimator, FoldDemand, Params, Pipeline, Ref, Registry, SessionId, SessionState,
-    StageCx, Turn, Wire,
+    Budget, CharEstimator, Engine, FoldDemand, MemoryStateStore, Params, Pipeline, Ref, Registry,
+    SessionId, SessionState, StageCx, Turn, TurnRequest, Wire,
 };
 use foldwire_stages::strategy_scope::StrategyScope;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 
 async fn endpoint() -> String {
     let app = axum::Router::new()
@@ -222,7 +224,7 @@ fn body() -> Bytes {
     )
 }
 
-async fn run_pipeline(registry: &Arc<Registry>, fold: Value, layout: Value) -> Turn {
+fn pipeline(registry: &Arc<Registry>, fold: Value, layout: Value) -> Pipeline {
     let mut b = Pipeline::builder(registry);
     for name in [
         "wire.decode",
@@ -233,8 +235,7 @@ async fn run_pipeline(registry: &Arc<Registry>, fold: Value, layout: Value) -> T
     ] {
         b = b.stage_named(name, Params::Null).unwrap();
     }
-    let pipeline = b
-        .stage_named("fold", fold)
+    b.stage_named("fold", fold)
         .unwrap()
         .stage_named("pairing.repair", Params::Null)
         .unwrap()
@@ -243,7 +244,19 @@ async fn run_pipeline(registry: &Arc<Registry>, fold: Value, layout: Value) -> T
         .stage_named("wire.encode", Params::Null)
         .unwrap()
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+fn budget() -> Budget {
+    Budget {
+        window: 6_000,
+        reserve: 0,
+        calibration: 1.0,
+    }
+}
+
+async fn run_pipeline(registry: &Arc<Registry>, fold: Value, layout: Value) -> Turn {
+    let pipeline = pipeline(registry, fold, layout);
     let cx = StageCx::new(registry.clone()).with_estimator(Arc::new(CharEstimator));
     let session = SessionId::new("http-1").unwrap();
     let mut turn = Turn::new(
@@ -252,11 +265,7 @@ async fn run_pipeline(registry: &Arc<Registry>, fold: Value, layout: Value) -> T
         body(),
         SessionState::new(session),
     );
-    turn.budget = Budget {
-        window: 6_000,
-        reserve: 0,
-        calibration: 1.0,
-    };
+    turn.budget = budget();
     pipeline.run(&mut turn, &cx).await.unwrap();
     turn
 }
@@ -321,4 +330,118 @@ async fn in_a_pipeline_endpoint_summaries_reach_the_wire_and_failures_are_report
         last["content"], "start: fix src/login.rs",
         "reversed: {last}"
     );
+}
+
+/// What the held endpoint and the test saw, in order.
+type Log = Arc<std::sync::Mutex<Vec<String>>>;
+
+/// An endpoint whose first request waits until the test lets it go (or five seconds pass,
+/// so a broken engine fails the test rather than hanging it); every later request is
+/// answered at once. It answers fold requests with no fold and layout requests with store
+/// order.
+async fn held_endpoint(log: Log, arrived: Arc<Notify>, release: Arc<Notify>) -> String {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let app = axum::Router::new().route(
+        "/held",
+        post(move |Json(req): Json<Value>| {
+            let (log, arrived, release, calls) = (log.clone(), arrived.clone(), release.clone(), calls.clone());
+            async move {
+                if calls.fetch_add(1, Ordering::SeqCst) == 0 {
+                    arrived.notify_one();
+                    let how = tokio::select! {
+                        () = release.notified() => "held call released",
+                        () = tokio::time::sleep(Duration::from_secs(5)) => "held call gave up waiting",
+                    };
+                    log.lock().unwrap().push(how.to_owned());
+                }
+                match req["units"].as_array() {
+                    Some(units) => Json(json!({"version": 1, "order": (0..units.len()).collect::<Vec<_>>()})),
+                    None => Json(json!({"version": 1, "fold": []})),
+                }
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}/held")
+}
+
+/// One session's turn waits on a held endpoint while another session on the same (only)
+/// worker runs three turns to the end; only then is the endpoint let go, and the first turn
+/// completes with the endpoint's answer (no fallback). Were the call made on the worker
+/// itself, the second session could not finish before the endpoint gave up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_endpoint_holds_only_its_own_session_on_a_shared_worker() {
+    let registry = registry();
+    for held in ["fold.http", "layout.http"] {
+        let log: Log = Arc::default();
+        let (arrived, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+        let url = held_endpoint(log.clone(), arrived.clone(), release.clone()).await;
+        let params = json!({"url": url, "timeout_ms": 10_000});
+        let (fold, layout) = if held == "fold.http" {
+            (
+                json!({"policy": held, "policy_params": params}),
+                Params::Null,
+            )
+        } else {
+            (
+                Params::Null,
+                json!({"layout": held, "layout_params": params}),
+            )
+        };
+        let engine = Engine::builder(
+            pipeline(&registry, fold, layout),
+            Arc::new(MemoryStateStore::new()),
+            registry.clone(),
+        )
+        .context(StageCx::new(registry.clone()).with_estimator(Arc::new(CharEstimator)))
+        .workers(1)
+        .start()
+        .unwrap();
+        let request = || {
+            let mut r = TurnRequest::new(Wire::Anthropic, body());
+            r.budget = budget();
+            r
+        };
+        let slow = tokio::spawn({
+            let engine = engine.clone();
+            let r = request();
+            async move {
+                let session = SessionId::new("held").unwrap();
+                engine.run_turn(&session, r).await.unwrap()
+            }
+        });
+        arrived.notified().await;
+        let other = SessionId::new("other").unwrap();
+        for i in 0..3 {
+            let out = engine.run_turn(&other, request()).await.unwrap();
+            assert!(out.report.fail_open.is_none(), "{held}: {:?}", out.report);
+            log.lock()
+                .unwrap()
+                .push(format!("other session turn {i} done"));
+        }
+        release.notify_one();
+        let out = slow.await.unwrap();
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "other session turn 0 done",
+                "other session turn 1 done",
+                "other session turn 2 done",
+                "held call released"
+            ],
+            "{held}"
+        );
+        assert!(out.report.fail_open.is_none(), "{held}: {:?}", out.report);
+        assert!(
+            !out.report
+                .warnings
+                .iter()
+                .any(|w| w.code == "strategy_fallback"),
+            "{held}: the held call was answered, not given up on: {:?}",
+            out.report.warnings
+        );
+        assert!(!out.output.is_empty(), "{held}");
+    }
 }

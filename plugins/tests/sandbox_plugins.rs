@@ -5,7 +5,9 @@
 
 use std::sync::Arc;
 
-use foldwire_core::{Budget, FoldDemand, Params, RangeInfo, Ref, Registry};
+use foldwire_core::{
+    Budget, FoldDemand, Params, Pipeline, RangeInfo, Ref, Registry, RegistryError, StrategySource,
+};
 use foldwire_plugins::sandbox::{Limits, PluginError, PluginStore};
 use foldwire_stages::strategy_scope::StrategyScope;
 use serde_json::json;
@@ -50,9 +52,10 @@ fn demand() -> FoldDemand {
     }
 }
 
-/// Builds the named fold policy and runs it in a turn scope: its choice and warnings.
+/// Builds the named fold policy as a running pipeline's stage does (through
+/// [`StrategySource`]) and runs it in a turn scope: its choice and warnings.
 fn choose(registry: &Registry, name: &str, params: Params) -> (Vec<usize>, Vec<String>) {
-    let policy = registry.fold_policy(name, &params).unwrap();
+    let policy = StrategySource::fold_policy(registry, name, &params).unwrap();
     let scope = StrategyScope::default();
     let chosen = scope.enter(|| policy.choose(&ranges(), &demand()));
     let warnings = scope
@@ -100,9 +103,28 @@ fn a_plugin_is_added_used_replaced_and_removed() {
         vec![2]
     );
 
-    // Removed: pipelines that still name it fall back, with a warning, and never fail.
-    store.remove("fold.newest").unwrap();
+    // Removed: a turn already running keeps the revision it built; a pipeline swap naming
+    // it is refused, saying so; pipelines built before fall back, with a warning, and
+    // never fail.
+    let running = registry.fold_policy("fold.newest", &Params::Null).unwrap();
+    store.remove(&registry, "fold.newest").unwrap();
     assert!(store.list().iter().all(|p| p.name != "fold.newest"));
+    assert!(registry.list().iter().all(|c| c.name != "fold.newest"));
+    assert_eq!(running.choose(&ranges(), &demand()), vec![0, 1]);
+    let swap = Pipeline::builder(&registry)
+        .stage_named("fold", json!({"policy": "fold.newest"}))
+        .unwrap()
+        .build()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        swap.contains("\"fold.newest\" was removed while the host ran"),
+        "{swap}"
+    );
+    assert!(matches!(
+        registry.fold_policy("fold.newest", &Params::Null),
+        Err(RegistryError::Removed { .. })
+    ));
     let fallback = registry
         .fold_policy("fold.oldest_first", &Params::Null)
         .unwrap()
@@ -111,12 +133,24 @@ fn a_plugin_is_added_used_replaced_and_removed() {
     assert_eq!(chosen, fallback);
     assert!(warnings[0].contains("removed"), "{warnings:?}");
     assert!(matches!(
-        store.remove("fold.newest"),
+        store.remove(&registry, "fold.newest"),
         Err(PluginError::NotFound { .. })
     ));
-    // And it can come back under the same name.
+    // And it can come back under the same name, which pipelines can name again.
     store.add(&registry, "fold.newest", NEWEST).unwrap();
     assert_eq!(choose(&registry, "fold.newest", Params::Null).0, vec![3]);
+    assert_eq!(
+        registry
+            .fold_policy("fold.newest", &Params::Null)
+            .unwrap()
+            .choose(&ranges(), &demand()),
+        vec![3]
+    );
+    // Linked names are never removed.
+    assert!(matches!(
+        registry.unregister("fold.oldest_first"),
+        Err(RegistryError::Linked { .. })
+    ));
 }
 
 #[test]
@@ -128,6 +162,7 @@ fn every_misbehaviour_falls_back_with_a_warning_and_a_count() {
         max_string_bytes: 64 * 1024,
         max_items: 10_000,
         max_call_depth: 32,
+        max_memory_bytes: 4 << 20,
     };
     let store = PluginStore::new(limits, None);
     let unlimited_fuel = PluginStore::new(
@@ -204,6 +239,32 @@ fn every_misbehaviour_falls_back_with_a_warning_and_a_count() {
         );
         assert_eq!(count(name, reason), before + 1, "{name}");
     }
+
+    // A nested structure Rhai's own size limits do not see growing (map keys are not
+    // counted: 10,000 maps with a 32 KiB key each would hold over 300 MiB) is stopped by
+    // the memory meter once everything the call holds passes `max_memory_bytes`.
+    let name = "fold.nested_bomb";
+    let source = r#"
+        fn choose(r) {
+            let key = "k";
+            for i in 0..15 { key += key; }
+            let nest = [];
+            loop {
+                let m = #{};
+                m[key + nest.len()] = [nest.len()];
+                nest.push(m);
+            }
+        }
+    "#;
+    store.add(&registry, name, source).unwrap();
+    let (chosen, warnings) = choose(&registry, name, json!({"fallback": "fold.largest_first"}));
+    assert_eq!(chosen, fallback);
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(&format!("{name} memory: ")) && warnings[0].contains("Memory held"),
+        "{warnings:?}"
+    );
+    assert_eq!(count(name, "memory"), 1);
 }
 
 fn count(strategy: &str, reason: &str) -> u64 {

@@ -187,6 +187,22 @@ async fn plugins_are_hot_added_used_replaced_and_removed_while_turns_run() {
             .unwrap()
             .starts_with("(extractive summary")
     );
+    // ...and a swap naming it is refused, saying why; the running pipeline stays.
+    let (status, refused) = admin_call(
+        reqwest::Method::PUT,
+        proxy,
+        "/admin/pipeline",
+        Some(spec_with("summarizer.tagged")),
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    let why = refused["error"].as_str().unwrap();
+    assert!(
+        why.contains("\"summarizer.tagged\" was removed while the host ran"),
+        "{why}"
+    );
+    let (_, pipeline) = admin_call(reqwest::Method::GET, proxy, "/admin/pipeline", None).await;
+    assert_eq!(pipeline["name"], "with-summarizer.tagged");
 
     // Added by a file while the server runs: the next swap can name it.
     let plugins = dir.path().join("plugins");
@@ -257,5 +273,126 @@ async fn plugins_are_hot_added_used_replaced_and_removed_while_turns_run() {
             .unwrap()
             .contains("fn choose(request)"),
         "{refused}"
+    );
+}
+
+/// Writes `plugins/` under `state` with a fold policy that folds every range it is offered
+/// and a summarizer tagging its summaries `tag`, and a pipeline spec naming both; the spec's
+/// path.
+fn state_with_plugins(state: &std::path::Path, tag: &str) -> std::path::PathBuf {
+    let plugins = state.join("plugins");
+    std::fs::create_dir_all(&plugins).unwrap();
+    std::fs::write(
+        plugins.join("fold.everything.rhai"),
+        "fn choose(request) { let picked = []; for i in 0..request.ranges.len() { picked.push(i); } picked }",
+    )
+    .unwrap();
+    std::fs::write(plugins.join("summarizer.tagged.rhai"), tagged(tag)).unwrap();
+    let spec = state.join("spec.json");
+    let stages = json!({
+        "name": "with-plugins",
+        "stages": ["wire.decode", "media.classify", "archive.spill", "refs.mint",
+            // Small windows, so ranges are offered from the first turn on.
+            {"name": "ranges.build", "params": {"protection": {"recent_messages": 2, "recent_tokens": 500}}},
+            {"name": "fold", "params": {"policy": "fold.everything", "summarizer": "summarizer.tagged"}},
+            "pairing.repair",
+            {"name": "layout.head_window", "params": {"head_tokens": 300, "recent_tokens": 500}},
+            "wire.encode"],
+    });
+    std::fs::write(&spec, stages.to_string()).unwrap();
+    spec
+}
+
+#[test]
+fn foldwire_run_loads_the_plugins_of_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let spec = state_with_plugins(&state, "run");
+    let body = serde_json::to_vec(&history_body(Wire::Anthropic, 12, 1200, false)).unwrap();
+    let run = |state: &std::path::Path| {
+        foldwire(
+            &[
+                "run",
+                "--wire",
+                "anthropic",
+                "--session",
+                "plugged",
+                "--state",
+                state.to_str().unwrap(),
+                "--pipeline",
+                spec.to_str().unwrap(),
+                "--window",
+                "1000000",
+            ],
+            &body,
+        )
+    };
+    let out = run(&state);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Far under the window, only the plugin's policy folds; its summarizer wrote the summary.
+    let forwarded = text(&out.stdout);
+    assert!(
+        forwarded.contains("plugin run: "),
+        "no plugin summary in {} bytes forwarded",
+        forwarded.len()
+    );
+
+    // A state without those plugins cannot build the spec, and says which name is missing.
+    let bare = dir.path().join("bare");
+    let out = run(&bare);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("fold.everything"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn foldwire_replay_loads_the_plugins_of_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let spec = state_with_plugins(&state, "replay");
+    let recorded = dir.path().join("session.jsonl");
+    let lines: Vec<String> = [6, 8, 10]
+        .into_iter()
+        .map(|turns| history_body(Wire::Anthropic, turns, 1200, false).to_string())
+        .collect();
+    std::fs::write(&recorded, lines.join("\n")).unwrap();
+    let replay = |state: &std::path::Path| {
+        foldwire(
+            &[
+                "replay",
+                recorded.to_str().unwrap(),
+                "--pipeline",
+                spec.to_str().unwrap(),
+                "--window",
+                "1000000",
+                "--json",
+                "--state",
+                state.to_str().unwrap(),
+            ],
+            b"",
+        )
+    };
+    let out = replay(&state);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let rows: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3);
+    assert!(rows.iter().all(|r| r["failed"].is_null()));
+    // Far under the window, only the plugin's policy folds.
+    let created: Vec<u64> = rows
+        .iter()
+        .map(|r| r["blocks_created"].as_u64().unwrap())
+        .collect();
+    assert!(created.iter().any(|&n| n > 0), "{created:?}");
+
+    let out = replay(&dir.path().join("bare"));
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("fold.everything"),
+        "{}",
+        text(&out.stderr)
     );
 }

@@ -36,9 +36,9 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    AnyRef, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand, Message, Origin,
-    Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse, Summarizer,
-    SummaryRequest, TokenEstimator, Turn, async_trait,
+    AnyRef, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand, FoldPolicy,
+    Message, Origin, Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse,
+    Summarizer, SummaryRequest, TokenEstimator, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -48,7 +48,7 @@ use crate::kernel::{
     folded_request_tokens, summary_runs, summary_text, sync_blocks,
 };
 use crate::ranges_build::PROTECTION_NOTE;
-use crate::strategy_scope::StrategyScope;
+use crate::strategy_scope::{self, FAILED_CODE, StrategyScope};
 
 /// Stage name.
 pub const NAME: &str = "fold";
@@ -218,7 +218,7 @@ impl Fold {
         // rounds stop when the policy is satisfied or a round folds nothing.
         for _ in 0..FOLD_ROUNDS {
             let demand = folds.demand(self.summary_tokens());
-            let mut chosen = scope.enter(|| policy.choose(&folds.turn.ranges, &demand));
+            let mut chosen = choose(&policy, &scope, &folds.turn.ranges, &demand).await;
             chosen.sort_unstable();
             chosen.dedup();
             chosen.retain(|&i| i < folds.turn.ranges.len());
@@ -255,7 +255,7 @@ impl Fold {
             })
             .collect();
             let infos: Vec<RangeInfo> = runs.iter().map(|(_, r)| r.clone()).collect();
-            let mut picked = scope.enter(|| policy.choose(&infos, &demand));
+            let mut picked = choose(&policy, &scope, &infos, &demand).await;
             picked.sort_unstable();
             picked.dedup();
             let mut requests = Vec::new();
@@ -323,6 +323,36 @@ impl ScheduleRecord {
 /// Rounds of automatic folds one turn may make: each folds the ranges or runs of summaries
 /// the policy picks, and the next measures again.
 const FOLD_ROUNDS: usize = 8;
+
+/// The policy's choice, made inside the turn's strategy scope. A policy that waits (an
+/// endpoint, a script) decides on the blocking pool, so the worker this stage shares with
+/// other sessions is free meanwhile; one that only computes decides in place. A call that
+/// dies there folds nothing this round and is reported, so the turn goes on.
+async fn choose(
+    policy: &Arc<dyn FoldPolicy>,
+    scope: &StrategyScope,
+    ranges: &[RangeInfo],
+    demand: &FoldDemand,
+) -> Vec<usize> {
+    if !policy.blocks() {
+        return scope.enter(|| policy.choose(ranges, demand));
+    }
+    let (name, shared) = (policy.name(), Arc::clone(policy));
+    let (ranges, demand) = (ranges.to_vec(), *demand);
+    match scope
+        .off_worker(move || shared.choose(&ranges, &demand))
+        .await
+    {
+        Ok(chosen) => chosen,
+        Err(e) => {
+            scope.enter(|| {
+                let why = format!("{e} ({}); nothing folds this round", e.0);
+                strategy_scope::warn(name, FAILED_CODE, why);
+            });
+            Vec::new()
+        }
+    }
+}
 
 /// One turn's automatic folds: the turn, its (unfolded) conversation and how to summarize.
 struct Folds<'a> {

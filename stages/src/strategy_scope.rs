@@ -23,6 +23,9 @@ use foldwire_core::{TurnOptions, TurnReport};
 /// Report counter of strategy fallbacks in one turn.
 pub const FALLBACK_COUNTER: &str = "strategy.fallbacks";
 
+/// Warning code of a strategy call that died (panicked) on the blocking pool.
+pub const FAILED_CODE: &str = "strategy_failed";
+
 /// One fallback (or other trouble) a strategy reported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StrategyWarning {
@@ -78,6 +81,28 @@ impl StrategyScope {
         f()
     }
 
+    /// Runs a synchronous call inside the scope on tokio's blocking pool and awaits it, so
+    /// a call that waits (an endpoint, a script at its time limit) frees the worker thread
+    /// the stage runs on; other sessions' turns on that worker go on meanwhile. The scope
+    /// is shared, so what the call records lands in this turn. Outside a tokio runtime the
+    /// call runs in place.
+    ///
+    /// # Errors
+    /// The call panicked (or the runtime shut down under it).
+    pub async fn off_worker<R: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> R + Send + 'static,
+    ) -> Result<R, OffWorkerError> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Ok(self.enter(f));
+        };
+        let scope = self.clone();
+        runtime
+            .spawn_blocking(move || scope.enter(f))
+            .await
+            .map_err(OffWorkerError)
+    }
+
     /// A future that runs inside the scope at every poll.
     pub fn scoped<F: Future>(&self, future: F) -> Scoped<F> {
         Scoped {
@@ -101,6 +126,11 @@ impl StrategyScope {
         }
     }
 }
+
+/// A strategy call sent to the blocking pool did not come back with an answer.
+#[derive(Debug, thiserror::Error)]
+#[error("the strategy call on the blocking pool did not finish")]
+pub struct OffWorkerError(#[source] pub tokio::task::JoinError);
 
 /// A future running inside a [`StrategyScope`] (see [`StrategyScope::scoped`]).
 pub struct Scoped<F> {
@@ -178,5 +208,27 @@ mod tests {
             })
             .await;
         assert_eq!(scope.take_warnings().len(), 1);
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_call_off_the_worker_sees_the_scope_and_reports_into_it() {
+        let mut options = TurnOptions::new();
+        options.insert("upstream".into(), serde_json::json!("u"));
+        let scope = StrategyScope::new(&options);
+        let worker = std::thread::current().id();
+        let (seen, thread) = scope
+            .off_worker(|| {
+                warn("fold.http", "strategy_fallback", "from the blocking pool");
+                (option("upstream"), std::thread::current().id())
+            })
+            .await
+            .unwrap();
+        assert_eq!(seen, Some(serde_json::json!("u")));
+        assert_ne!(thread, worker, "the call ran off the worker thread");
+        assert_eq!(scope.take_warnings().len(), 1);
+        assert!(
+            option("upstream").is_none(),
+            "the worker never entered the scope"
+        );
     }
 }

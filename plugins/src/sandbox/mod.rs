@@ -15,8 +15,9 @@
 //! no network, no `eval`, no imports, `print` goes to the log.
 //!
 //! **Limits, per call** ([`Limits`]): operations (fuel), wall-clock time, the size of any
-//! string, array or map it builds (which bounds the memory it can hold), call depth and
-//! expression depth. A call that exceeds one, throws, panics or returns something that does
+//! string, array or map it builds, call depth, expression depth, and the bytes all its
+//! variables hold together (estimated generously, map keys included, which Rhai's own
+//! size limits do not count). A call that exceeds one, throws, panics or returns something that does
 //! not check out makes the built-in fallback decide, with a warning ([`crate::fallback`]).
 
 pub mod store;
@@ -45,6 +46,10 @@ pub struct Limits {
     pub max_items: usize,
     /// Deepest function call nesting.
     pub max_call_depth: usize,
+    /// Most bytes the values a call holds may take, estimated generously (see
+    /// [`held_bytes`]); measured at least every [`MEMORY_CHECK_OPS`] operations (0: not
+    /// measured).
+    pub max_memory_bytes: usize,
 }
 
 impl Default for Limits {
@@ -55,6 +60,7 @@ impl Default for Limits {
             max_string_bytes: 1 << 20,
             max_items: 100_000,
             max_call_depth: 64,
+            max_memory_bytes: 64 << 20,
         }
     }
 }
@@ -96,6 +102,87 @@ thread_local! {
     /// The deadline of the plugin call running on this thread (calls are synchronous, so
     /// one engine serves concurrent calls on several threads, each with its own deadline).
     static DEADLINE: Cell<Option<Instant>> = const { Cell::new(None) };
+    /// The memory meter of the plugin call running on this thread.
+    static METER: Cell<Meter> = const { Cell::new(Meter { ops: 0, next_check: 0 }) };
+}
+
+/// Operations between two measurements of what a call holds, at least: a script that holds
+/// `n` values is measured every `max(MEMORY_CHECK_OPS, n / 8)` operations, so measuring
+/// costs about one value visited per eight operations at worst.
+pub const MEMORY_CHECK_OPS: u64 = 64;
+
+/// Where a call's memory meter stands.
+#[derive(Debug, Clone, Copy)]
+struct Meter {
+    /// Operations the call has run.
+    ops: u64,
+    /// The operation count at which it is measured next.
+    next_check: u64,
+}
+
+/// Bytes of one value slot (`Dynamic`), of a string's or blob's header, and of one map
+/// entry besides its key's text and its value: rounded up, so the estimate errs high.
+const SLOT_BYTES: usize = 16;
+const HEADER_BYTES: usize = 32;
+const ENTRY_BYTES: usize = 64;
+
+/// Bytes `value` holds, estimated generously, and how many values it is made of. Rhai's
+/// own limits count string lengths and item counts of one value (not its map keys, and
+/// not across variables); this counts every byte of text, keys included, plus the slots.
+pub fn held_bytes(value: &Dynamic) -> (usize, usize) {
+    let mut bytes = SLOT_BYTES;
+    let mut values = 1;
+    if let Ok(s) = value.as_immutable_string_ref() {
+        bytes += HEADER_BYTES + s.len();
+    } else if let Ok(blob) = value.as_blob_ref() {
+        bytes += HEADER_BYTES + blob.len();
+    } else if let Ok(array) = value.as_array_ref() {
+        bytes += HEADER_BYTES;
+        for item in array.iter() {
+            let (b, v) = held_bytes(item);
+            bytes += b;
+            values += v;
+        }
+    } else if let Ok(map) = value.as_map_ref() {
+        bytes += HEADER_BYTES;
+        for (key, item) in map.iter() {
+            let (b, v) = held_bytes(item);
+            bytes += ENTRY_BYTES + key.len() + b;
+            values += v;
+        }
+    }
+    (bytes, values)
+}
+
+/// Measures what the call holds when it is due: every variable in scope (the script's
+/// functions share one scope, so callers' variables count too).
+fn meter(scope: &Scope, limit: usize) -> Result<(), Box<EvalAltResult>> {
+    let due = METER.with(|m| {
+        let meter = m.get();
+        meter.ops >= meter.next_check
+    });
+    if !due {
+        return Ok(());
+    }
+    let (mut bytes, mut values) = (0usize, 0usize);
+    for (_, _, value) in scope.iter_raw() {
+        let (b, v) = held_bytes(value);
+        bytes += b;
+        values += v;
+    }
+    METER.with(|m| {
+        let mut meter = m.get();
+        let every = MEMORY_CHECK_OPS.max(u64::try_from(values / 8).unwrap_or(u64::MAX));
+        meter.next_check = meter.ops.saturating_add(every);
+        m.set(meter);
+    });
+    if bytes > limit {
+        return Err(Box::new(EvalAltResult::ErrorDataTooLarge(
+            format!("Memory held (about {bytes} bytes, limit {limit})"),
+            rhai::Position::NONE,
+        )));
+    }
+    Ok(())
 }
 
 /// A compiled plugin: its engine (with the limits set) and its script.
@@ -127,7 +214,19 @@ fn engine(limits: Limits, name: &str) -> Engine {
     let (a, b) = (name.to_owned(), name.to_owned());
     engine.on_print(move |s| tracing::info!(plugin = %a, "{s}"));
     engine.on_debug(move |s, _, _| tracing::debug!(plugin = %b, "{s}"));
+    let memory = limits.max_memory_bytes;
+    // `on_var` is marked volatile, not deprecated: it is the one hook that sees the scope,
+    // and a script reaches its data through variables, so it is where memory is metered.
+    if memory > 0 {
+        #[allow(deprecated)]
+        engine.on_var(move |_, _, context| meter(context.scope(), memory).map(|()| None));
+    }
     engine.on_progress(|ops| {
+        METER.with(|m| {
+            let mut meter = m.get();
+            meter.ops = ops;
+            m.set(meter);
+        });
         // The clock is read every 256 operations: cheap, and fine-grained enough.
         if ops % 256 != 0 {
             return None;
@@ -172,6 +271,11 @@ impl Script {
             .map_err(|e| CallError::Trap(format!("the request does not convert: {e}")))?;
         let deadline = Instant::now() + Duration::from_millis(self.limits.timeout_ms.max(1));
         let previous = DEADLINE.with(|d| d.replace(Some(deadline)));
+        let fresh = Meter {
+            ops: 0,
+            next_check: 0,
+        };
+        let previous_meter = METER.with(|m| m.replace(fresh));
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let mut scope = Scope::new();
             self.engine.call_fn_with_options::<Dynamic>(
@@ -183,6 +287,7 @@ impl Script {
             )
         }));
         DEADLINE.with(|d| d.set(previous));
+        METER.with(|m| m.set(previous_meter));
         let answer = match result {
             Ok(Ok(answer)) => answer,
             Ok(Err(e)) => return Err(self.classify(*e)),

@@ -4,7 +4,8 @@
 //!
 //! The first time a name is added, a factory for it is registered in the [`Registry`]; it
 //! builds the plugin's current script into a strategy, so a pipeline swapped in afterwards
-//! can name it. A turn builds its strategies once, so a replacement never changes a turn
+//! can name it; a removal takes the name out of the registry again, so a later swap naming
+//! it is refused. A turn builds its strategies once, so a replacement never changes a turn
 //! already running; a pipeline built before a removal falls back to the built-in (with a
 //! warning) on its later turns instead of failing them.
 
@@ -259,7 +260,8 @@ impl PluginStore {
         kind: ComponentKind,
     ) -> Result<(), PluginError> {
         let mut registered = self.registered.lock().unwrap_or_else(|p| p.into_inner());
-        if registered.contains_key(name) {
+        let ours = registered.get(name).copied();
+        if ours.is_some() && registry.kind_of(name).is_some() {
             return Ok(());
         }
         if let Some(existing) = registry.list().into_iter().find(|c| c.name == name) {
@@ -268,7 +270,9 @@ impl PluginStore {
                 owner: existing.crate_name,
             });
         }
-        let leaked: &'static str = Box::leak(name.to_owned().into_boxed_str());
+        // A name added again after its removal reuses the string leaked the first time.
+        let leaked: &'static str =
+            ours.unwrap_or_else(|| Box::leak(name.to_owned().into_boxed_str()));
         let store = Arc::clone(self);
         registry.register(kind, name, OWNER, move |params: &Params| {
             store.build(leaked, kind, params)
@@ -318,16 +322,18 @@ impl PluginStore {
         })
     }
 
-    /// Removes a plugin and its file.
+    /// Removes a plugin and its file, and its name from `registry`: a pipeline swapped in
+    /// afterwards cannot name it, while pipelines built before fall back (with a warning)
+    /// on their later turns, and a turn already running keeps the revision it built.
     ///
     /// # Errors
     /// No such plugin, or a file that cannot be deleted.
-    pub fn remove(&self, name: &str) -> Result<PluginInfo, PluginError> {
+    pub fn remove(&self, registry: &Registry, name: &str) -> Result<PluginInfo, PluginError> {
         let _serial = self.ops.lock().unwrap_or_else(|p| p.into_inner());
-        self.remove_locked(name)
+        self.remove_locked(registry, name)
     }
 
-    fn remove_locked(&self, name: &str) -> Result<PluginInfo, PluginError> {
+    fn remove_locked(&self, registry: &Registry, name: &str) -> Result<PluginInfo, PluginError> {
         let removed = {
             let mut loaded = self.loaded.write().unwrap_or_else(|p| p.into_inner());
             let removed = loaded.remove(name);
@@ -341,6 +347,15 @@ impl PluginStore {
                 }
             }
         };
+        // Registered by this store (never a linked name: adding one is refused as taken).
+        if self
+            .registered
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(name)
+        {
+            registry.unregister(name)?;
+        }
         if let Some(path) = &removed.file {
             match std::fs::remove_file(path) {
                 Ok(()) => {}
@@ -413,7 +428,7 @@ impl PluginStore {
                 .collect()
         };
         for name in gone {
-            if let Err(e) = self.remove_locked(&name) {
+            if let Err(e) = self.remove_locked(registry, &name) {
                 problems.push(e);
             }
         }

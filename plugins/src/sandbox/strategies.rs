@@ -76,6 +76,10 @@ impl FoldPolicy for ScriptFold {
     fn name(&self) -> &'static str {
         self.plugged.name
     }
+    /// A script may run up to its time limit: off the shared worker.
+    fn blocks(&self) -> bool {
+        true
+    }
     fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
         let answer = self
             .plugged
@@ -103,6 +107,10 @@ pub struct ScriptLayout {
 impl Layout for ScriptLayout {
     fn name(&self) -> &'static str {
         self.plugged.name
+    }
+    /// A script may run up to its time limit: off the shared worker.
+    fn blocks(&self) -> bool {
+        true
     }
     fn arrange(&self, request: &LayoutRequest<'_>) -> Result<LayoutPlan, Refusal> {
         let answer = self

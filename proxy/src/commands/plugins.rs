@@ -6,10 +6,9 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use foldwire_plugins::sandbox::{Limits, PluginStore};
 
 use super::write_stdout;
-use crate::serve::admin::plugin_dir;
+use crate::serve::admin::load_cli_plugins;
 use crate::setup;
 
 /// What `foldwire plugins` is told.
@@ -30,10 +29,7 @@ pub struct PluginsArgs {
 /// A registry that cannot load.
 pub fn run(args: PluginsArgs) -> Result<ExitCode> {
     let registry = setup::registry()?;
-    let store = PluginStore::new(Limits::default(), plugin_dir(args.state.state.as_deref()));
-    for problem in store.sync_dir(&registry) {
-        eprintln!("foldwire: plugin not loaded: {problem}");
-    }
+    load_cli_plugins(args.state.state.as_deref(), &registry);
     let list = registry.list();
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&list)?;

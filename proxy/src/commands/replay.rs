@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::parse_wire;
 use super::write_stdout;
+use crate::serve::admin::load_cli_plugins;
 use crate::setup;
 
 /// `foldwire replay`.
@@ -36,6 +37,10 @@ pub struct ReplayArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Where the sandboxed plugins a pipeline may name are read from (`<state>/plugins/`);
+    /// the replay itself keeps its sessions in memory.
+    #[command(flatten)]
+    pub state: super::StateArgs,
     /// A TOML price table (`[anthropic]`, `[openai]`, `[gemini]`; every key optional) to
     /// price the turns and the baselines with instead of the list prices.
     #[arg(long)]
@@ -107,6 +112,8 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
         .map(|(i, l)| parse(l, i + 1))
         .collect::<Result<_>>()?;
     let registry = setup::registry()?;
+    // Plugins in `<state>/plugins/` first, so the pipeline can name them.
+    let _plugins = load_cli_plugins(args.state.state.as_deref(), &registry);
     let pipeline = setup::pipeline(&args.pipeline, &registry)?;
     let engine = Engine::builder(pipeline, Arc::new(MemoryStateStore::new()), registry)
         .workers(1)

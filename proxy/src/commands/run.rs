@@ -10,6 +10,7 @@ use foldwire_core::{Engine, SessionId, StageCx, TurnRequest, Wire};
 
 use super::write_stdout;
 use super::{EXIT_PASSED_THROUGH, EXIT_REFUSED, StateArgs, parse_wire};
+use crate::serve::admin::load_cli_plugins;
 use crate::{session, setup};
 
 /// `foldwire run`.
@@ -75,6 +76,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let session = SessionId::new(args.session.clone()).context("--session")?;
     let body = read_body(args.input.as_deref())?;
     let registry = setup::registry()?;
+    // Plugins in `<state>/plugins/` first, so the pipeline and --layout can name them.
+    let _plugins = load_cli_plugins(args.state.state.as_deref(), &registry);
     let pipeline = setup::pipeline(&args.pipeline, &registry)?;
     // A misspelled --layout is a bad argument, not a turn that fails open.
     if let Some(layout) = &args.layout {

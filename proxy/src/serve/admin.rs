@@ -206,11 +206,35 @@ pub fn plugin_dir(state: Option<&str>) -> Option<std::path::PathBuf> {
 /// The plugin store of a server, with what its directory holds already loaded (a plugin that
 /// does not load is logged and skipped: the server starts without it).
 pub fn plugin_store(config: &ServeConfig, registry: &Registry) -> Arc<PluginStore> {
-    let store = PluginStore::new(config.plugin_limits, plugin_dir(config.state.as_deref()));
+    load_plugins(
+        config.plugin_limits,
+        config.state.as_deref(),
+        registry,
+        |problem| tracing::warn!("plugin not loaded: {problem}"),
+    )
+}
+
+/// The plugins in `<state>/plugins/` loaded into `registry` under `limits`, so a pipeline
+/// built afterwards can name them; each file that does not load goes to `skipped` and the
+/// caller goes on without it.
+pub fn load_plugins(
+    limits: foldwire_plugins::sandbox::Limits,
+    state: Option<&str>,
+    registry: &Registry,
+    mut skipped: impl FnMut(PluginError),
+) -> Arc<PluginStore> {
+    let store = PluginStore::new(limits, plugin_dir(state));
     for problem in store.sync_dir(registry) {
-        tracing::warn!("plugin not loaded: {problem}");
+        skipped(problem);
     }
     store
+}
+
+/// [`load_plugins`] for a CLI command: default limits, problems named on stderr.
+pub fn load_cli_plugins(state: Option<&str>, registry: &Registry) -> Arc<PluginStore> {
+    load_plugins(Default::default(), state, registry, |problem| {
+        eprintln!("foldwire: plugin not loaded: {problem}");
+    })
 }
 
 /// Rescans the plugin directory every `plugin_scan_ms`, so a file dropped in (or removed)
@@ -305,10 +329,11 @@ pub async fn add_plugin(State(app): State<Arc<AppState>>, body: String) -> Respo
     }
 }
 
-/// `DELETE /admin/plugins/{name}`: removes a plugin (and its file). Pipelines that still
-/// name it fall back to their built-in strategy, with a warning, until the next swap.
+/// `DELETE /admin/plugins/{name}`: removes a plugin (and its file) and its name from the
+/// registry. A pipeline swap naming it is refused from then on; the running pipeline, if
+/// it names it, falls back to its built-in strategy, with a warning, until the next swap.
 pub async fn remove_plugin(State(app): State<Arc<AppState>>, Path(name): Path<String>) -> Response {
-    match app.plugins.remove(&name) {
+    match app.plugins.remove(&app.registry, &name) {
         Ok(info) => Json(json!({ "removed": info })).into_response(),
         Err(e @ PluginError::NotFound { .. }) => (
             StatusCode::NOT_FOUND,

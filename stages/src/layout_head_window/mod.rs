@@ -264,7 +264,40 @@ impl Stage for HeadWindowStage {
                     e,
                 )
             })?;
-        lay_out(turn, layout.as_ref(), cx.estimator.as_ref(), &config).map(|_| ())
+        if !layout.blocks() {
+            return lay_out(turn, layout.as_ref(), cx.estimator.as_ref(), &config).map(|_| ());
+        }
+        // A layout that waits (an endpoint, a script) would hold the worker other sessions
+        // share: the whole layout runs on the blocking pool instead, the turn moved there
+        // and back (a stand-in with the same body holds its place meanwhile).
+        let stand_in = Turn::new(
+            turn.session.clone(),
+            turn.wire,
+            turn.body.clone(),
+            SessionState::new(turn.session.clone()),
+        );
+        let mut owned = std::mem::replace(turn, stand_in);
+        let estimator = Arc::clone(&cx.estimator);
+        let laid = crate::strategy_scope::StrategyScope::default()
+            .off_worker(move || {
+                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    lay_out(&mut owned, layout.as_ref(), estimator.as_ref(), &config).map(|_| ())
+                }));
+                (owned, result)
+            })
+            .await;
+        match laid {
+            Ok((owned, result)) => {
+                *turn = owned;
+                result.unwrap_or_else(|_| {
+                    Err(StageError::Failed {
+                        stage: NAME,
+                        message: "the layout strategy panicked".into(),
+                    })
+                })
+            }
+            Err(e) => Err(StageError::caused(NAME, "the layout did not finish", e)),
+        }
     }
 }
 
