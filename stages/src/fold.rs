@@ -34,8 +34,8 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    AnyRef, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand, Message, Origin,
-    Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse, Summarizer,
+    AnyRef, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, FoldDemand,
+    Message, Origin, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse, Summarizer,
     SummaryRequest, TokenEstimator, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
@@ -49,7 +49,7 @@ use crate::ranges_build::PROTECTION_NOTE;
 use crate::strategy_scope::StrategyScope;
 
 /// Stage name.
-pub const NAME: &str = "fold";
+pub const NAME: &str = FoldConfig::NAME;
 
 /// Tokens of a rendered summary's header line (`[foldwire b12 · topic]`), generously.
 const SUMMARY_HEADER_TOKENS: u64 = 32;
@@ -565,9 +565,14 @@ impl Stage for Fold {
     }
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: FoldConfig = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(Fold { config })))
+impl ComponentConfig for FoldConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "fold";
+    const DESCRIPTION: &'static str = "Applies the session's blocks and, when its fold policy asks, summarizes ranges into new ones.";
+
+    fn build(self) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(Fold { config: self })))
+    }
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(FoldConfig);

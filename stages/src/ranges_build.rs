@@ -20,14 +20,15 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, Fact, Params, Stage, StageCx, StageError, Turn, async_trait,
+    BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx, StageError, Turn,
+    async_trait,
 };
 
 use crate::kernel::{RangesConfig, compressible_ranges};
 use crate::layout_head_window::{default_head_tokens, with_first_head};
 
 /// Stage name.
-pub const NAME: &str = "ranges.build";
+pub const NAME: &str = RangesConfig::NAME;
 
 /// The `turn.stage_notes` key under which this stage records the [`Protection`] it used.
 ///
@@ -133,9 +134,15 @@ impl RangesBuild {
     }
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: RangesConfig = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(RangesBuild { config })))
+impl ComponentConfig for RangesConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "ranges.build";
+    const DESCRIPTION: &'static str =
+        "Finds the compressible ranges of the turn, leaving protected units out.";
+
+    fn build(self) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(RangesBuild { config: self })))
+    }
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(RangesConfig);

@@ -31,11 +31,11 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentKind, Conversation, Fact, HeadZone, Layout, LayoutRequest,
-    Message, MessageId, Origin, Params, Refusal, SessionId, SessionState, Stage, StageCx,
+    BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, HeadZone, Layout,
+    LayoutRequest, Message, MessageId, Origin, Refusal, SessionId, SessionState, Stage, StageCx,
     StageError, StrategyUse, TokenEstimator, Turn, Wire,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use reset::{
     DEFAULT_CALIBRATION_ALPHA, HeadState, LayoutStateError, SentUnit, Transition,
@@ -44,7 +44,7 @@ pub use reset::{
 pub use rewrite::Rewrite;
 
 /// The stage's registered name.
-pub const NAME: &str = "layout.head_window";
+pub const NAME: &str = HeadWindowConfig::NAME;
 /// The default layout strategy.
 pub const DEFAULT_LAYOUT: &str = "layout.store_order_fill";
 /// The largest default head window, in tokens (the head when the budget is large).
@@ -62,7 +62,7 @@ pub const DEFAULT_HEAD_FRACTION: f64 = 0.15;
 pub const DEFAULT_RECENT_FRACTION: f64 = 0.3;
 
 /// The stage's params.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HeadWindowConfig {
     /// The layout strategy's registered name.
@@ -214,12 +214,17 @@ impl HeadWindowStage {
     }
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: HeadWindowConfig = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(HeadWindowStage::new(config)?)))
+impl ComponentConfig for HeadWindowConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "layout.head_window";
+    const DESCRIPTION: &'static str = "Measures the head and recent windows, orders the units with its layout strategy and places cache markers.";
+
+    fn build(self) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(HeadWindowStage::new(self)?)))
+    }
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(HeadWindowConfig);
 
 #[foldwire_core::async_trait]
 impl Stage for HeadWindowStage {
