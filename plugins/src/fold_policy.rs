@@ -15,7 +15,8 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy, RangeInfo,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy,
+    RangeInfo,
 };
 use serde::{Deserialize, Serialize};
 
@@ -168,7 +169,7 @@ impl ComponentConfig for Scheduled {
     const NAME: &'static str = SCHEDULED;
     const DESCRIPTION: &'static str = "Folds rarely and a lot at a time, gated by growth, so the prompt cache pays for each rewrite.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::FoldPolicy(Arc::new(Scheduled(
             self.0.validate()?,
         ))))
@@ -181,7 +182,7 @@ impl ComponentConfig for OldestFirst {
     const DESCRIPTION: &'static str =
         "Over its threshold, folds the oldest ranges until the request is back at its target.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::FoldPolicy(Arc::new(OldestFirst(
             self.0.validate(Self::NAME)?,
         ))))
@@ -194,7 +195,7 @@ impl ComponentConfig for LargestFirst {
     const DESCRIPTION: &'static str =
         "Over its threshold, folds the largest ranges until the request is back at its target.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::FoldPolicy(Arc::new(LargestFirst(
             self.0.validate(Self::NAME)?,
         ))))

@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy, Layout,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy, Layout,
     LayoutPlan, LayoutRequest, Params, RangeInfo, Refusal, StrategyError, Summarizer, Summary,
     SummaryRequest, async_trait,
 };
@@ -356,7 +356,7 @@ impl ComponentConfig for HttpFoldConfig {
     const DESCRIPTION: &'static str =
         "Asks an HTTP endpoint which ranges to fold; a built-in policy decides when it cannot.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         let config = self.0.validate(FOLD)?;
         let fallback = fallback::fold_policy(FOLD, &config.fallback())?;
         Ok(Component::FoldPolicy(Arc::new(HttpFold {
@@ -371,7 +371,7 @@ impl ComponentConfig for HttpLayoutConfig {
     const NAME: &'static str = "layout.http";
     const DESCRIPTION: &'static str = "Asks an HTTP endpoint for the order to send units in; a built-in layout decides when it cannot.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         let config = self.0.validate(LAYOUT)?;
         let fallback = fallback::layout(LAYOUT, &config.fallback())?;
         Ok(Component::Layout(Arc::new(HttpLayout { config, fallback })))
@@ -383,7 +383,7 @@ impl ComponentConfig for HttpSummarizerConfig {
     const NAME: &'static str = "summarizer.http";
     const DESCRIPTION: &'static str = "Asks an HTTP endpoint for each summary; the extractive summarizer writes it when it cannot.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         let config = self.0.validate(SUMMARIZER)?;
         let fallback = fallback::summarizer(SUMMARIZER, &config.fallback())?;
         Ok(Component::Summarizer(Arc::new(HttpSummarizer {

@@ -22,8 +22,8 @@ use std::sync::Arc;
 
 use foldwire_core::strategy::head_first_order;
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Layout, LayoutPlan, LayoutRequest,
-    Refusal,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Layout, LayoutPlan,
+    LayoutRequest, Refusal,
 };
 use serde::{Deserialize, Serialize};
 
@@ -172,7 +172,7 @@ impl ComponentConfig for HeadFirstConfig {
     const NAME: &'static str = "layout.head_first";
     const DESCRIPTION: &'static str = "Sends a reset's head window first, as soon as it starts.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Layout(Arc::new(HeadFirst::new(self))))
     }
 }
@@ -183,7 +183,7 @@ impl ComponentConfig for StoreOrderFillConfig {
     const DESCRIPTION: &'static str =
         "Keeps store order while a reset head fills, then sends the head first.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Layout(Arc::new(StoreOrderFill::new(self))))
     }
 }

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, MessageKind, Params, StrategyError,
-    Summarizer, Summary, SummaryRequest, Wire, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, MessageKind, Params,
+    StrategyError, Summarizer, Summary, SummaryRequest, Wire, async_trait,
 };
 use foldwire_stages::strategy_scope;
 use serde::{Deserialize, Serialize};
@@ -349,7 +349,7 @@ impl ComponentConfig for LlmConfig {
     const NAME: &'static str = "summarizer.llm";
     const DESCRIPTION: &'static str = "Asks a model (the session's upstream, or a fixed endpoint) for each summary; extractive on failure.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         let config = self;
         if let Some(url) = &config.base_url {
             let parsed = reqwest::Url::parse(url)

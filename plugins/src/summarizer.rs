@@ -10,8 +10,8 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Message, MessageKind, StrategyError,
-    Summarizer, Summary, SummaryRequest, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Message, MessageKind,
+    StrategyError, Summarizer, Summary, SummaryRequest, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -243,7 +243,7 @@ impl ComponentConfig for ExtractiveConfig {
     const DESCRIPTION: &'static str =
         "Summarizes a range offline: its paths, identifiers, errors, commands and decisions.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         if self.max_chars < 40 || self.max_items == 0 {
             return Err(BuildError::new(
                 NAME,

@@ -34,9 +34,9 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    AnyRef, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, FoldDemand,
-    Message, Origin, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse, Summarizer,
-    SummaryRequest, TokenEstimator, Turn, async_trait,
+    AnyRef, BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact,
+    FoldDemand, FoldPolicy, Message, Origin, RangeInfo, Ref, Resolved, Role, Stage, StageCx,
+    StageError, StrategyUse, Summarizer, SummaryRequest, TokenEstimator, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -116,13 +116,53 @@ impl Default for FoldConfig {
 }
 
 /// The `fold` stage.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Fold {
     /// Its settings.
     pub config: FoldConfig,
+    policy: Resolved<dyn FoldPolicy>,
+    summarizer: Resolved<dyn Summarizer>,
+}
+
+impl Default for Fold {
+    fn default() -> Self {
+        Fold::new(FoldConfig::default())
+    }
 }
 
 impl Fold {
+    /// A fold stage built without a registry: its policy and summarizer are built from the
+    /// turn's registry on each run (the registry builds it with them resolved once).
+    pub fn new(config: FoldConfig) -> Self {
+        Fold {
+            policy: Resolved::per_turn("policy", &config.policy, &config.policy_params),
+            summarizer: Resolved::per_turn(
+                "summarizer",
+                &config.summarizer,
+                &config.summarizer_params,
+            ),
+            config,
+        }
+    }
+
+    /// A fold stage whose policy and summarizer are resolved now, from `cx`'s registry.
+    ///
+    /// # Errors
+    /// A strategy name that is not registered, or params it refuses.
+    pub fn build(config: FoldConfig, cx: &BuildCx<'_>) -> Result<Self, BuildError> {
+        Ok(Fold {
+            policy: Resolved::build(cx, NAME, "policy", &config.policy, &config.policy_params)?,
+            summarizer: Resolved::build(
+                cx,
+                NAME,
+                "summarizer",
+                &config.summarizer,
+                &config.summarizer_params,
+            )?,
+            config,
+        })
+    }
+
     /// The compress settings of this turn's automatic folds: the configured override, else
     /// the protection `ranges.build` recorded on the turn, else the default protection.
     pub fn compress_config(&self, turn: &mut Turn) -> CompressConfig {
@@ -161,13 +201,13 @@ impl Fold {
 
     async fn auto_fold(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         let compress = self.compress_config(turn);
-        let policy = cx
-            .registry
-            .fold_policy(&self.config.policy, &self.config.policy_params)
+        let policy = self
+            .policy
+            .get(cx.registry.as_ref())
             .map_err(|e| StageError::caused(NAME, "cannot build the fold policy", e))?;
-        let summarizer = cx
-            .registry
-            .summarizer(&self.config.summarizer, &self.config.summarizer_params)
+        let summarizer = self
+            .summarizer
+            .get(cx.registry.as_ref())
             .map_err(|e| StageError::caused(NAME, "cannot build the summarizer", e))?;
         let estimator = cx.estimator.as_ref();
         let Some(conversation) = turn.conversation.take() else {
@@ -570,8 +610,8 @@ impl ComponentConfig for FoldConfig {
     const NAME: &'static str = "fold";
     const DESCRIPTION: &'static str = "Applies the session's blocks and, when its fold policy asks, summarizes ranges into new ones.";
 
-    fn build(self) -> Result<Component, BuildError> {
-        Ok(Component::Stage(Arc::new(Fold { config: self })))
+    fn build(self, cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(Fold::build(self, cx)?)))
     }
 }
 

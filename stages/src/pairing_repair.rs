@@ -7,8 +7,8 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx, StageError, Turn,
-    async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx,
+    StageError, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -75,7 +75,7 @@ impl ComponentConfig for PairingRepairConfig {
     const DESCRIPTION: &'static str =
         "Puts every tool result right after its call, stubbing only results that exist nowhere.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Stage(Arc::new(PairingRepair)))
     }
 }

@@ -20,8 +20,8 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx, StageError, Turn,
-    async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx,
+    StageError, Turn, async_trait,
 };
 
 use crate::kernel::{RangesConfig, compressible_ranges};
@@ -140,7 +140,7 @@ impl ComponentConfig for RangesConfig {
     const DESCRIPTION: &'static str =
         "Finds the compressible ranges of the turn, leaving protected units out.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Stage(Arc::new(RangesBuild { config: self })))
     }
 }

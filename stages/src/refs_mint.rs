@@ -22,7 +22,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, MessageId,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, MessageId,
     MessageKind, Origin, Ref, SessionState, Stage, StageCx, StageError, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
@@ -120,7 +120,7 @@ impl ComponentConfig for RefsMintConfig {
     const DESCRIPTION: &'static str =
         "Gives every unit a stable ref the session keeps across turns.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Stage(Arc::new(RefsMint)))
     }
 }

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaArchive, Message,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaArchive, Message,
     MessageKind, Origin, Ref, SessionId, SessionState, Stage, StageCx, StageError, Turn,
     async_trait,
 };
@@ -187,7 +187,7 @@ impl ComponentConfig for TrimConfig {
     const DESCRIPTION: &'static str =
         "Archives bulky tool outputs, then sends only their head and tail.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         if self.min_chars <= self.head_chars + self.tail_chars {
             return Err(BuildError::new(
                 NAME,

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx, StageError, Turn,
-    async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx,
+    StageError, Turn, async_trait,
 };
 use foldwire_wire::request;
 use serde::{Deserialize, Serialize};
@@ -82,7 +82,7 @@ impl ComponentConfig for WireDecodeConfig {
     const DESCRIPTION: &'static str =
         "Decodes the request body for its wire into units that keep their exact bytes.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Stage(Arc::new(WireDecode)))
     }
 }
@@ -98,7 +98,7 @@ impl ComponentConfig for WireEncodeConfig {
     const DESCRIPTION: &'static str =
         "Writes the request back for its wire, splicing changes into the client's bytes.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Stage(Arc::new(WireEncode)))
     }
 }

@@ -196,12 +196,10 @@ async fn the_fold_stage_archives_originals_and_warns_when_it_cannot() {
     let view = minted(&history(Wire::OpenAiChat), &mut state);
     fold_middle(&mut state, &view);
     let originals = state.originals.clone();
-    let stage = Fold {
-        config: FoldConfig {
-            auto: false,
-            ..FoldConfig::default()
-        },
-    };
+    let stage = Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    });
 
     // Failing archive: warned, kept, the fold itself still happens.
     let (failing, backends) = failing_backends();
@@ -538,7 +536,7 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     // An explicit override wins.
     let mut strict = FoldConfig::default();
     strict.compress.protection = Some(Protection::default());
-    let fold = Fold { config: strict };
+    let fold = Fold::new(strict);
     assert_eq!(
         fold.compress_config(&mut turn).protection,
         Protection::default()

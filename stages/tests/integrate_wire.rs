@@ -140,12 +140,10 @@ fn stage_cx(archive: Arc<dyn MediaArchive>) -> StageCx {
 /// The default order without the layout: decode → media.classify → archive.spill →
 /// refs.mint → ranges.build → fold → pairing.repair → encode (fold makes no blocks itself).
 async fn run_turn(wire: Wire, body: Bytes, state: SessionState, cx: &StageCx) -> Turn {
-    let fold = Fold {
-        config: FoldConfig {
-            auto: false,
-            ..FoldConfig::default()
-        },
-    };
+    let fold = Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    });
     let stages: [&dyn Stage; 8] = [
         &WireDecode,
         &MediaClassify,
@@ -382,12 +380,10 @@ async fn fold_then_restore_is_byte_identical_on_every_request_fixture() {
             let body = Bytes::from(std::fs::read(&path).unwrap());
             let archive = Backends::memory().media;
             let cx = stage_cx(archive.clone());
-            let fold = Fold {
-                config: FoldConfig {
-                    auto: false,
-                    ..FoldConfig::default()
-                },
-            };
+            let fold = Fold::new(FoldConfig {
+                auto: false,
+                ..FoldConfig::default()
+            });
             let mut turn = Turn::new(session(), wire, body.clone(), SessionState::new(session()));
             for stage in [
                 &WireDecode as &dyn Stage,

@@ -176,12 +176,10 @@ async fn the_stage_reports_the_residual_pin() {
     let c = minted(&conv, &mut state);
     state.blocks.push(block(1, &[1]));
     let mut turn = turn_for(c, state);
-    let stage = Fold {
-        config: FoldConfig {
-            auto: false,
-            ..FoldConfig::default()
-        },
-    };
+    let stage = Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    });
     stage.run(&mut turn, &cx()).await.unwrap();
     assert!(
         turn.report

@@ -56,12 +56,10 @@ fn chat(from: usize) -> Conv {
 }
 
 fn fold_stage() -> Fold {
-    Fold {
-        config: FoldConfig {
-            auto: false,
-            ..FoldConfig::default()
-        },
-    }
+    Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    })
 }
 
 // acp §26 #23, #24: a block none of whose messages the client sends any more leaves the

@@ -31,9 +31,9 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, HeadZone, Layout,
-    LayoutRequest, Message, MessageId, Origin, Refusal, SessionId, SessionState, Stage, StageCx,
-    StageError, StrategyUse, TokenEstimator, Turn, Wire,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, HeadZone,
+    Layout, LayoutRequest, Message, MessageId, Origin, Refusal, Resolved, SessionId, SessionState,
+    Stage, StageCx, StageError, StrategyUse, TokenEstimator, Turn, Wire,
 };
 use serde::{Deserialize, Serialize};
 
@@ -198,19 +198,46 @@ fn bad_option(key: &str, expected: &str, got: &serde_json::Value) -> StageError 
 }
 
 /// The stage.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HeadWindowStage {
     config: HeadWindowConfig,
+    layout: Resolved<dyn Layout>,
+}
+
+impl Default for HeadWindowStage {
+    fn default() -> Self {
+        let config = HeadWindowConfig::default();
+        HeadWindowStage {
+            layout: Resolved::per_turn("layout", &config.layout, &config.layout_params),
+            config,
+        }
+    }
 }
 
 impl HeadWindowStage {
-    /// A stage with this config.
+    /// A stage with this config, built without a registry: its layout strategy is built
+    /// from the turn's registry on each run.
     ///
     /// # Errors
     /// Invalid values.
     pub fn new(config: HeadWindowConfig) -> Result<Self, BuildError> {
         config.validate()?;
-        Ok(HeadWindowStage { config })
+        Ok(HeadWindowStage {
+            layout: Resolved::per_turn("layout", &config.layout, &config.layout_params),
+            config,
+        })
+    }
+
+    /// A stage with this config whose layout strategy is resolved now, from `cx`'s registry.
+    ///
+    /// # Errors
+    /// Invalid values, or a layout that is not registered or refuses its params.
+    pub fn build(config: HeadWindowConfig, cx: &BuildCx<'_>) -> Result<Self, BuildError> {
+        config.validate()?;
+        Ok(HeadWindowStage {
+            layout: Resolved::build(cx, NAME, "layout", &config.layout, &config.layout_params)?,
+            config,
+        })
     }
 }
 
@@ -219,8 +246,10 @@ impl ComponentConfig for HeadWindowConfig {
     const NAME: &'static str = "layout.head_window";
     const DESCRIPTION: &'static str = "Measures the head and recent windows, orders the units with its layout strategy and places cache markers.";
 
-    fn build(self) -> Result<Component, BuildError> {
-        Ok(Component::Stage(Arc::new(HeadWindowStage::new(self)?)))
+    fn build(self, cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(HeadWindowStage::build(
+            self, cx,
+        )?)))
     }
 }
 
@@ -251,19 +280,23 @@ impl Stage for HeadWindowStage {
 
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         let config = self.config.with_options(&turn.options)?;
-        let layout = cx
-            .registry
-            .layout(&config.layout, &config.layout_params)
-            .map_err(|e| {
-                StageError::caused(
-                    NAME,
-                    format!(
-                        "cannot build layout strategy `{}` (is foldwire_plugins::link() called?)",
-                        config.layout
-                    ),
-                    e,
-                )
-            })?;
+        // A turn option naming another layout is built for this turn; the configured one
+        // was resolved with the pipeline.
+        let layout = if config.layout == self.config.layout {
+            self.layout.get(cx.registry.as_ref())
+        } else {
+            cx.registry.layout(&config.layout, &config.layout_params)
+        };
+        let layout = layout.map_err(|e| {
+            StageError::caused(
+                NAME,
+                format!(
+                    "cannot build layout strategy `{}` (is foldwire_plugins::link() called?)",
+                    config.layout
+                ),
+                e,
+            )
+        })?;
         lay_out(turn, layout.as_ref(), cx.estimator.as_ref(), &config).map(|_| ())
     }
 }

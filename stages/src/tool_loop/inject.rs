@@ -17,8 +17,8 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, CharEstimator, Component, ComponentConfig, ComponentKind, Conversation, Fact,
-    Stage, StageCx, StageError, Turn, async_trait,
+    BuildCx, BuildError, CharEstimator, Component, ComponentConfig, ComponentKind, Conversation,
+    Fact, Stage, StageCx, StageError, Turn, async_trait,
 };
 use foldwire_wire::request::extend::{
     ExtendError, add_tools_and_note, append_user_text, without_added_units,
@@ -124,7 +124,7 @@ impl ComponentConfig for ToolsInjectConfig {
     const DESCRIPTION: &'static str =
         "Adds the tool loop's tools and notes to the request, right before wire.encode.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Stage(Arc::new(ToolsInject)))
     }
 }
