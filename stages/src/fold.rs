@@ -28,7 +28,7 @@
 //!    (`originals_kept_in_state`).
 //!
 //! Automatic folds are validated with the protection `ranges.build` used this turn (it
-//! records it in `turn.stage_notes`, see [`crate::ranges_build::PROTECTION_NOTE`]), so the
+//! leaves it in `turn.extensions`, see [`crate::ranges_build::UsedProtection`]), so the
 //! ranges offered and the folds accepted never disagree; `compress.protection` overrides it.
 
 use std::sync::Arc;
@@ -45,7 +45,7 @@ use crate::kernel::{
     SummaryRun, apply_compression, archive_originals, fold_view, folded_media_warning,
     folded_request_tokens, summary_runs, summary_text, sync_blocks,
 };
-use crate::ranges_build::PROTECTION_NOTE;
+use crate::ranges_build::UsedProtection;
 use crate::strategy_scope::StrategyScope;
 
 /// Stage name.
@@ -168,20 +168,7 @@ impl Fold {
     pub fn compress_config(&self, turn: &mut Turn) -> CompressConfig {
         let protection = match &self.config.compress.protection {
             Some(p) => p.clone(),
-            None => match turn.stage_notes.get(PROTECTION_NOTE) {
-                Some(v) => match serde_json::from_value::<Protection>(v.clone()) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        turn.report.warn(
-                            NAME,
-                            "protection_note_unreadable",
-                            format!("the protection ranges.build recorded is unreadable ({e}); using the default protection"),
-                        );
-                        Protection::default()
-                    }
-                },
-                None => Protection::default(),
-            },
+            None => UsedProtection::of(turn),
         };
         CompressConfig {
             protection,

@@ -35,10 +35,9 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::kernel::Protection;
 use crate::kernel::units::Links;
 use crate::layout_head_window::{HeadState, unit_key};
-use crate::ranges_build::PROTECTION_NOTE;
+use crate::ranges_build::UsedProtection;
 
 /// The registered stage name.
 pub const NAME: &str = TrimConfig::NAME;
@@ -262,11 +261,7 @@ impl Stage for ToolTrim {
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         let config = self.config;
         let mut trims = TrimState::load(&turn.state);
-        let protection = turn
-            .stage_notes
-            .get(PROTECTION_NOTE)
-            .and_then(|v| serde_json::from_value::<Protection>(v.clone()).ok())
-            .unwrap_or_default();
+        let protection = UsedProtection::of(turn);
         let Some(conv) = turn.conversation.as_mut() else {
             return Err(StageError::NotDecoded { stage: NAME });
         };

@@ -22,7 +22,7 @@ use foldwire_stages::kernel::{
     restore_with_archive,
 };
 use foldwire_stages::layout_head_window::HeadState;
-use foldwire_stages::ranges_build::{PROTECTION_NOTE, RangesBuild};
+use foldwire_stages::ranges_build::{RangesBuild, UsedProtection};
 use support::{Conv, cx, minted, sized, turn_for};
 
 fn open_protection() -> Protection {
@@ -517,8 +517,7 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     turn.options.insert("head_tokens".into(), 0.into());
     ranges_stage.run(&mut turn, &cx()).await.unwrap();
     assert!(!turn.ranges.is_empty());
-    let recorded: Protection =
-        serde_json::from_value(turn.stage_notes[PROTECTION_NOTE].clone()).unwrap();
+    let recorded: Protection = UsedProtection::of(&turn);
     assert_eq!(recorded, open_protection());
 
     let fold = Fold::default();

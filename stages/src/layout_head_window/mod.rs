@@ -468,7 +468,7 @@ pub fn lay_out(
             &turn.ranges,
             conv,
             &turn.state,
-            &turn.stage_notes,
+            &crate::ranges_build::UsedProtection::in_extensions(&turn.extensions),
             estimator,
             budget,
         );

@@ -4,8 +4,8 @@
 use foldwire_core::{Conversation, RangeInfo, TokenEstimator, Turn};
 
 use crate::kernel::schedule::ScheduleConfig;
-use crate::kernel::{Protection, SummaryRun, summary_runs};
-use crate::ranges_build::PROTECTION_NOTE;
+use crate::kernel::{SummaryRun, summary_runs};
+use crate::ranges_build::UsedProtection;
 
 /// Characters of a range's first message shown in the note.
 const PREVIEW_CHARS: usize = 80;
@@ -17,11 +17,7 @@ pub fn summary_runs_of(turn: &Turn, estimator: &dyn TokenEstimator) -> Vec<Summa
     let Some(view) = turn.conversation.as_ref() else {
         return Vec::new();
     };
-    let protection = turn
-        .stage_notes
-        .get(PROTECTION_NOTE)
-        .and_then(|v| serde_json::from_value::<Protection>(v.clone()).ok())
-        .unwrap_or_default();
+    let protection = UsedProtection::of(turn);
     summary_runs(view, &turn.state, &protection, estimator)
 }
 
