@@ -58,37 +58,26 @@ pub trait StrategyKind: Send + Sync + fmt::Debug + 'static {
     ) -> Result<Arc<Self>, RegistryError>;
 }
 
-impl StrategyKind for dyn FoldPolicy {
-    const KIND: ComponentKind = ComponentKind::FoldPolicy;
-    fn from_source(
-        source: &dyn StrategySource,
-        name: &str,
-        params: &Params,
-    ) -> Result<Arc<Self>, RegistryError> {
-        source.fold_policy(name, params)
-    }
+/// Implements [`StrategyKind`] for a strategy trait object and the source method building it.
+macro_rules! strategy_kind {
+    ($($trait:ident => $kind:ident, $method:ident;)*) => {$(
+        impl StrategyKind for dyn $trait {
+            const KIND: ComponentKind = ComponentKind::$kind;
+            fn from_source(
+                source: &dyn StrategySource,
+                name: &str,
+                params: &Params,
+            ) -> Result<Arc<Self>, RegistryError> {
+                source.$method(name, params)
+            }
+        }
+    )*};
 }
 
-impl StrategyKind for dyn Layout {
-    const KIND: ComponentKind = ComponentKind::Layout;
-    fn from_source(
-        source: &dyn StrategySource,
-        name: &str,
-        params: &Params,
-    ) -> Result<Arc<Self>, RegistryError> {
-        source.layout(name, params)
-    }
-}
-
-impl StrategyKind for dyn Summarizer {
-    const KIND: ComponentKind = ComponentKind::Summarizer;
-    fn from_source(
-        source: &dyn StrategySource,
-        name: &str,
-        params: &Params,
-    ) -> Result<Arc<Self>, RegistryError> {
-        source.summarizer(name, params)
-    }
+strategy_kind! {
+    FoldPolicy => FoldPolicy, fold_policy;
+    Layout => Layout, layout;
+    Summarizer => Summarizer, summarizer;
 }
 
 /// A strategy a stage uses: built once when the stage was built from the registry, or

@@ -39,27 +39,18 @@ fn every_kernel_component_is_registered() {
 }
 
 fn range(start: u32, tokens: u64) -> RangeInfo {
-    RangeInfo {
-        start: Ref(start),
-        end: Ref(start),
-        tokens,
-        messages: 1,
-        tool_calls: Default::default(),
-        tool_units: 0,
-    }
+    RangeInfo::new(Ref(start), Ref(start), tokens, 1)
 }
 
 fn demand(request_tokens: u64) -> FoldDemand {
-    FoldDemand {
+    FoldDemand::new(
         request_tokens,
-        budget: Budget {
+        Budget {
             window: 10_000,
             reserve: 0,
             calibration: 1.0,
         },
-        summary_tokens: 0,
-        floor_tokens: 0,
-    }
+    )
 }
 
 #[test]
@@ -262,10 +253,7 @@ fn a_known_summary_size_folds_no_more_than_needed() {
 }
 
 fn demand_after(request_tokens: u64, floor_tokens: u64) -> FoldDemand {
-    FoldDemand {
-        floor_tokens,
-        ..demand(request_tokens)
-    }
+    demand(request_tokens).with_floor_tokens(floor_tokens)
 }
 
 #[test]

@@ -353,12 +353,9 @@ impl Folds<'_> {
     }
 
     fn demand(&self, summary_tokens: u64) -> FoldDemand {
-        FoldDemand {
-            request_tokens: self.request_tokens(),
-            budget: self.turn.budget,
-            summary_tokens,
-            floor_tokens: self.floor,
-        }
+        FoldDemand::new(self.request_tokens(), self.turn.budget)
+            .with_summary_tokens(summary_tokens)
+            .with_floor_tokens(self.floor)
     }
 
     /// The picked ranges as spans of refs, adjacent ones (nothing between them in the view)

@@ -67,14 +67,11 @@ fn fold_middle(state: &mut SessionState, view: &Conversation) {
     let result = apply_compression(
         state,
         view,
-        &[CompressRequest {
-            start: AnyRef::Message(Ref(2)),
-            end: AnyRef::Message(Ref(7)),
-            summary: "the middle".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(Ref(2)),
+            AnyRef::Message(Ref(7)),
+            "the middle",
+        )],
         &open_config(),
         &CharEstimator,
     );
@@ -259,14 +256,11 @@ async fn a_turns_originals_go_out_as_one_object_and_old_layouts_still_restore() 
         let result = apply_compression(
             state,
             &view,
-            &[CompressRequest {
-                start: AnyRef::Message(Ref(1)),
-                end: AnyRef::Message(Ref(190)),
-                summary: "most of it".into(),
-                topic: None,
-                author: None,
-                max_summary_chars: None,
-            }],
+            &[CompressRequest::new(
+                AnyRef::Message(Ref(1)),
+                AnyRef::Message(Ref(190)),
+                "most of it",
+            )],
             &open_config(),
             &CharEstimator,
         );
@@ -454,14 +448,11 @@ fn the_head_window_never_folds() {
     let only_head = apply_compression(
         &mut s,
         &view,
-        &[CompressRequest {
-            start: AnyRef::Message(Ref(1)),
-            end: AnyRef::Message(Ref(2)),
-            summary: "head".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(Ref(1)),
+            AnyRef::Message(Ref(2)),
+            "head",
+        )],
         &open_config(),
         &CharEstimator,
     );
@@ -473,14 +464,11 @@ fn the_head_window_never_folds() {
     let across = apply_compression(
         &mut s,
         &view,
-        &[CompressRequest {
-            start: AnyRef::Message(Ref(1)),
-            end: AnyRef::Message(Ref(7)),
-            summary: "across".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(Ref(1)),
+            AnyRef::Message(Ref(7)),
+            "across",
+        )],
         &open_config(),
         &CharEstimator,
     );
@@ -544,14 +532,11 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     // With the recorded protection, a range ranges.build offered is accepted; with the
     // default one it is refused as protected — the disagreement this integration removes.
     let range = turn.ranges[0].clone();
-    let request = [CompressRequest {
-        start: AnyRef::Message(range.start),
-        end: AnyRef::Message(range.end),
-        summary: "s".into(),
-        topic: None,
-        author: None,
-        max_summary_chars: None,
-    }];
+    let request = [CompressRequest::new(
+        AnyRef::Message(range.start),
+        AnyRef::Message(range.end),
+        "s",
+    )];
     let view = turn.conversation.clone().unwrap();
     let mut s = turn.state.clone();
     let default_cfg = CompressConfig {

@@ -187,14 +187,13 @@ fn fold_images(state: &mut SessionState, view: &Conversation) -> CompressionResu
     apply_compression(
         state,
         view,
-        &[CompressRequest {
-            start: AnyRef::Message(start),
-            end: AnyRef::Message(end),
-            summary: "the user sent two pictures; I described them".into(),
-            topic: Some("pictures".into()),
-            author: Some("test".into()),
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(start),
+            AnyRef::Message(end),
+            "the user sent two pictures; I described them",
+        )
+        .with_topic("pictures")
+        .with_author("test")],
         &open_config(),
         &CharEstimator,
     )
@@ -419,14 +418,11 @@ async fn fold_then_restore_is_byte_identical_on_every_request_fixture() {
             let result = apply_compression(
                 &mut turn.state,
                 &view,
-                &[CompressRequest {
-                    start: AnyRef::Message(largest.start),
-                    end: AnyRef::Message(largest.end),
-                    summary: format!("fixture {name}"),
-                    topic: None,
-                    author: None,
-                    max_summary_chars: None,
-                }],
+                &[CompressRequest::new(
+                    AnyRef::Message(largest.start),
+                    AnyRef::Message(largest.end),
+                    format!("fixture {name}"),
+                )],
                 &open_config(),
                 &CharEstimator,
             );
@@ -531,14 +527,11 @@ fn responses_computer_and_mcp_calls_are_tracked_and_leave_the_wire_once_folded()
     let r = apply_compression(
         &mut state,
         &conv,
-        &[CompressRequest {
-            start: AnyRef::Message(unit(1).r#ref.unwrap()),
-            end: AnyRef::Message(unit(1).r#ref.unwrap()),
-            summary: "clicked the settings button".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(unit(1).r#ref.unwrap()),
+            AnyRef::Message(unit(1).r#ref.unwrap()),
+            "clicked the settings button",
+        )],
         &open_config(),
         &CharEstimator,
     );
@@ -550,14 +543,11 @@ fn responses_computer_and_mcp_calls_are_tracked_and_leave_the_wire_once_folded()
     let r = apply_compression(
         &mut state,
         &conv,
-        &[CompressRequest {
-            start: AnyRef::Message(unit(3).r#ref.unwrap()),
-            end: AnyRef::Message(unit(3).r#ref.unwrap()),
-            summary: "searched the docs for settings".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(unit(3).r#ref.unwrap()),
+            AnyRef::Message(unit(3).r#ref.unwrap()),
+            "searched the docs for settings",
+        )],
         &open_config(),
         &CharEstimator,
     );

@@ -362,14 +362,11 @@ fn fold_then_restore_is_byte_identical_and_pairing_holds_on_every_wire() {
         let r = apply_compression(
             &mut state,
             &view,
-            &[CompressRequest {
-                start: AnyRef::Message(Ref(2)),
-                end: AnyRef::Message(Ref(4)),
-                summary: "read lib.rs, tests failed".into(),
-                topic: None,
-                author: None,
-                max_summary_chars: None,
-            }],
+            &[CompressRequest::new(
+                AnyRef::Message(Ref(2)),
+                AnyRef::Message(Ref(4)),
+                "read lib.rs, tests failed",
+            )],
             &cfg0(),
             &CharEstimator,
         );

@@ -141,14 +141,11 @@ fn summaries_side_by_side_are_named_by_block_ids_with_what_folding_them_frees() 
         let r = apply_compression(
             &mut state,
             &view,
-            &[CompressRequest {
-                start: AnyRef::Message(Ref(a)),
-                end: AnyRef::Message(Ref(b)),
-                summary: long,
-                topic: None,
-                author: None,
-                max_summary_chars: None,
-            }],
+            &[CompressRequest::new(
+                AnyRef::Message(Ref(a)),
+                AnyRef::Message(Ref(b)),
+                long,
+            )],
             &cfg,
             &CharEstimator,
         );

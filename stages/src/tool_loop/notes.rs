@@ -161,14 +161,9 @@ mod tests {
                 .unwrap()
                 .contains("Fold now")
         );
-        let r = RangeInfo {
-            start: "m00001".parse().unwrap(),
-            end: "m00004".parse().unwrap(),
-            tokens: 900,
-            messages: 4,
-            tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
-            tool_units: 4,
-        };
+        let r = RangeInfo::new("m00001".parse().unwrap(), "m00004".parse().unwrap(), 900, 4)
+            .with_tool_calls([("bash".to_owned(), 2)])
+            .with_tool_units(4);
         let note = turn_note(std::slice::from_ref(&r), &[], None, 100, 0, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
         assert!(turn_note(&[], &[], None, 100, 0, 1000).is_none());
