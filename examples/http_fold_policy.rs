@@ -82,29 +82,24 @@ async fn check(keep: Keep) -> Result<()> {
         "fold.http",
         &json!({"url": format!("http://{addr}/fold"), "timeout_ms": 2000}),
     )?;
-    let range = |i: u32, tool: &str| RangeInfo {
-        start: Ref(i * 10 + 1),
-        end: Ref(i * 10 + 9),
-        tokens: 3_000,
-        messages: 9,
-        tool_calls: [(tool.to_owned(), 3)].into_iter().collect(),
-        tool_units: 6,
+    let range = |i: u32, tool: &str| {
+        RangeInfo::new(Ref(i * 10 + 1), Ref(i * 10 + 9), 3_000, 9)
+            .with_tool_calls([(tool.to_owned(), 3)])
+            .with_tool_units(6)
     };
     let ranges = [
         range(0, "edit_file"),
         range(1, "bash"),
         range(2, "read_file"),
     ];
-    let demand = FoldDemand {
-        request_tokens: 12_000,
-        budget: Budget {
+    let demand = FoldDemand::new(
+        12_000,
+        Budget {
             window: 10_000,
             reserve: 0,
             calibration: 1.0,
         },
-        summary_tokens: 0,
-        floor_tokens: 0,
-    };
+    );
     // fold.http waits on its thread for the endpoint, so it runs off the async workers.
     let (chosen, warnings) = tokio::task::spawn_blocking(move || {
         let scope = StrategyScope::default();

@@ -31,25 +31,20 @@ fn main() -> Result<()> {
         "fold.tool_heavy_first",
         &json!({"config": {"threshold": 0.8, "target": 0.6}}),
     )?;
-    let range = |i: u32, calls: u32| RangeInfo {
-        start: Ref(i * 10 + 1),
-        end: Ref(i * 10 + 9),
-        tokens: 4_000,
-        messages: 9,
-        tool_calls: [("bash".to_owned(), calls)].into_iter().collect(),
-        tool_units: 2 * calls as usize,
+    let range = |i: u32, calls: u32| {
+        RangeInfo::new(Ref(i * 10 + 1), Ref(i * 10 + 9), 4_000, 9)
+            .with_tool_calls([("bash".to_owned(), calls)])
+            .with_tool_units(2 * calls as usize)
     };
     let ranges = [range(0, 1), range(1, 6), range(2, 0), range(3, 4)];
-    let demand = FoldDemand {
-        request_tokens: 14_000,
-        budget: Budget {
+    let demand = FoldDemand::new(
+        14_000,
+        Budget {
             window: 12_000,
             reserve: 0,
             calibration: 1.0,
         },
-        summary_tokens: 0,
-        floor_tokens: 0,
-    };
+    );
     let scope = StrategyScope::default();
     let mut chosen = scope.enter(|| policy.choose(&ranges, &demand));
     chosen.sort_unstable();

@@ -61,7 +61,8 @@ impl BuildError {
         }
     }
 
-    /// Parses a component's params into its config type, with an error naming the component.
+    /// Parses a component's params into its config type (null: the defaults), with an error
+    /// naming the component and, when one key is to blame, the field.
     pub fn parse_params<T: serde::de::DeserializeOwned + Default>(
         component: &str,
         params: &Params,
@@ -69,9 +70,36 @@ impl BuildError {
         if params.is_null() {
             return Ok(T::default());
         }
-        serde_json::from_value(params.clone())
-            .map_err(|e| BuildError::new(component, format!("bad params: {e}")))
+        serde_json::from_value(params.clone()).map_err(|e| {
+            let field = match params {
+                // serde names an unknown field itself; a value of the wrong type it does not.
+                Params::Object(map) if !e.to_string().contains("unknown field") => {
+                    culprit::<T>(map)
+                }
+                _ => None,
+            };
+            let message = match field {
+                Some(field) => format!("bad params: field `{field}`: {e}"),
+                None => format!("bad params: {e}"),
+            };
+            BuildError::new(component, message)
+        })
     }
+}
+
+/// The first key of `map` that `T` refuses on its own: each key is tried alone, the others
+/// left at their defaults (`None` when `T` has required fields, so no key stands alone).
+fn culprit<T: serde::de::DeserializeOwned>(
+    map: &serde_json::Map<String, serde_json::Value>,
+) -> Option<String> {
+    serde_json::from_value::<T>(serde_json::Value::Object(serde_json::Map::new())).ok()?;
+    map.iter()
+        .find(|(key, value)| {
+            let mut alone = serde_json::Map::new();
+            alone.insert((*key).clone(), (*value).clone());
+            serde_json::from_value::<T>(serde_json::Value::Object(alone)).is_err()
+        })
+        .map(|(key, _)| key.clone())
 }
 
 /// Registry errors.

@@ -8,8 +8,8 @@
 //! ```
 //! use std::sync::Arc;
 //! use foldwire_api::{
-//!     BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy, Params,
-//!     RangeInfo, Registry,
+//!     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy,
+//!     Params, RangeInfo, Registry,
 //! };
 //! use serde::{Deserialize, Serialize};
 //!
@@ -38,7 +38,7 @@
 //!     const KIND: ComponentKind = ComponentKind::FoldPolicy;
 //!     const NAME: &'static str = "doc.first_n";
 //!     const DESCRIPTION: &'static str = "Folds the first n ranges whenever over budget.";
-//!     fn build(self) -> Result<Component, BuildError> {
+//!     fn build(self, _: &BuildCx<'_>) -> Result<Component, BuildError> {
 //!         if self.n == 0 {
 //!             return Err(BuildError::new(Self::NAME, "n must be at least 1"));
 //!         }
@@ -63,7 +63,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::component::{BuildError, ComponentKind, Params, RegistryError};
-use crate::registry::{Component, ComponentInfo, Registry, Source};
+use crate::registry::{BuildCx, Component, ComponentInfo, Registry, Source};
 
 /// A component's params type, carrying everything the registry lists about the component.
 pub trait ComponentConfig: Serialize + DeserializeOwned + Default + 'static {
@@ -75,11 +75,13 @@ pub trait ComponentConfig: Serialize + DeserializeOwned + Default + 'static {
     const DESCRIPTION: &'static str;
 
     /// Builds the component from its parsed params; refuse values out of range here, with a
-    /// [`BuildError`] naming what was wrong.
+    /// [`BuildError`] naming what was wrong. A stage resolves the strategies it names through
+    /// `cx` ([`Resolved::build`](crate::resolve::Resolved::build)), so an unknown name fails
+    /// here, when the pipeline is built.
     ///
     /// # Errors
-    /// Params that parse but cannot be used.
-    fn build(self) -> Result<Component, BuildError>;
+    /// Params that parse but cannot be used, or a strategy that cannot be resolved.
+    fn build(self, cx: &BuildCx<'_>) -> Result<Component, BuildError>;
 }
 
 /// The factory [`register_config!`](crate::register_config) registers: null params mean the
@@ -87,8 +89,11 @@ pub trait ComponentConfig: Serialize + DeserializeOwned + Default + 'static {
 ///
 /// # Errors
 /// Params of the wrong shape (naming the component and the field), or refused by `C::build`.
-pub fn build_with<C: ComponentConfig>(params: &Params) -> Result<Component, BuildError> {
-    BuildError::parse_params::<C>(C::NAME, params)?.build()
+pub fn build_with<C: ComponentConfig>(
+    params: &Params,
+    cx: &BuildCx<'_>,
+) -> Result<Component, BuildError> {
+    BuildError::parse_params::<C>(C::NAME, params)?.build(cx)
 }
 
 /// `C`'s default params as JSON, as `foldwire plugins --json` prints them.

@@ -17,7 +17,8 @@
 //!   here); [`Registry::register`] adds factories at runtime.
 //!
 //! The layering has no cycles: [`component`] (kinds, params, errors) → [`strategy`] →
-//! [`stage`] → [`registry`] → [`config`] (typed configs, [`register_config!`]).
+//! [`stage`] → [`registry`] → [`resolve`] (strategies a stage names, resolved at build time)
+//! and [`config`] (typed configs, [`register_config!`]).
 //!
 //! A fold policy in its own crate:
 //!
@@ -61,6 +62,7 @@ pub mod ids;
 pub mod message;
 pub mod registry;
 pub mod report;
+pub mod resolve;
 pub mod stage;
 pub mod state;
 pub mod strategy;
@@ -85,8 +87,9 @@ pub use ids::{AnyRef, BlockId, IdParseError, Ref, SessionId, SessionIdError};
 pub use message::{
     MediaClass, MediaRef, Message, MessageId, MessageKind, Origin, Pin, Role, ToolLink, UnitSlot,
 };
-pub use registry::{About, Component, ComponentInfo, Registration, Registry};
+pub use registry::{About, BuildCx, Component, ComponentInfo, Registration, Registry};
 pub use report::{Refusal, StageTiming, TurnReport, Warning};
+pub use resolve::{Resolved, StrategyKind};
 pub use stage::{Clock, Stage, StageCx, StageError, SystemClock};
 pub use state::{STATE_VERSION, SessionState, StateFormatError};
 pub use strategy::{

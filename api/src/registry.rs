@@ -44,11 +44,33 @@ impl fmt::Debug for Component {
     }
 }
 
-/// A link-time factory.
-pub type BuildFn = fn(&Params) -> Result<Component, BuildError>;
+/// A link-time factory: the params from the pipeline spec, and the build context with the
+/// registry (so a stage resolves the strategies it uses once, when its pipeline is built).
+pub type BuildFn = fn(&Params, &BuildCx<'_>) -> Result<Component, BuildError>;
 
-/// A runtime factory.
-pub type DynBuildFn = Arc<dyn Fn(&Params) -> Result<Component, BuildError> + Send + Sync>;
+/// A runtime factory, stored as the registry calls it.
+pub type DynBuildFn =
+    Arc<dyn Fn(&Params, &BuildCx<'_>) -> Result<Component, BuildError> + Send + Sync>;
+
+/// What a factory gets besides its params: the registry it is built from, so a stage can
+/// resolve the strategies it names (see [`Resolved`](crate::resolve::Resolved)) when its
+/// pipeline is built rather than on every turn.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildCx<'a> {
+    registry: &'a Registry,
+}
+
+impl<'a> BuildCx<'a> {
+    /// A context building from `registry`.
+    pub fn new(registry: &'a Registry) -> Self {
+        BuildCx { registry }
+    }
+
+    /// The registry the component is built from.
+    pub fn registry(&self) -> &'a Registry {
+        self.registry
+    }
+}
 
 /// One link-time registration, collected by inventory. Construct it through
 /// [`register!`](crate::register).
@@ -78,7 +100,10 @@ pub struct About {
 
 inventory::collect!(Registration);
 
-/// Registers a stage or strategy at link time.
+/// Registers a stage or strategy at link time, with a factory of its params alone
+/// (`fn(&Params) -> Result<Component, BuildError>`); a component that resolves strategies
+/// when built registers through [`register_config!`](crate::register_config), whose
+/// factory also gets the [`BuildCx`].
 ///
 /// ```
 /// use std::sync::Arc;
@@ -109,7 +134,9 @@ macro_rules! register {
                 kind: $crate::registry::ComponentKind::$kind,
                 name: $name,
                 crate_name: ::core::env!("CARGO_PKG_NAME"),
-                build: $build,
+                // A plain factory takes its params alone; typed configs
+                // (`register_config!`) get the build context.
+                build: |params, _cx| ($build)(params),
                 about: ::core::option::Option::None,
             }
         }
@@ -296,6 +323,9 @@ impl Registry {
     }
 
     /// Registers a factory at runtime ("hot-add"); a pipeline built afterwards can use it.
+    /// What a runtime factory builds may change between calls (a hot-added plugin is
+    /// replaced), so a stage resolves a runtime strategy again on every turn (see
+    /// [`Resolved`](crate::resolve::Resolved)).
     ///
     /// # Errors
     /// Fails when the name is taken.
@@ -315,7 +345,7 @@ impl Registry {
                 description: None,
                 default_params: None,
             },
-            Arc::new(build),
+            Arc::new(move |params: &Params, _: &BuildCx<'_>| build(params)),
         )
     }
 
@@ -325,6 +355,12 @@ impl Registry {
         let mut all: Vec<ComponentInfo> = entries.values().map(|e| e.info.clone()).collect();
         all.sort_by(|a, b| (a.kind, &a.name).cmp(&(b.kind, &b.name)));
         all
+    }
+
+    /// What the registry lists about one name, if it is registered.
+    pub fn info(&self, name: &str) -> Option<ComponentInfo> {
+        let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());
+        entries.get(name).map(|e| e.info.clone())
     }
 
     /// Names of the registered components of one kind, sorted.
@@ -399,7 +435,7 @@ impl Registry {
                 actual: entry.info.kind,
             });
         }
-        let component = (entry.build)(params)?;
+        let component = (entry.build)(params, &BuildCx::new(self))?;
         if component.kind() != kind {
             return Err(RegistryError::Build(BuildError::new(
                 name,

@@ -78,8 +78,26 @@ pub trait StrategySource: Send + Sync + std::fmt::Debug {
     -> Result<Arc<dyn Summarizer>, RegistryError>;
 }
 
-/// A compressible range as fold policies see it.
+/// A compressible range as fold policies see it. Build one with [`RangeInfo::new`] and the
+/// `with_` methods, so a field added later does not break the code that builds it.
+///
+/// ```
+/// use foldwire_api::{RangeInfo, Ref};
+/// let r = RangeInfo::new(Ref(1), Ref(4), 900, 4)
+///     .with_tool_calls([("bash".to_owned(), 2)])
+///     .with_tool_units(2);
+/// assert_eq!((r.tool_percent(), r.tool_calls["bash"]), (50, 2));
+/// ```
+///
+/// A struct literal does not compile outside this crate:
+///
+/// ```compile_fail
+/// use foldwire_api::{RangeInfo, Ref};
+/// let r = RangeInfo { start: Ref(1), end: Ref(1), tokens: 1, messages: 1,
+///     tool_calls: Default::default(), tool_units: 0 };
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct RangeInfo {
     /// First ref of the range.
     pub start: Ref,
@@ -99,6 +117,31 @@ pub struct RangeInfo {
 }
 
 impl RangeInfo {
+    /// A range from `start` to `end` of `messages` units holding `tokens` tokens, with no
+    /// tool traffic.
+    pub fn new(start: Ref, end: Ref, tokens: u64, messages: usize) -> Self {
+        RangeInfo {
+            start,
+            end,
+            tokens,
+            messages,
+            tool_calls: std::collections::BTreeMap::new(),
+            tool_units: 0,
+        }
+    }
+
+    /// This range with its tool calls, counted by tool name.
+    pub fn with_tool_calls(mut self, calls: impl IntoIterator<Item = (String, u32)>) -> Self {
+        self.tool_calls = calls.into_iter().collect();
+        self
+    }
+
+    /// This range with `units` of its units being tool calls or results.
+    pub fn with_tool_units(mut self, units: usize) -> Self {
+        self.tool_units = units;
+        self
+    }
+
     /// The share of its units that are tool calls or results, in whole percent.
     pub fn tool_percent(&self) -> u8 {
         if self.messages == 0 {
@@ -127,8 +170,22 @@ impl RangeInfo {
     }
 }
 
-/// How much pressure the request is under.
+/// How much pressure the request is under. Build one with [`FoldDemand::new`] and the
+/// `with_` methods, so a field added later does not break the code that builds it.
+///
+/// ```
+/// use foldwire_api::{Budget, FoldDemand};
+/// let d = FoldDemand::new(9_000, Budget::default()).with_summary_tokens(300);
+/// assert_eq!((d.request_tokens, d.summary_tokens, d.floor_tokens), (9_000, 300, 0));
+/// ```
+///
+/// ```compile_fail
+/// use foldwire_api::{Budget, FoldDemand};
+/// let d = FoldDemand { request_tokens: 1, budget: Budget::default(), summary_tokens: 0,
+///     floor_tokens: 0 };
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct FoldDemand {
     /// Estimated tokens of the request as it stands.
     pub request_tokens: u64,
@@ -140,6 +197,31 @@ pub struct FoldDemand {
     /// Tokens of the session's request right after its last fold (0: no fold yet), so a
     /// policy can gate folds by the growth since then.
     pub floor_tokens: u64,
+}
+
+impl FoldDemand {
+    /// A request of `request_tokens` against `budget`, with the summary size unknown and no
+    /// fold made yet.
+    pub fn new(request_tokens: u64, budget: Budget) -> Self {
+        FoldDemand {
+            request_tokens,
+            budget,
+            summary_tokens: 0,
+            floor_tokens: 0,
+        }
+    }
+
+    /// This demand with the most tokens one rendered summary costs.
+    pub fn with_summary_tokens(mut self, tokens: u64) -> Self {
+        self.summary_tokens = tokens;
+        self
+    }
+
+    /// This demand with the request's size right after the session's last fold.
+    pub fn with_floor_tokens(mut self, tokens: u64) -> Self {
+        self.floor_tokens = tokens;
+        self
+    }
 }
 
 /// Decides which compressible ranges to fold, and when.

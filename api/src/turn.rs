@@ -128,12 +128,9 @@ pub struct Turn {
     /// The compressible ranges `ranges.build` found this turn (oldest first), for the fold
     /// stage, its policy and the CLI.
     pub ranges: Vec<crate::strategy::RangeInfo>,
-    /// Values a stage leaves for later stages of the same turn, by `stage.key` name (e.g.
-    /// `ranges.protection`: the protection `ranges.build` used, which `fold` reuses). Never
-    /// persisted. New notes belong in [`Turn::extensions`].
-    pub stage_notes: serde_json::Map<String, serde_json::Value>,
     /// Typed values a stage leaves for later stages of the same turn, keyed by type (no JSON
-    /// round trip, no key to misspell). Never persisted.
+    /// round trip, no key to misspell; e.g. the protection `ranges.build` used, which `fold`
+    /// reuses). Never persisted.
     pub extensions: Extensions,
 }
 
@@ -156,7 +153,6 @@ impl Turn {
             report,
             output: None,
             ranges: Vec::new(),
-            stage_notes: serde_json::Map::new(),
             extensions: Extensions::new(),
         }
     }

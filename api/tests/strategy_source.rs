@@ -53,12 +53,7 @@ impl Stage for AskPolicy {
             .registry
             .fold_policy("whatever", &Params::Null)
             .map_err(|e| StageError::caused("test.ask_policy", "no policy", e))?;
-        let demand = FoldDemand {
-            request_tokens: 1,
-            budget: Budget::default(),
-            summary_tokens: 0,
-            floor_tokens: 0,
-        };
+        let demand = FoldDemand::new(1, Budget::default());
         let chosen = policy.choose(&[], &demand);
         turn.report.count(policy.name(), chosen.len() as u64);
         Ok(())

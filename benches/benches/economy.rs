@@ -158,10 +158,9 @@ fn replay(events: &[Event], s: &Schedule, window: u64) -> Vec<TurnReport> {
                 Event::Reset(text) => {
                     let text = text.clone();
                     engine
-                        .update(
-                            &session,
-                            Box::new(move |st| json!(layout_head_window::reset(st, &text).is_ok())),
-                        )
+                        .update(&session, move |st: &mut foldwire_core::SessionState| {
+                            layout_head_window::reset(st, &text).is_ok()
+                        })
                         .await
                         .unwrap();
                 }

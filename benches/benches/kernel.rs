@@ -114,17 +114,17 @@ fn folded_session(body: &[u8]) -> (Conversation, SessionState) {
     };
     // Each turn is 3 units (text, call, result); a block covers 40 turns.
     let requests: Vec<CompressRequest> = (0..20u32)
-        .map(|i| CompressRequest {
-            start: AnyRef::Message(Ref(2 + i * 120)),
-            end: AnyRef::Message(Ref(1 + (i + 1) * 120)),
-            summary: format!(
-                "turns {} to {}: read modules, tests pass",
-                i * 40,
-                i * 40 + 39
-            ),
-            topic: Some(format!("part {i}")),
-            author: None,
-            max_summary_chars: None,
+        .map(|i| {
+            CompressRequest::new(
+                AnyRef::Message(Ref(2 + i * 120)),
+                AnyRef::Message(Ref(1 + (i + 1) * 120)),
+                format!(
+                    "turns {} to {}: read modules, tests pass",
+                    i * 40,
+                    i * 40 + 39
+                ),
+            )
+            .with_topic(format!("part {i}"))
         })
         .collect();
     let r = apply_compression(&mut state, &conv, &requests, &open, &CharEstimator);

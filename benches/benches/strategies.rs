@@ -35,15 +35,15 @@ fn choose(request) {
 
 fn ranges() -> Vec<RangeInfo> {
     (0..40u32)
-        .map(|i| RangeInfo {
-            start: Ref(i * 10 + 1),
-            end: Ref(i * 10 + 9),
-            tokens: 2_000 + u64::from(i) * 10,
-            messages: 9,
-            tool_calls: [("bash".to_owned(), 3), ("read_file".to_owned(), 1)]
-                .into_iter()
-                .collect(),
-            tool_units: 8,
+        .map(|i| {
+            RangeInfo::new(
+                Ref(i * 10 + 1),
+                Ref(i * 10 + 9),
+                2_000 + u64::from(i) * 10,
+                9,
+            )
+            .with_tool_calls([("bash".to_owned(), 3), ("read_file".to_owned(), 1)])
+            .with_tool_units(8)
         })
         .collect()
 }
@@ -81,16 +81,14 @@ fn bench(c: &mut Criterion) {
         addr
     });
     let ranges = ranges();
-    let demand = FoldDemand {
-        request_tokens: 100_000,
-        budget: Budget {
+    let demand = FoldDemand::new(
+        100_000,
+        Budget {
             window: 80_000,
             reserve: 0,
             calibration: 1.0,
         },
-        summary_tokens: 0,
-        floor_tokens: 0,
-    };
+    );
     let builtin = registry
         .fold_policy("fold.oldest_first", &Params::Null)
         .unwrap();

@@ -27,7 +27,7 @@ pub mod pipeline;
 pub use foldwire_api::*;
 pub use foldwire_api::{
     archive, block, budget, component, config, conversation, extensions, ids, message, registry,
-    report, stage, state, strategy, text, think, turn, wire,
+    report, resolve, stage, state, strategy, text, think, turn, wire,
 };
 
 pub use actors::{

@@ -199,13 +199,10 @@ async fn updates_between_turns_are_saved_and_serialized() {
     let engine = engine_with(append_pipeline("u"), store.clone(), 1);
     let session = SessionId::new("upd").unwrap();
     let answer = engine
-        .update(
-            &session,
-            Box::new(|s| {
-                s.counters.insert("seen".into(), 41);
-                serde_json::json!("ok")
-            }),
-        )
+        .update(&session, |s: &mut foldwire_core::SessionState| {
+            s.counters.insert("seen".into(), 41);
+            "ok"
+        })
         .await
         .unwrap();
     assert_eq!(answer, "ok");

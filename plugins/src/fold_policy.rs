@@ -14,7 +14,10 @@
 
 use std::sync::Arc;
 
-use foldwire_core::{BuildError, Component, FoldDemand, FoldPolicy, Params, RangeInfo};
+use foldwire_core::{
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy,
+    RangeInfo,
+};
 use serde::{Deserialize, Serialize};
 
 /// Settings shared by both policies.
@@ -83,13 +86,14 @@ fn pick(ranges: &[RangeInfo], order: Vec<usize>, need: u64, summary_tokens: u64)
     out
 }
 
-/// `fold.oldest_first`.
-#[derive(Debug, Clone, Copy, Default)]
+/// `fold.oldest_first` (its params are a [`PolicyConfig`]).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct OldestFirst(pub PolicyConfig);
 
 impl FoldPolicy for OldestFirst {
     fn name(&self) -> &'static str {
-        "fold.oldest_first"
+        Self::NAME
     }
     fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
         let Some(need) = self.0.need(demand) else {
@@ -101,13 +105,14 @@ impl FoldPolicy for OldestFirst {
     }
 }
 
-/// `fold.largest_first`.
-#[derive(Debug, Clone, Copy, Default)]
+/// `fold.largest_first` (its params are a [`PolicyConfig`]).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct LargestFirst(pub PolicyConfig);
 
 impl FoldPolicy for LargestFirst {
     fn name(&self) -> &'static str {
-        "fold.largest_first"
+        Self::NAME
     }
     fn choose(&self, ranges: &[RangeInfo], demand: &FoldDemand) -> Vec<usize> {
         let Some(need) = self.0.need(demand) else {
@@ -134,7 +139,8 @@ pub use foldwire_stages::kernel::schedule::{NudgeTier, SCHEDULED, ScheduleConfig
 /// window), and each fold takes the oldest history down to `target` in one go, right after
 /// the summaries already on the wire, so they stay in the cached prefix. Folds are gated by
 /// the growth since the last one; past `ceiling` a fold happens whatever the growth.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Scheduled(pub ScheduleConfig);
 
 impl FoldPolicy for Scheduled {
@@ -158,24 +164,44 @@ impl FoldPolicy for Scheduled {
     }
 }
 
-fn build_scheduled(params: &Params) -> Result<Component, BuildError> {
-    let config = BuildError::parse_params::<ScheduleConfig>(SCHEDULED, params)?.validate()?;
-    Ok(Component::FoldPolicy(Arc::new(Scheduled(config))))
+impl ComponentConfig for Scheduled {
+    const KIND: ComponentKind = ComponentKind::FoldPolicy;
+    const NAME: &'static str = SCHEDULED;
+    const DESCRIPTION: &'static str = "Folds rarely and a lot at a time, gated by growth, so the prompt cache pays for each rewrite.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::FoldPolicy(Arc::new(Scheduled(
+            self.0.validate()?,
+        ))))
+    }
 }
 
-foldwire_core::register!(FoldPolicy, "fold.scheduled", build_scheduled);
+impl ComponentConfig for OldestFirst {
+    const KIND: ComponentKind = ComponentKind::FoldPolicy;
+    const NAME: &'static str = "fold.oldest_first";
+    const DESCRIPTION: &'static str =
+        "Over its threshold, folds the oldest ranges until the request is back at its target.";
 
-fn build_oldest(params: &Params) -> Result<Component, BuildError> {
-    let name = "fold.oldest_first";
-    let config = BuildError::parse_params::<PolicyConfig>(name, params)?.validate(name)?;
-    Ok(Component::FoldPolicy(Arc::new(OldestFirst(config))))
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::FoldPolicy(Arc::new(OldestFirst(
+            self.0.validate(Self::NAME)?,
+        ))))
+    }
 }
 
-fn build_largest(params: &Params) -> Result<Component, BuildError> {
-    let name = "fold.largest_first";
-    let config = BuildError::parse_params::<PolicyConfig>(name, params)?.validate(name)?;
-    Ok(Component::FoldPolicy(Arc::new(LargestFirst(config))))
+impl ComponentConfig for LargestFirst {
+    const KIND: ComponentKind = ComponentKind::FoldPolicy;
+    const NAME: &'static str = "fold.largest_first";
+    const DESCRIPTION: &'static str =
+        "Over its threshold, folds the largest ranges until the request is back at its target.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::FoldPolicy(Arc::new(LargestFirst(
+            self.0.validate(Self::NAME)?,
+        ))))
+    }
 }
 
-foldwire_core::register!(FoldPolicy, "fold.oldest_first", build_oldest);
-foldwire_core::register!(FoldPolicy, "fold.largest_first", build_largest);
+foldwire_core::register_config!(Scheduled);
+foldwire_core::register_config!(OldestFirst);
+foldwire_core::register_config!(LargestFirst);

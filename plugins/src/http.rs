@@ -21,10 +21,11 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use foldwire_core::{
-    BuildError, Component, FoldDemand, FoldPolicy, Layout, LayoutPlan, LayoutRequest, Params,
-    RangeInfo, Refusal, StrategyError, Summarizer, Summary, SummaryRequest, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy, Layout,
+    LayoutPlan, LayoutRequest, Params, RangeInfo, Refusal, StrategyError, Summarizer, Summary,
+    SummaryRequest, async_trait,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::fallback::{self, FallbackSpec};
@@ -32,11 +33,11 @@ use crate::protocol;
 use crate::summarizer::Extractive;
 
 /// Registered name of [`HttpFold`].
-pub const FOLD: &str = "fold.http";
+pub const FOLD: &str = HttpFoldConfig::NAME;
 /// Registered name of [`HttpLayout`].
-pub const LAYOUT: &str = "layout.http";
+pub const LAYOUT: &str = HttpLayoutConfig::NAME;
 /// Registered name of [`HttpSummarizer`].
-pub const SUMMARIZER: &str = "summarizer.http";
+pub const SUMMARIZER: &str = HttpSummarizerConfig::NAME;
 
 /// Why a call to an endpoint gave no usable answer.
 #[derive(Debug, thiserror::Error)]
@@ -196,36 +197,55 @@ pub fn call_blocking(url: &str, body: &Value, timeout: Duration) -> Result<Value
 }
 
 /// Params every HTTP strategy takes.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HttpConfig {
-    /// The endpoint.
+    /// The endpoint (required: the default, empty, is refused).
     pub url: String,
     /// Longest a call may take, in milliseconds.
-    #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
     /// The built-in that decides when the endpoint cannot.
-    #[serde(default)]
     pub fallback: Option<String>,
     /// Its params.
-    #[serde(default)]
     pub fallback_params: Params,
 }
 
-fn default_timeout_ms() -> u64 {
-    1000
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig {
+            url: String::new(),
+            timeout_ms: 1000,
+            fallback: None,
+            fallback_params: Params::Null,
+        }
+    }
 }
 
+/// Params of `fold.http` (an [`HttpConfig`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HttpFoldConfig(pub HttpConfig);
+
+/// Params of `layout.http` (an [`HttpConfig`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HttpLayoutConfig(pub HttpConfig);
+
+/// Params of `summarizer.http` (an [`HttpConfig`]).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HttpSummarizerConfig(pub HttpConfig);
+
 impl HttpConfig {
-    fn parse(name: &str, params: &Params) -> Result<Self, BuildError> {
-        if params.is_null() {
+    /// This config, checked for `name`: an http(s) url and a timeout of at least 1 ms.
+    fn validate(self, name: &str) -> Result<Self, BuildError> {
+        if self.url.is_empty() {
             return Err(BuildError::new(
                 name,
                 "needs params with the endpoint's \"url\" (and optionally timeout_ms, fallback, fallback_params)",
             ));
         }
-        let config: HttpConfig = serde_json::from_value(params.clone())
-            .map_err(|e| BuildError::new(name, format!("bad params: {e}")))?;
+        let config = self;
         let url = reqwest::Url::parse(&config.url)
             .map_err(|e| BuildError::new(name, format!("url {:?}: {e}", config.url)))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -338,30 +358,49 @@ impl Summarizer for HttpSummarizer {
     }
 }
 
-fn build_fold(params: &Params) -> Result<Component, BuildError> {
-    let config = HttpConfig::parse(FOLD, params)?;
-    let fallback = fallback::fold_policy(FOLD, &config.fallback())?;
-    Ok(Component::FoldPolicy(Arc::new(HttpFold {
-        config,
-        fallback,
-    })))
+impl ComponentConfig for HttpFoldConfig {
+    const KIND: ComponentKind = ComponentKind::FoldPolicy;
+    const NAME: &'static str = "fold.http";
+    const DESCRIPTION: &'static str =
+        "Asks an HTTP endpoint which ranges to fold; a built-in policy decides when it cannot.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        let config = self.0.validate(FOLD)?;
+        let fallback = fallback::fold_policy(FOLD, &config.fallback())?;
+        Ok(Component::FoldPolicy(Arc::new(HttpFold {
+            config,
+            fallback,
+        })))
+    }
 }
 
-fn build_layout(params: &Params) -> Result<Component, BuildError> {
-    let config = HttpConfig::parse(LAYOUT, params)?;
-    let fallback = fallback::layout(LAYOUT, &config.fallback())?;
-    Ok(Component::Layout(Arc::new(HttpLayout { config, fallback })))
+impl ComponentConfig for HttpLayoutConfig {
+    const KIND: ComponentKind = ComponentKind::Layout;
+    const NAME: &'static str = "layout.http";
+    const DESCRIPTION: &'static str = "Asks an HTTP endpoint for the order to send units in; a built-in layout decides when it cannot.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        let config = self.0.validate(LAYOUT)?;
+        let fallback = fallback::layout(LAYOUT, &config.fallback())?;
+        Ok(Component::Layout(Arc::new(HttpLayout { config, fallback })))
+    }
 }
 
-fn build_summarizer(params: &Params) -> Result<Component, BuildError> {
-    let config = HttpConfig::parse(SUMMARIZER, params)?;
-    let fallback = fallback::summarizer(SUMMARIZER, &config.fallback())?;
-    Ok(Component::Summarizer(Arc::new(HttpSummarizer {
-        config,
-        fallback,
-    })))
+impl ComponentConfig for HttpSummarizerConfig {
+    const KIND: ComponentKind = ComponentKind::Summarizer;
+    const NAME: &'static str = "summarizer.http";
+    const DESCRIPTION: &'static str = "Asks an HTTP endpoint for each summary; the extractive summarizer writes it when it cannot.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        let config = self.0.validate(SUMMARIZER)?;
+        let fallback = fallback::summarizer(SUMMARIZER, &config.fallback())?;
+        Ok(Component::Summarizer(Arc::new(HttpSummarizer {
+            config,
+            fallback,
+        })))
+    }
 }
 
-foldwire_core::register!(FoldPolicy, FOLD, build_fold);
-foldwire_core::register!(Layout, LAYOUT, build_layout);
-foldwire_core::register!(Summarizer, SUMMARIZER, build_summarizer);
+foldwire_core::register_config!(HttpFoldConfig);
+foldwire_core::register_config!(HttpLayoutConfig);
+foldwire_core::register_config!(HttpSummarizerConfig);

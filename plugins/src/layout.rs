@@ -21,13 +21,16 @@
 use std::sync::Arc;
 
 use foldwire_core::strategy::head_first_order;
-use foldwire_core::{BuildError, Component, Layout, LayoutPlan, LayoutRequest, Params, Refusal};
+use foldwire_core::{
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Layout, LayoutPlan,
+    LayoutRequest, Refusal,
+};
 use serde::{Deserialize, Serialize};
 
 /// Registered name of [`HeadFirst`].
-pub const HEAD_FIRST: &str = "layout.head_first";
+pub const HEAD_FIRST: &str = HeadFirstConfig::NAME;
 /// Registered name of [`StoreOrderFill`].
-pub const STORE_ORDER_FILL: &str = "layout.store_order_fill";
+pub const STORE_ORDER_FILL: &str = StoreOrderFillConfig::NAME;
 
 /// The head always first.
 #[derive(Debug, Clone, Copy, Default)]
@@ -54,7 +57,7 @@ pub enum HeadFill {
 }
 
 /// Params of `layout.head_first`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HeadFirstConfig {
     /// How a reset head grows.
@@ -93,7 +96,7 @@ pub enum MoveHead {
 }
 
 /// Params of `layout.store_order_fill`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct StoreOrderFillConfig {
     /// When a full head moves to the front.
@@ -164,15 +167,26 @@ impl Layout for StoreOrderFill {
     }
 }
 
-fn build_head_first(params: &Params) -> Result<Component, BuildError> {
-    let config: HeadFirstConfig = BuildError::parse_params(HEAD_FIRST, params)?;
-    Ok(Component::Layout(Arc::new(HeadFirst::new(config))))
+impl ComponentConfig for HeadFirstConfig {
+    const KIND: ComponentKind = ComponentKind::Layout;
+    const NAME: &'static str = "layout.head_first";
+    const DESCRIPTION: &'static str = "Sends a reset's head window first, as soon as it starts.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Layout(Arc::new(HeadFirst::new(self))))
+    }
 }
 
-fn build_store_order_fill(params: &Params) -> Result<Component, BuildError> {
-    let config: StoreOrderFillConfig = BuildError::parse_params(STORE_ORDER_FILL, params)?;
-    Ok(Component::Layout(Arc::new(StoreOrderFill::new(config))))
+impl ComponentConfig for StoreOrderFillConfig {
+    const KIND: ComponentKind = ComponentKind::Layout;
+    const NAME: &'static str = "layout.store_order_fill";
+    const DESCRIPTION: &'static str =
+        "Keeps store order while a reset head fills, then sends the head first.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Layout(Arc::new(StoreOrderFill::new(self))))
+    }
 }
 
-foldwire_core::register!(Layout, HEAD_FIRST, build_head_first);
-foldwire_core::register!(Layout, STORE_ORDER_FILL, build_store_order_fill);
+foldwire_core::register_config!(HeadFirstConfig);
+foldwire_core::register_config!(StoreOrderFillConfig);

@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use foldwire_core::{
-    BuildError, Component, MessageKind, Params, StrategyError, Summarizer, Summary, SummaryRequest,
-    Wire, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, MessageKind, Params,
+    StrategyError, Summarizer, Summary, SummaryRequest, Wire, async_trait,
 };
 use foldwire_stages::strategy_scope;
 use foldwire_wire::dialect::WireDialect;
@@ -27,7 +27,7 @@ use crate::http::{self, CallError};
 use crate::summarizer::Extractive;
 
 /// Registered name.
-pub const NAME: &str = "summarizer.llm";
+pub const NAME: &str = LlmConfig::NAME;
 
 /// The turn option through which a host names the session's upstream: an [`Upstream`].
 pub const UPSTREAM_OPTION: &str = "summarizer.upstream";
@@ -59,7 +59,7 @@ pub struct Upstream {
 }
 
 /// Params of `summarizer.llm`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
     /// A fixed endpoint (else the session's upstream).
@@ -266,40 +266,46 @@ impl Summarizer for LlmSummarizer {
     }
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: LlmConfig = BuildError::parse_params(NAME, params)?;
-    if let Some(url) = &config.base_url {
-        let parsed = reqwest::Url::parse(url)
-            .map_err(|e| BuildError::new(NAME, format!("base_url {url:?}: {e}")))?;
-        if !matches!(parsed.scheme(), "http" | "https") {
-            return Err(BuildError::new(
-                NAME,
-                format!("base_url {url:?} must be http or https"),
-            ));
+impl ComponentConfig for LlmConfig {
+    const KIND: ComponentKind = ComponentKind::Summarizer;
+    const NAME: &'static str = "summarizer.llm";
+    const DESCRIPTION: &'static str = "Asks a model (the session's upstream, or a fixed endpoint) for each summary; extractive on failure.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        let config = self;
+        if let Some(url) = &config.base_url {
+            let parsed = reqwest::Url::parse(url)
+                .map_err(|e| BuildError::new(NAME, format!("base_url {url:?}: {e}")))?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                return Err(BuildError::new(
+                    NAME,
+                    format!("base_url {url:?} must be http or https"),
+                ));
+            }
         }
+        let wire = match &config.wire {
+            Some(w) => Some(
+                w.parse::<Wire>()
+                    .map_err(|e| BuildError::new(NAME, format!("wire: {e}")))?,
+            ),
+            None => None,
+        };
+        let fallback = fallback::summarizer(
+            NAME,
+            &FallbackSpec {
+                fallback: None,
+                fallback_params: config.fallback_params.clone(),
+            },
+        )?;
+        Ok(Component::Summarizer(Arc::new(LlmSummarizer {
+            config,
+            wire,
+            fallback,
+        })))
     }
-    let wire = match &config.wire {
-        Some(w) => Some(
-            w.parse::<Wire>()
-                .map_err(|e| BuildError::new(NAME, format!("wire: {e}")))?,
-        ),
-        None => None,
-    };
-    let fallback = fallback::summarizer(
-        NAME,
-        &FallbackSpec {
-            fallback: None,
-            fallback_params: config.fallback_params.clone(),
-        },
-    )?;
-    Ok(Component::Summarizer(Arc::new(LlmSummarizer {
-        config,
-        wire,
-        fallback,
-    })))
 }
 
-foldwire_core::register!(Summarizer, NAME, build);
+foldwire_core::register_config!(LlmConfig);
 
 #[cfg(test)]
 mod tests {

@@ -10,13 +10,13 @@ use std::collections::HashSet;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, Message, MessageKind, Params, StrategyError, Summarizer, Summary,
-    SummaryRequest, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Message, MessageKind,
+    StrategyError, Summarizer, Summary, SummaryRequest, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
 /// Registered name.
-pub const NAME: &str = "summarizer.extractive";
+pub const NAME: &str = ExtractiveConfig::NAME;
 
 /// Settings of the extractive summarizer.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -237,18 +237,24 @@ impl Summarizer for Extractive {
     }
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: ExtractiveConfig = BuildError::parse_params(NAME, params)?;
-    if config.max_chars < 40 || config.max_items == 0 {
-        return Err(BuildError::new(
-            NAME,
-            "max_chars must be at least 40 and max_items at least 1",
-        ));
+impl ComponentConfig for ExtractiveConfig {
+    const KIND: ComponentKind = ComponentKind::Summarizer;
+    const NAME: &'static str = "summarizer.extractive";
+    const DESCRIPTION: &'static str =
+        "Summarizes a range offline: its paths, identifiers, errors, commands and decisions.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        if self.max_chars < 40 || self.max_items == 0 {
+            return Err(BuildError::new(
+                NAME,
+                "max_chars must be at least 40 and max_items at least 1",
+            ));
+        }
+        Ok(Component::Summarizer(Arc::new(Extractive(self))))
     }
-    Ok(Component::Summarizer(Arc::new(Extractive(config))))
 }
 
-foldwire_core::register!(Summarizer, NAME, build);
+foldwire_core::register_config!(ExtractiveConfig);
 
 #[cfg(test)]
 mod tests {

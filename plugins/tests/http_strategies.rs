@@ -90,28 +90,23 @@ fn registry() -> Arc<Registry> {
 
 fn ranges() -> Vec<foldwire_core::RangeInfo> {
     (0..4u32)
-        .map(|i| foldwire_core::RangeInfo {
-            start: Ref(i * 10 + 1),
-            end: Ref(i * 10 + 5),
-            tokens: 1000,
-            messages: 5,
-            tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
-            tool_units: 4,
+        .map(|i| {
+            foldwire_core::RangeInfo::new(Ref(i * 10 + 1), Ref(i * 10 + 5), 1000, 5)
+                .with_tool_calls([("bash".to_owned(), 2)])
+                .with_tool_units(4)
         })
         .collect()
 }
 
 fn demand() -> FoldDemand {
-    FoldDemand {
-        request_tokens: 10_000,
-        budget: Budget {
+    FoldDemand::new(
+        10_000,
+        Budget {
             window: 4_000,
             reserve: 0,
             calibration: 1.0,
         },
-        summary_tokens: 0,
-        floor_tokens: 0,
-    }
+    )
 }
 
 /// Runs `fold.http` at `url` inside a turn scope: its choice and the warnings it left.

@@ -28,28 +28,19 @@ fn registry() -> Arc<Registry> {
 
 fn ranges() -> Vec<RangeInfo> {
     (0..4u32)
-        .map(|i| RangeInfo {
-            start: Ref(i * 10 + 1),
-            end: Ref(i * 10 + 5),
-            tokens: 1000 + u64::from(i),
-            messages: 5,
-            tool_calls: Default::default(),
-            tool_units: 0,
-        })
+        .map(|i| RangeInfo::new(Ref(i * 10 + 1), Ref(i * 10 + 5), 1000 + u64::from(i), 5))
         .collect()
 }
 
 fn demand() -> FoldDemand {
-    FoldDemand {
-        request_tokens: 10_000,
-        budget: Budget {
+    FoldDemand::new(
+        10_000,
+        Budget {
             window: 4_000,
             reserve: 0,
             calibration: 1.0,
         },
-        summary_tokens: 0,
-        floor_tokens: 0,
-    }
+    )
 }
 
 /// Builds the named fold policy as a running pipeline's stage does (through

@@ -39,27 +39,18 @@ fn every_kernel_component_is_registered() {
 }
 
 fn range(start: u32, tokens: u64) -> RangeInfo {
-    RangeInfo {
-        start: Ref(start),
-        end: Ref(start),
-        tokens,
-        messages: 1,
-        tool_calls: Default::default(),
-        tool_units: 0,
-    }
+    RangeInfo::new(Ref(start), Ref(start), tokens, 1)
 }
 
 fn demand(request_tokens: u64) -> FoldDemand {
-    FoldDemand {
+    FoldDemand::new(
         request_tokens,
-        budget: Budget {
+        Budget {
             window: 10_000,
             reserve: 0,
             calibration: 1.0,
         },
-        summary_tokens: 0,
-        floor_tokens: 0,
-    }
+    )
 }
 
 #[test]
@@ -262,10 +253,7 @@ fn a_known_summary_size_folds_no_more_than_needed() {
 }
 
 fn demand_after(request_tokens: u64, floor_tokens: u64) -> FoldDemand {
-    FoldDemand {
-        floor_tokens,
-        ..demand(request_tokens)
-    }
+    demand(request_tokens).with_floor_tokens(floor_tokens)
 }
 
 #[test]
@@ -314,4 +302,92 @@ fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
         )
         .is_err()
     );
+}
+
+/// A stage built from the registry resolves its strategies then: an unknown name fails the
+/// build, naming the stage and its param; a built stage folds and lays out against a turn
+/// whose registry is empty (nothing is looked up per turn), while a strategy registered at
+/// runtime (a hot-added plugin may be replaced) is built again on each turn.
+#[tokio::test]
+async fn stages_resolve_their_strategies_when_they_are_built() {
+    let registry = registry();
+    let typo = registry
+        .stage("fold", &serde_json::json!({"policy": "fold.oldets_first"}))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        typo.contains("fold: param policy: ")
+            && typo.contains("did you mean \"fold.oldest_first\"?"),
+        "{typo}"
+    );
+    let layout_typo = registry
+        .stage(
+            "layout.head_window",
+            &serde_json::json!({"layout": "layout.nope"}),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        layout_typo.contains("layout.head_window: param layout: "),
+        "{layout_typo}"
+    );
+
+    // A runtime policy that counts how often it is built.
+    static BUILT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    registry
+        .register(ComponentKind::FoldPolicy, "test.counted", "tests", |p| {
+            BUILT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            registry_free_oldest(p)
+        })
+        .unwrap();
+
+    let mut conv = Conv::new(Wire::Anthropic);
+    conv.user("refactor src/lib.rs");
+    for i in 0..20 {
+        let id = format!("call{i}");
+        conv.turn(None, Some(&format!("step {i}")), &[(&id, "bash", "{}")])
+            .results(&[(&id, &sized(&format!("output {i}"), 400))]);
+    }
+    conv.user("continue");
+    let run = |policy: &'static str, cx: StageCx| {
+        let registry = registry.clone();
+        let body = conv.build();
+        async move {
+            let mut turn = turn_for(body, SessionState::default());
+            turn.budget = Budget {
+                window: 6_000,
+                reserve: 0,
+                calibration: 1.0,
+            };
+            let params = |name: &str| match name {
+                "ranges.build" => serde_json::json!({"protection": {"recent_tokens": 1000}}),
+                "fold" => serde_json::json!({"policy": policy}),
+                _ => Params::Null,
+            };
+            for name in ["refs.mint", "ranges.build", "fold", "layout.head_window"] {
+                let stage = registry.stage(name, &params(name)).unwrap();
+                stage.run(&mut turn, &cx).await.unwrap();
+            }
+            turn.report.counter("fold.blocks_created")
+        }
+    };
+    // Built with the pipeline: the turn's (empty) registry is never asked.
+    let empty = StageCx::new(Arc::new(Registry::empty()));
+    assert!(run("fold.oldest_first", empty).await > 0);
+    // Registered at runtime: built when the stage is built, and again for the turn.
+    let full = StageCx::new(registry.clone());
+    let before = BUILT.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(run("test.counted", full).await > 0);
+    assert_eq!(BUILT.load(std::sync::atomic::Ordering::SeqCst) - before, 2);
+}
+
+fn registry_free_oldest(
+    params: &Params,
+) -> Result<foldwire_core::Component, foldwire_core::BuildError> {
+    foldwire_core::config::build_with::<foldwire_plugins::fold_policy::OldestFirst>(
+        params,
+        &foldwire_core::BuildCx::new(&Registry::empty()),
+    )
 }

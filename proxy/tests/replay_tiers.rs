@@ -97,17 +97,13 @@ async fn replay(
             let reported = (estimated as f64 * ratio).round() as u64;
             let turn = out.report.turn;
             engine
-                .update(
-                    &session,
-                    Box::new(move |state| {
-                        state.usage.push(foldwire_core::state::UsageSample {
-                            turn,
-                            estimated,
-                            reported,
-                        });
-                        Value::Null
-                    }),
-                )
+                .update(&session, move |state: &mut foldwire_core::SessionState| {
+                    state.usage.push(foldwire_core::state::UsageSample {
+                        turn,
+                        estimated,
+                        reported,
+                    });
+                })
                 .await
                 .unwrap();
         }

@@ -19,8 +19,9 @@ use serde::{Deserialize, Serialize};
 
 use foldwire_archive::index::{self, MediaRecord};
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, Message, MessageKind,
-    Origin, Pin, SessionId, SessionState, Stage, StageCx, StageError, Turn, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, Message,
+    MessageKind, Origin, Pin, SessionId, SessionState, Stage, StageCx, StageError, Turn,
+    async_trait,
 };
 
 use crate::media_classify::InlinePayload;
@@ -39,7 +40,7 @@ impl ComponentConfig for ArchiveSpillConfig {
     const DESCRIPTION: &'static str =
         "Stores every archivable media payload before anything may fold it; pins it if not.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Stage(Arc::new(ArchiveSpill)))
     }
 }

@@ -30,15 +30,15 @@
 //!    (`originals_kept_in_state`).
 //!
 //! Automatic folds are validated with the protection `ranges.build` used this turn (it
-//! records it in `turn.stage_notes`, see [`crate::ranges_build::PROTECTION_NOTE`]), so the
+//! leaves it in `turn.extensions`, see [`crate::ranges_build::UsedProtection`]), so the
 //! ranges offered and the folds accepted never disagree; `compress.protection` overrides it.
 
 use std::sync::Arc;
 
 use foldwire_core::{
-    AnyRef, BuildError, Component, ComponentKind, Conversation, Fact, FoldDemand, FoldPolicy,
-    Message, Origin, Params, RangeInfo, Ref, Role, Stage, StageCx, StageError, StrategyUse,
-    Summarizer, SummaryRequest, TokenEstimator, Turn, async_trait,
+    AnyRef, BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact,
+    FoldDemand, FoldPolicy, Message, Origin, RangeInfo, Ref, Resolved, Role, Stage, StageCx,
+    StageError, StrategyUse, Summarizer, SummaryRequest, TokenEstimator, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
@@ -47,11 +47,11 @@ use crate::kernel::{
     SummaryRun, apply_compression, archive_originals, fold_view, folded_media_warning,
     folded_request_tokens, summary_runs, summary_text, sync_blocks,
 };
-use crate::ranges_build::PROTECTION_NOTE;
+use crate::ranges_build::UsedProtection;
 use crate::strategy_scope::{self, FAILED_CODE, StrategyScope};
 
 /// Stage name.
-pub const NAME: &str = "fold";
+pub const NAME: &str = FoldConfig::NAME;
 
 /// Tokens of a rendered summary's header line (`[foldwire b12 · topic]`), generously.
 const SUMMARY_HEADER_TOKENS: u64 = 32;
@@ -130,32 +130,59 @@ impl Default for FoldConfig {
 pub const DEFAULT_TIER_AFTER_FOLD: f64 = 0.05;
 
 /// The `fold` stage.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Fold {
     /// Its settings.
     pub config: FoldConfig,
+    policy: Resolved<dyn FoldPolicy>,
+    summarizer: Resolved<dyn Summarizer>,
+}
+
+impl Default for Fold {
+    fn default() -> Self {
+        Fold::new(FoldConfig::default())
+    }
 }
 
 impl Fold {
+    /// A fold stage built without a registry: its policy and summarizer are built from the
+    /// turn's registry on each run (the registry builds it with them resolved once).
+    pub fn new(config: FoldConfig) -> Self {
+        Fold {
+            policy: Resolved::per_turn("policy", &config.policy, &config.policy_params),
+            summarizer: Resolved::per_turn(
+                "summarizer",
+                &config.summarizer,
+                &config.summarizer_params,
+            ),
+            config,
+        }
+    }
+
+    /// A fold stage whose policy and summarizer are resolved now, from `cx`'s registry.
+    ///
+    /// # Errors
+    /// A strategy name that is not registered, or params it refuses.
+    pub fn build(config: FoldConfig, cx: &BuildCx<'_>) -> Result<Self, BuildError> {
+        Ok(Fold {
+            policy: Resolved::build(cx, NAME, "policy", &config.policy, &config.policy_params)?,
+            summarizer: Resolved::build(
+                cx,
+                NAME,
+                "summarizer",
+                &config.summarizer,
+                &config.summarizer_params,
+            )?,
+            config,
+        })
+    }
+
     /// The compress settings of this turn's automatic folds: the configured override, else
     /// the protection `ranges.build` recorded on the turn, else the default protection.
     pub fn compress_config(&self, turn: &mut Turn) -> CompressConfig {
         let protection = match &self.config.compress.protection {
             Some(p) => p.clone(),
-            None => match turn.stage_notes.get(PROTECTION_NOTE) {
-                Some(v) => match serde_json::from_value::<Protection>(v.clone()) {
-                    Ok(p) => p,
-                    Err(e) => {
-                        turn.report.warn(
-                            NAME,
-                            "protection_note_unreadable",
-                            format!("the protection ranges.build recorded is unreadable ({e}); using the default protection"),
-                        );
-                        Protection::default()
-                    }
-                },
-                None => Protection::default(),
-            },
+            None => UsedProtection::of(turn),
         };
         CompressConfig {
             protection,
@@ -175,13 +202,13 @@ impl Fold {
 
     async fn auto_fold(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         let compress = self.compress_config(turn);
-        let policy = cx
-            .registry
-            .fold_policy(&self.config.policy, &self.config.policy_params)
+        let policy = self
+            .policy
+            .get(cx.registry.as_ref())
             .map_err(|e| StageError::caused(NAME, "cannot build the fold policy", e))?;
-        let summarizer = cx
-            .registry
-            .summarizer(&self.config.summarizer, &self.config.summarizer_params)
+        let summarizer = self
+            .summarizer
+            .get(cx.registry.as_ref())
             .map_err(|e| StageError::caused(NAME, "cannot build the summarizer", e))?;
         let estimator = cx.estimator.as_ref();
         let Some(conversation) = turn.conversation.take() else {
@@ -375,12 +402,9 @@ impl Folds<'_> {
     }
 
     fn demand(&self, summary_tokens: u64) -> FoldDemand {
-        FoldDemand {
-            request_tokens: self.request_tokens(),
-            budget: self.turn.budget,
-            summary_tokens,
-            floor_tokens: self.floor,
-        }
+        FoldDemand::new(self.request_tokens(), self.turn.budget)
+            .with_summary_tokens(summary_tokens)
+            .with_floor_tokens(self.floor)
     }
 
     /// The picked ranges as spans of refs, adjacent ones (nothing between them in the view)
@@ -634,9 +658,14 @@ impl Stage for Fold {
     }
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: FoldConfig = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(Fold { config })))
+impl ComponentConfig for FoldConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "fold";
+    const DESCRIPTION: &'static str = "Applies the session's blocks and, when its fold policy asks, summarizes ranges into new ones.";
+
+    fn build(self, cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(Fold::build(self, cx)?)))
+    }
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(FoldConfig);

@@ -21,8 +21,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use foldwire_core::{
-    BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef, Message,
-    Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef,
+    Message, Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
 };
 use foldwire_wire::dialect::{MediaSink, WireDialect};
 
@@ -40,7 +40,7 @@ impl ComponentConfig for MediaClassifyConfig {
     const DESCRIPTION: &'static str =
         "Sorts every media payload into archivable (inline bytes) or unrecoverable (pinned).";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         Ok(Component::Stage(Arc::new(MediaClassify)))
     }
 }

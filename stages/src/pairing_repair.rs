@@ -7,14 +7,15 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, Fact, Params, Stage, StageCx, StageError, Turn, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx,
+    StageError, Turn, async_trait,
 };
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::kernel::repair;
 
 /// Stage name.
-pub const NAME: &str = "pairing.repair";
+pub const NAME: &str = PairingRepairConfig::NAME;
 
 /// The `pairing.repair` stage (no parameters).
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,13 +64,20 @@ impl Stage for PairingRepair {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Parameters of `pairing.repair` (none; unknown keys are refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NoParams {}
+pub struct PairingRepairConfig {}
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let _: NoParams = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(PairingRepair)))
+impl ComponentConfig for PairingRepairConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "pairing.repair";
+    const DESCRIPTION: &'static str =
+        "Puts every tool result right after its call, stubbing only results that exist nowhere.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(PairingRepair)))
+    }
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(PairingRepairConfig);

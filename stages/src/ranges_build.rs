@@ -8,7 +8,7 @@
 //! `min_tokens` 200, `split_at_user_after` 3, `max_tokens` (default a tenth of the
 //! available budget).
 //!
-//! The protection it used is recorded on the turn under [`PROTECTION_NOTE`] so the `fold`
+//! The protection it used is left on the turn as a typed [`UsedProtection`] so the `fold`
 //! stage validates its automatic folds with the same settings (one source of truth).
 //!
 //! On a session's first turn (no head recorded yet) it leaves the head window out of every
@@ -20,19 +20,36 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, Fact, Params, Stage, StageCx, StageError, Turn, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Extensions, Fact, Stage,
+    StageCx, StageError, Turn, async_trait,
 };
 
-use crate::kernel::{RangesConfig, compressible_ranges};
+use crate::kernel::{Protection, RangesConfig, compressible_ranges};
 use crate::layout_head_window::{default_head_tokens, with_first_head};
 
 /// Stage name.
-pub const NAME: &str = "ranges.build";
+pub const NAME: &str = RangesConfig::NAME;
 
-/// The `turn.stage_notes` key under which this stage records the [`Protection`] it used.
-///
-/// [`Protection`]: crate::kernel::Protection
-pub const PROTECTION_NOTE: &str = "ranges.protection";
+/// The [`Protection`] this stage used this turn, left in `turn.extensions` so `fold`,
+/// `tool.trim`, the tool loop and the layout's refusal apply the same protection.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UsedProtection(pub Protection);
+
+impl UsedProtection {
+    /// The protection `ranges.build` used on `turn`, or the default when it did not run.
+    pub fn of(turn: &Turn) -> Protection {
+        Self::in_extensions(&turn.extensions)
+    }
+
+    /// As [`UsedProtection::of`], from a turn's extensions alone (while its conversation is
+    /// borrowed).
+    pub fn in_extensions(extensions: &Extensions) -> Protection {
+        extensions
+            .get::<UsedProtection>()
+            .map(|p| p.0.clone())
+            .unwrap_or_default()
+    }
+}
 
 /// The `ranges.build` stage.
 #[derive(Debug, Clone, Default)]
@@ -87,16 +104,8 @@ impl Stage for RangesBuild {
         let state = first_head.as_ref().unwrap_or(&turn.state);
         let config = self.config_for(turn.budget);
         turn.ranges = compressible_ranges(conversation, state, &config, cx.estimator.as_ref());
-        match serde_json::to_value(&config.protection) {
-            Ok(v) => {
-                turn.stage_notes.insert(PROTECTION_NOTE.to_owned(), v);
-            }
-            Err(e) => turn.report.warn(
-                NAME,
-                "protection_not_recorded",
-                format!("the protection could not be recorded for fold: {e}"),
-            ),
-        }
+        turn.extensions
+            .insert(UsedProtection(config.protection.clone()));
         let n = turn.ranges.len() as u64;
         let tokens = turn.ranges.iter().map(|r| r.tokens).sum();
         turn.report.count("ranges.compressible", n);
@@ -133,9 +142,15 @@ impl RangesBuild {
     }
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: RangesConfig = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(RangesBuild { config })))
+impl ComponentConfig for RangesConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "ranges.build";
+    const DESCRIPTION: &'static str =
+        "Finds the compressible ranges of the turn, leaving protected units out.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(RangesBuild { config: self })))
+    }
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(RangesConfig);

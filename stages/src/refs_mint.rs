@@ -22,13 +22,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, Conversation, Fact, MessageId, MessageKind, Origin, Params, Ref,
-    SessionState, Stage, StageCx, StageError, Turn, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, MessageId,
+    MessageKind, Origin, Ref, SessionState, Stage, StageCx, StageError, Turn, async_trait,
 };
 use serde::{Deserialize, Serialize};
 
 /// Stage name.
-pub const NAME: &str = "refs.mint";
+pub const NAME: &str = RefsMintConfig::NAME;
 
 /// What minting did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -109,13 +109,20 @@ impl Stage for RefsMint {
     }
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Parameters of `refs.mint` (none; unknown keys are refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct NoParams {}
+pub struct RefsMintConfig {}
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let _: NoParams = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(RefsMint)))
+impl ComponentConfig for RefsMintConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "refs.mint";
+    const DESCRIPTION: &'static str =
+        "Gives every unit a stable ref the session keeps across turns.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(RefsMint)))
+    }
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(RefsMintConfig);

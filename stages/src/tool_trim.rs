@@ -28,19 +28,19 @@ use std::sync::Arc;
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{
-    BuildError, Component, Fact, MediaArchive, Message, MessageKind, Origin, Params, Ref,
-    SessionId, SessionState, Stage, StageCx, StageError, Turn, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaArchive, Message,
+    MessageKind, Origin, Ref, SessionId, SessionState, Stage, StageCx, StageError, Turn,
+    async_trait,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::kernel::Protection;
 use crate::kernel::units::Links;
 use crate::layout_head_window::{HeadState, unit_key};
-use crate::ranges_build::PROTECTION_NOTE;
+use crate::ranges_build::UsedProtection;
 
 /// The registered stage name.
-pub const NAME: &str = "tool.trim";
+pub const NAME: &str = TrimConfig::NAME;
 
 /// The media type trimmed originals are archived under (the unit's JSON, as received).
 pub const TRIMMED_MEDIA_TYPE: &str = "application/vnd.foldwire.trimmed+json";
@@ -180,22 +180,28 @@ pub struct ToolTrim {
     pub config: TrimConfig,
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: TrimConfig = BuildError::parse_params(NAME, params)?;
-    if config.min_chars <= config.head_chars + config.tail_chars {
-        return Err(BuildError::new(
-            NAME,
-            format!(
-                "min_chars ({}) must exceed head_chars + tail_chars ({}), or a trim would not shorten anything",
-                config.min_chars,
-                config.head_chars + config.tail_chars
-            ),
-        ));
+impl ComponentConfig for TrimConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "tool.trim";
+    const DESCRIPTION: &'static str =
+        "Archives bulky tool outputs, then sends only their head and tail.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        if self.min_chars <= self.head_chars + self.tail_chars {
+            return Err(BuildError::new(
+                NAME,
+                format!(
+                    "min_chars ({}) must exceed head_chars + tail_chars ({}), or a trim would not shorten anything",
+                    self.min_chars,
+                    self.head_chars + self.tail_chars
+                ),
+            ));
+        }
+        Ok(Component::Stage(Arc::new(ToolTrim { config: self })))
     }
-    Ok(Component::Stage(Arc::new(ToolTrim { config })))
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(TrimConfig);
 
 /// The text of a unit cut to its head and tail around a line naming its ref.
 fn trimmed_text(text: &str, r: Ref, config: &TrimConfig) -> String {
@@ -255,11 +261,7 @@ impl Stage for ToolTrim {
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         let config = self.config;
         let mut trims = TrimState::load(&turn.state);
-        let protection = turn
-            .stage_notes
-            .get(PROTECTION_NOTE)
-            .and_then(|v| serde_json::from_value::<Protection>(v.clone()).ok())
-            .unwrap_or_default();
+        let protection = UsedProtection::of(turn);
         let Some(conv) = turn.conversation.as_mut() else {
             return Err(StageError::NotDecoded { stage: NAME });
         };

@@ -3,18 +3,20 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, Fact, Params, Stage, StageCx, StageError, Turn, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx,
+    StageError, Turn, async_trait,
 };
 use foldwire_wire::request;
+use serde::{Deserialize, Serialize};
 
 /// Decodes the turn's body for its wire into `turn.conversation`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WireDecode;
 
 /// The registered name of [`WireDecode`].
-pub const DECODE: &str = "wire.decode";
+pub const DECODE: &str = WireDecodeConfig::NAME;
 /// The registered name of [`WireEncode`].
-pub const ENCODE: &str = "wire.encode";
+pub const ENCODE: &str = WireEncodeConfig::NAME;
 
 #[async_trait]
 impl Stage for WireDecode {
@@ -69,30 +71,40 @@ impl Stage for WireEncode {
     }
 }
 
-/// Neither stage takes parameters; anything but null or `{}` is refused.
-fn no_params(name: &str, params: &Params) -> Result<(), BuildError> {
-    match params {
-        serde_json::Value::Null => Ok(()),
-        serde_json::Value::Object(m) if m.is_empty() => Ok(()),
-        other => Err(BuildError::new(
-            name,
-            format!("takes no params, got {other}"),
-        )),
+/// Parameters of `wire.decode` (none; unknown keys are refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireDecodeConfig {}
+
+impl ComponentConfig for WireDecodeConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "wire.decode";
+    const DESCRIPTION: &'static str =
+        "Decodes the request body for its wire into units that keep their exact bytes.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(WireDecode)))
     }
 }
 
-fn build_decode(params: &Params) -> Result<Component, BuildError> {
-    no_params(DECODE, params)?;
-    Ok(Component::Stage(Arc::new(WireDecode)))
+/// Parameters of `wire.encode` (none; unknown keys are refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireEncodeConfig {}
+
+impl ComponentConfig for WireEncodeConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "wire.encode";
+    const DESCRIPTION: &'static str =
+        "Writes the request back for its wire, splicing changes into the client's bytes.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(WireEncode)))
+    }
 }
 
-fn build_encode(params: &Params) -> Result<Component, BuildError> {
-    no_params(ENCODE, params)?;
-    Ok(Component::Stage(Arc::new(WireEncode)))
-}
-
-foldwire_core::register!(Stage, "wire.decode", build_decode);
-foldwire_core::register!(Stage, "wire.encode", build_encode);
+foldwire_core::register_config!(WireDecodeConfig);
+foldwire_core::register_config!(WireEncodeConfig);
 
 #[cfg(test)]
 mod tests {
@@ -179,7 +191,15 @@ mod tests {
         let names = registry.names(foldwire_core::ComponentKind::Stage);
         assert!(names.contains(&"wire.decode".to_owned()), "{names:?}");
         assert!(names.contains(&"wire.encode".to_owned()), "{names:?}");
-        assert!(build_decode(&serde_json::json!({"x": 1})).is_err());
-        assert!(build_encode(&Params::Null).is_ok());
+        let err = registry
+            .stage(DECODE, &serde_json::json!({"x": 1}))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("wire.decode") && err.contains("unknown field `x`"),
+            "{err}"
+        );
+        assert!(registry.stage(ENCODE, &foldwire_core::Params::Null).is_ok());
     }
 }

@@ -22,7 +22,7 @@ use foldwire_stages::kernel::{
     restore_with_archive,
 };
 use foldwire_stages::layout_head_window::HeadState;
-use foldwire_stages::ranges_build::{PROTECTION_NOTE, RangesBuild};
+use foldwire_stages::ranges_build::{RangesBuild, UsedProtection};
 use support::{Conv, cx, minted, sized, turn_for};
 
 fn open_protection() -> Protection {
@@ -67,14 +67,11 @@ fn fold_middle(state: &mut SessionState, view: &Conversation) {
     let result = apply_compression(
         state,
         view,
-        &[CompressRequest {
-            start: AnyRef::Message(Ref(2)),
-            end: AnyRef::Message(Ref(7)),
-            summary: "the middle".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(Ref(2)),
+            AnyRef::Message(Ref(7)),
+            "the middle",
+        )],
         &open_config(),
         &CharEstimator,
     );
@@ -196,12 +193,10 @@ async fn the_fold_stage_archives_originals_and_warns_when_it_cannot() {
     let view = minted(&history(Wire::OpenAiChat), &mut state);
     fold_middle(&mut state, &view);
     let originals = state.originals.clone();
-    let stage = Fold {
-        config: FoldConfig {
-            auto: false,
-            ..FoldConfig::default()
-        },
-    };
+    let stage = Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    });
 
     // Failing archive: warned, kept, the fold itself still happens.
     let (failing, backends) = failing_backends();
@@ -261,14 +256,11 @@ async fn a_turns_originals_go_out_as_one_object_and_old_layouts_still_restore() 
         let result = apply_compression(
             state,
             &view,
-            &[CompressRequest {
-                start: AnyRef::Message(Ref(1)),
-                end: AnyRef::Message(Ref(190)),
-                summary: "most of it".into(),
-                topic: None,
-                author: None,
-                max_summary_chars: None,
-            }],
+            &[CompressRequest::new(
+                AnyRef::Message(Ref(1)),
+                AnyRef::Message(Ref(190)),
+                "most of it",
+            )],
             &open_config(),
             &CharEstimator,
         );
@@ -456,14 +448,11 @@ fn the_head_window_never_folds() {
     let only_head = apply_compression(
         &mut s,
         &view,
-        &[CompressRequest {
-            start: AnyRef::Message(Ref(1)),
-            end: AnyRef::Message(Ref(2)),
-            summary: "head".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(Ref(1)),
+            AnyRef::Message(Ref(2)),
+            "head",
+        )],
         &open_config(),
         &CharEstimator,
     );
@@ -475,14 +464,11 @@ fn the_head_window_never_folds() {
     let across = apply_compression(
         &mut s,
         &view,
-        &[CompressRequest {
-            start: AnyRef::Message(Ref(1)),
-            end: AnyRef::Message(Ref(7)),
-            summary: "across".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(Ref(1)),
+            AnyRef::Message(Ref(7)),
+            "across",
+        )],
         &open_config(),
         &CharEstimator,
     );
@@ -519,8 +505,7 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     turn.options.insert("head_tokens".into(), 0.into());
     ranges_stage.run(&mut turn, &cx()).await.unwrap();
     assert!(!turn.ranges.is_empty());
-    let recorded: Protection =
-        serde_json::from_value(turn.stage_notes[PROTECTION_NOTE].clone()).unwrap();
+    let recorded: Protection = UsedProtection::of(&turn);
     assert_eq!(recorded, open_protection());
 
     let fold = Fold::default();
@@ -538,7 +523,7 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     // An explicit override wins.
     let mut strict = FoldConfig::default();
     strict.compress.protection = Some(Protection::default());
-    let fold = Fold { config: strict };
+    let fold = Fold::new(strict);
     assert_eq!(
         fold.compress_config(&mut turn).protection,
         Protection::default()
@@ -547,14 +532,11 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     // With the recorded protection, a range ranges.build offered is accepted; with the
     // default one it is refused as protected — the disagreement this integration removes.
     let range = turn.ranges[0].clone();
-    let request = [CompressRequest {
-        start: AnyRef::Message(range.start),
-        end: AnyRef::Message(range.end),
-        summary: "s".into(),
-        topic: None,
-        author: None,
-        max_summary_chars: None,
-    }];
+    let request = [CompressRequest::new(
+        AnyRef::Message(range.start),
+        AnyRef::Message(range.end),
+        "s",
+    )];
     let view = turn.conversation.clone().unwrap();
     let mut s = turn.state.clone();
     let default_cfg = CompressConfig {

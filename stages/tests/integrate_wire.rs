@@ -140,12 +140,10 @@ fn stage_cx(archive: Arc<dyn MediaArchive>) -> StageCx {
 /// The default order without the layout: decode → media.classify → archive.spill →
 /// refs.mint → ranges.build → fold → pairing.repair → encode (fold makes no blocks itself).
 async fn run_turn(wire: Wire, body: Bytes, state: SessionState, cx: &StageCx) -> Turn {
-    let fold = Fold {
-        config: FoldConfig {
-            auto: false,
-            ..FoldConfig::default()
-        },
-    };
+    let fold = Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    });
     let stages: [&dyn Stage; 8] = [
         &WireDecode,
         &MediaClassify,
@@ -189,14 +187,13 @@ fn fold_images(state: &mut SessionState, view: &Conversation) -> CompressionResu
     apply_compression(
         state,
         view,
-        &[CompressRequest {
-            start: AnyRef::Message(start),
-            end: AnyRef::Message(end),
-            summary: "the user sent two pictures; I described them".into(),
-            topic: Some("pictures".into()),
-            author: Some("test".into()),
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(start),
+            AnyRef::Message(end),
+            "the user sent two pictures; I described them",
+        )
+        .with_topic("pictures")
+        .with_author("test")],
         &open_config(),
         &CharEstimator,
     )
@@ -382,12 +379,10 @@ async fn fold_then_restore_is_byte_identical_on_every_request_fixture() {
             let body = Bytes::from(std::fs::read(&path).unwrap());
             let archive = Backends::memory().media;
             let cx = stage_cx(archive.clone());
-            let fold = Fold {
-                config: FoldConfig {
-                    auto: false,
-                    ..FoldConfig::default()
-                },
-            };
+            let fold = Fold::new(FoldConfig {
+                auto: false,
+                ..FoldConfig::default()
+            });
             let mut turn = Turn::new(session(), wire, body.clone(), SessionState::new(session()));
             for stage in [
                 &WireDecode as &dyn Stage,
@@ -423,14 +418,11 @@ async fn fold_then_restore_is_byte_identical_on_every_request_fixture() {
             let result = apply_compression(
                 &mut turn.state,
                 &view,
-                &[CompressRequest {
-                    start: AnyRef::Message(largest.start),
-                    end: AnyRef::Message(largest.end),
-                    summary: format!("fixture {name}"),
-                    topic: None,
-                    author: None,
-                    max_summary_chars: None,
-                }],
+                &[CompressRequest::new(
+                    AnyRef::Message(largest.start),
+                    AnyRef::Message(largest.end),
+                    format!("fixture {name}"),
+                )],
                 &open_config(),
                 &CharEstimator,
             );
@@ -535,14 +527,11 @@ fn responses_computer_and_mcp_calls_are_tracked_and_leave_the_wire_once_folded()
     let r = apply_compression(
         &mut state,
         &conv,
-        &[CompressRequest {
-            start: AnyRef::Message(unit(1).r#ref.unwrap()),
-            end: AnyRef::Message(unit(1).r#ref.unwrap()),
-            summary: "clicked the settings button".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(unit(1).r#ref.unwrap()),
+            AnyRef::Message(unit(1).r#ref.unwrap()),
+            "clicked the settings button",
+        )],
         &open_config(),
         &CharEstimator,
     );
@@ -554,14 +543,11 @@ fn responses_computer_and_mcp_calls_are_tracked_and_leave_the_wire_once_folded()
     let r = apply_compression(
         &mut state,
         &conv,
-        &[CompressRequest {
-            start: AnyRef::Message(unit(3).r#ref.unwrap()),
-            end: AnyRef::Message(unit(3).r#ref.unwrap()),
-            summary: "searched the docs for settings".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Message(unit(3).r#ref.unwrap()),
+            AnyRef::Message(unit(3).r#ref.unwrap()),
+            "searched the docs for settings",
+        )],
         &open_config(),
         &CharEstimator,
     );

@@ -33,14 +33,7 @@ fn b(n: u32) -> AnyRef {
     AnyRef::Block(BlockId(n))
 }
 fn req(start: AnyRef, end: AnyRef, summary: &str) -> CompressRequest {
-    CompressRequest {
-        start,
-        end,
-        summary: summary.into(),
-        topic: Some("topic".into()),
-        author: None,
-        max_summary_chars: None,
-    }
+    CompressRequest::new(start, end, summary).with_topic("topic")
 }
 
 fn four() -> Conv {

@@ -176,12 +176,10 @@ async fn the_stage_reports_the_residual_pin() {
     let c = minted(&conv, &mut state);
     state.blocks.push(block(1, &[1]));
     let mut turn = turn_for(c, state);
-    let stage = Fold {
-        config: FoldConfig {
-            auto: false,
-            ..FoldConfig::default()
-        },
-    };
+    let stage = Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    });
     stage.run(&mut turn, &cx()).await.unwrap();
     assert!(
         turn.report
@@ -364,14 +362,11 @@ fn fold_then_restore_is_byte_identical_and_pairing_holds_on_every_wire() {
         let r = apply_compression(
             &mut state,
             &view,
-            &[CompressRequest {
-                start: AnyRef::Message(Ref(2)),
-                end: AnyRef::Message(Ref(4)),
-                summary: "read lib.rs, tests failed".into(),
-                topic: None,
-                author: None,
-                max_summary_chars: None,
-            }],
+            &[CompressRequest::new(
+                AnyRef::Message(Ref(2)),
+                AnyRef::Message(Ref(4)),
+                "read lib.rs, tests failed",
+            )],
             &cfg0(),
             &CharEstimator,
         );

@@ -32,13 +32,12 @@ fn open() -> CompressConfig {
 fn fold(state: &mut SessionState, view: &foldwire_core::Conversation, ranges: &[(u32, u32)]) {
     let requests: Vec<CompressRequest> = ranges
         .iter()
-        .map(|&(s, e)| CompressRequest {
-            start: AnyRef::Message(Ref(s)),
-            end: AnyRef::Message(Ref(e)),
-            summary: format!("summary of m{s}..m{e}"),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
+        .map(|&(s, e)| {
+            CompressRequest::new(
+                AnyRef::Message(Ref(s)),
+                AnyRef::Message(Ref(e)),
+                format!("summary of m{s}..m{e}"),
+            )
         })
         .collect();
     let r = apply_compression(state, view, &requests, &open(), &CharEstimator);
@@ -56,12 +55,10 @@ fn chat(from: usize) -> Conv {
 }
 
 fn fold_stage() -> Fold {
-    Fold {
-        config: FoldConfig {
-            auto: false,
-            ..FoldConfig::default()
-        },
-    }
+    Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    })
 }
 
 // acp §26 #23, #24: a block none of whose messages the client sends any more leaves the
@@ -135,14 +132,11 @@ fn each_turn_ages_the_blocks_in_play_and_marks_them_old_at_the_threshold() {
     let r = apply_compression(
         &mut state,
         &full,
-        &[CompressRequest {
-            start: AnyRef::Block(BlockId(1)),
-            end: AnyRef::Block(BlockId(1)),
-            summary: "tier two".into(),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Block(BlockId(1)),
+            AnyRef::Block(BlockId(1)),
+            "tier two",
+        )],
         &open(),
         &CharEstimator,
     );

@@ -313,12 +313,18 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
         panic!("unknown param accepted")
     };
     assert!(err.to_string().contains("recent"));
-    for name in ["refs.mint", "ranges.build", "fold", "pairing.repair"] {
+    for name in ["refs.mint", "ranges.build", "pairing.repair"] {
         assert!(
             registry.stage(name, &serde_json::Value::Null).is_ok(),
             "{name}"
         );
     }
+    // `fold` resolves its policy when it is built; this crate links none.
+    let fold = registry
+        .stage("fold", &serde_json::Value::Null)
+        .err()
+        .unwrap();
+    assert!(fold.to_string().contains("fold: param policy: "), "{fold}");
 }
 
 #[test]
@@ -469,10 +475,7 @@ async fn the_stage_takes_latest_tool_params_with_defaults() {
     // Defaulted: the two newest read/inspect calls stay out.
     let turn = run(serde_json::json!({"protection": open, "min_tokens": 1})).await;
     assert_eq!(spans(&turn.ranges), vec![(1, 5), (8, 9), (12, 13)]);
-    let used: Protection = serde_json::from_value(
-        turn.stage_notes[foldwire_stages::ranges_build::PROTECTION_NOTE].clone(),
-    )
-    .unwrap();
+    let used: Protection = foldwire_stages::ranges_build::UsedProtection::of(&turn);
     assert_eq!(used.latest_count, 2);
     assert!(used.latest_tools.iter().any(|t| t == "restore"));
     // Set: only the newest `read*` call.

@@ -48,13 +48,10 @@ fn session() -> (SessionState, foldwire_core::Conversation) {
     ];
     let batch: Vec<CompressRequest> = reqs
         .iter()
-        .map(|(topic, summary, s, e)| CompressRequest {
-            start: AnyRef::Message(Ref(*s)),
-            end: AnyRef::Message(Ref(*e)),
-            summary: (*summary).into(),
-            topic: Some((*topic).into()),
-            author: Some("test".into()),
-            max_summary_chars: None,
+        .map(|(topic, summary, s, e)| {
+            CompressRequest::new(AnyRef::Message(Ref(*s)), AnyRef::Message(Ref(*e)), *summary)
+                .with_topic(*topic)
+                .with_author("test")
         })
         .collect();
     let r = apply_compression(&mut state, &view, &batch, &cfg, &CharEstimator);
@@ -121,14 +118,12 @@ fn search_finds_blocks_a_higher_tier_consumed() {
     let r = apply_compression(
         &mut state,
         &view,
-        &[CompressRequest {
-            start: AnyRef::Block(BlockId(1)),
-            end: AnyRef::Block(BlockId(1)),
-            summary: "earlier work".into(),
-            topic: Some("history".into()),
-            author: None,
-            max_summary_chars: None,
-        }],
+        &[CompressRequest::new(
+            AnyRef::Block(BlockId(1)),
+            AnyRef::Block(BlockId(1)),
+            "earlier work",
+        )
+        .with_topic("history")],
         &CompressConfig {
             protection: Protection {
                 recent_messages: 0,

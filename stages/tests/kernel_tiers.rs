@@ -36,14 +36,11 @@ fn fold(state: &mut SessionState, view: &foldwire_core::Conversation, start: Any
     let r = apply_compression(
         state,
         view,
-        &[CompressRequest {
+        &[CompressRequest::new(
             start,
             end,
-            summary: format!("summary of {start}..{end}"),
-            topic: None,
-            author: None,
-            max_summary_chars: None,
-        }],
+            format!("summary of {start}..{end}"),
+        )],
         &cfg(),
         &CharEstimator,
     );

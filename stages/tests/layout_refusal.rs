@@ -141,14 +141,11 @@ fn summaries_side_by_side_are_named_by_block_ids_with_what_folding_them_frees() 
         let r = apply_compression(
             &mut state,
             &view,
-            &[CompressRequest {
-                start: AnyRef::Message(Ref(a)),
-                end: AnyRef::Message(Ref(b)),
-                summary: long,
-                topic: None,
-                author: None,
-                max_summary_chars: None,
-            }],
+            &[CompressRequest::new(
+                AnyRef::Message(Ref(a)),
+                AnyRef::Message(Ref(b)),
+                long,
+            )],
             &cfg,
             &CharEstimator,
         );
@@ -156,12 +153,7 @@ fn summaries_side_by_side_are_named_by_block_ids_with_what_folding_them_frees() 
     }
     let mut folded = view.clone();
     fold_view(&mut folded, &state);
-    let mut notes = serde_json::Map::new();
-    notes.insert(
-        foldwire_stages::ranges_build::PROTECTION_NOTE.into(),
-        serde_json::to_value(&open).unwrap(),
-    );
-    let relief = Relief::of(&[], &folded, &state, &notes, &CharEstimator, budget(4_000));
+    let relief = Relief::of(&[], &folded, &state, &open, &CharEstimator, budget(4_000));
     assert_eq!(relief.summary_runs.len(), 1, "{relief:?}");
     let (first, last, tokens) = relief.summary_runs[0].clone();
     assert_eq!((first.as_str(), last.as_str()), ("b1", "b3"));

@@ -37,14 +37,12 @@ async fn decoded(wire: Wire, body: &str) -> Turn {
     {
         first.r#ref = Some("m00001".parse().unwrap());
     }
-    turn.ranges.push(foldwire_core::RangeInfo {
-        start: "m00001".parse().unwrap(),
-        end: "m00001".parse().unwrap(),
-        tokens: 900,
-        messages: 1,
-        tool_calls: Default::default(),
-        tool_units: 0,
-    });
+    turn.ranges.push(foldwire_core::RangeInfo::new(
+        "m00001".parse().unwrap(),
+        "m00001".parse().unwrap(),
+        900,
+        1,
+    ));
     turn
 }
 

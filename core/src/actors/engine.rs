@@ -307,19 +307,32 @@ impl Engine {
             .map_err(|source| HostError::Mailbox { source })?
     }
 
-    /// Applies a change to a session's state between its turns and saves it.
+    /// Applies a change to a session's state between its turns, saves it, and returns what
+    /// the change returned (typed: the compress handler gets the fold's result, not JSON).
+    /// The change may run more than once (another writer saved first: it is applied again
+    /// to the fresh state); the answer is the one of the run that was saved.
     ///
     /// # Errors
     /// A store failure, a concurrent writer, or shutdown.
-    pub async fn update(
+    pub async fn update<R: Send + 'static>(
         &self,
         session: &SessionId,
-        update: StateUpdate,
-    ) -> Result<serde_json::Value, HostError> {
+        update: impl Fn(&mut SessionState) -> R + Send + 'static,
+    ) -> Result<R, HostError> {
+        let answer: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
+        let slot = Arc::clone(&answer);
+        // The session actor takes a type-erased change; the typed answer travels beside it.
+        let erased: StateUpdate = Box::new(move |state: &mut SessionState| {
+            let out = update(state);
+            *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
+            serde_json::Value::Null
+        });
         let (addr, _lease) = self.session(session);
-        addr.send(Update(update))
+        addr.send(Update(erased))
             .await
-            .map_err(|source| HostError::Mailbox { source })?
+            .map_err(|source| HostError::Mailbox { source })??;
+        let out = answer.lock().unwrap_or_else(|p| p.into_inner()).take();
+        out.ok_or_else(|| HostError::Unavailable("the update was saved without running".into()))
     }
 
     /// Swaps in a new pipeline atomically: turns already running finish on the old one.

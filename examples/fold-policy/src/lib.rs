@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use foldwire_api::{
-    BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy, RangeInfo,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, FoldDemand, FoldPolicy,
+    RangeInfo,
 };
 use serde::{Deserialize, Serialize};
 
@@ -33,7 +34,7 @@ impl ComponentConfig for ToolHeavyFirst {
     const NAME: &'static str = "example.tool_heavy_first";
     const DESCRIPTION: &'static str = "Folds the ranges with the most tool calls first.";
 
-    fn build(self) -> Result<Component, BuildError> {
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
         let fraction = |f: f64| f.is_finite() && f > 0.0 && f <= 1.0;
         if !fraction(self.threshold) || !fraction(self.target) || self.target > self.threshold {
             return Err(BuildError::new(

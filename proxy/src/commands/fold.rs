@@ -64,14 +64,8 @@ pub fn run(args: FoldArgs) -> Result<ExitCode> {
                 (w.text, w.topic, w.author)
             }
         };
-        let request = CompressRequest {
-            start,
-            end,
-            summary,
-            topic: args.topic.or(written_topic),
-            author: Some(author),
-            max_summary_chars: None,
-        };
+        let mut request = CompressRequest::new(start, end, summary).with_author(author);
+        request.topic = args.topic.or(written_topic);
         let cx = s.cx();
         let result = kernel::apply_compression(
             &mut s.state,

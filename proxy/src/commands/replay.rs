@@ -142,13 +142,9 @@ pub fn run(args: ReplayArgs) -> Result<ExitCode> {
             match event {
                 Event::Reset(text) => {
                     engine
-                        .update(
-                            &session,
-                            Box::new(move |s| match layout_head_window::reset(s, &text) {
-                                Ok(g) => serde_json::json!(g),
-                                Err(e) => serde_json::json!(e.to_string()),
-                            }),
-                        )
+                        .update(&session, move |s: &mut foldwire_core::SessionState| {
+                            layout_head_window::reset(s, &text).is_ok()
+                        })
                         .await?;
                 }
                 Event::Request(body) => {

@@ -209,12 +209,11 @@ async fn relay_error(ex: &Exchange, upstream: reqwest::Response, headers: Header
 async fn learn(app: &AppState, session: &SessionId, window: u64) {
     let learned = app
         .engine
-        .update(
-            session,
-            Box::new(move |state| Value::from(usage::learn_window(state, window))),
-        )
+        .update(session, move |state: &mut foldwire_core::SessionState| {
+            usage::learn_window(state, window)
+        })
         .await;
-    match learned.ok().and_then(|v| v.as_u64()) {
+    match learned.ok() {
         Some(w) => {
             tracing::info!(session = %session, window = w, "Learned the session's context window from an overflow error.");
             app.windows.insert(session.clone(), Some(w));
@@ -237,13 +236,9 @@ async fn record_usage(ex: &Exchange, wire: Wire, events: &[StreamEvent]) {
     let stored = ex
         .app
         .engine
-        .update(
-            session,
-            Box::new(move |state| {
-                usage::record(state, estimated, reported, keep);
-                Value::Null
-            }),
-        )
+        .update(session, move |state: &mut foldwire_core::SessionState| {
+            usage::record(state, estimated, reported, keep)
+        })
         .await;
     if let Err(e) = stored {
         tracing::warn!(session = %session, error = %e, "Could not record usage.");

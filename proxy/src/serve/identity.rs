@@ -436,22 +436,12 @@ pub async fn resolve_by_history(
     for _ in 0..RECORD_ATTEMPTS {
         let (b, h) = (base.clone(), history.clone());
         let chosen = engine
-            .update(
-                &base,
-                Box::new(move |state| {
-                    serde_json::Value::String(
-                        choose_and_record(state, &b, &h, instructions).to_string(),
-                    )
-                }),
-            )
+            .update(&base, move |state: &mut SessionState| {
+                choose_and_record(state, &b, &h, instructions)
+            })
             .await;
         match chosen {
-            Ok(v) => {
-                return Ok(v
-                    .as_str()
-                    .and_then(|s| SessionId::new(s).ok())
-                    .unwrap_or(base));
-            }
+            Ok(session) => return Ok(session),
             // Another writer (a replica) recorded first: choose again on its state.
             Err(HostError::Contention { .. }) => continue,
             Err(e) => {

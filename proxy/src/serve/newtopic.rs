@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use foldwire_core::{Engine, Role, SessionId, Wire};
 use foldwire_stages::layout_head_window;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::AppState;
 
@@ -52,41 +52,25 @@ pub async fn reset(
     }
     let transition = transition.to_owned();
     let outcome = engine
-        .update(
-            session,
-            Box::new(move |state| {
-                if let Some(m) = &marker
-                    && state.extra.get(APPLIED).and_then(Value::as_str) == Some(m.as_str())
-                {
-                    let generation =
-                        layout_head_window::HeadState::load(state).map_or(0, |h| h.generation);
-                    return json!({ "generation": generation, "again": true });
-                }
-                match layout_head_window::reset(state, &transition) {
-                    Ok(generation) => {
-                        if let Some(m) = &marker {
-                            state
-                                .extra
-                                .insert(APPLIED.to_owned(), Value::String(m.clone()));
-                        }
-                        json!({ "generation": generation })
-                    }
-                    Err(e) => json!({ "error": e.to_string() }),
-                }
-            }),
-        )
+        .update(session, move |state: &mut foldwire_core::SessionState| {
+            if let Some(m) = &marker
+                && state.extra.get(APPLIED).and_then(Value::as_str) == Some(m.as_str())
+            {
+                // Applied already (the client resent the command): the same generation.
+                return Ok(layout_head_window::HeadState::load(state).map_or(0, |h| h.generation));
+            }
+            let generation =
+                layout_head_window::reset(state, &transition).map_err(|e| e.to_string())?;
+            if let Some(m) = &marker {
+                state
+                    .extra
+                    .insert(APPLIED.to_owned(), Value::String(m.clone()));
+            }
+            Ok(generation)
+        })
         .await
         .map_err(|e| ResetError::Failed(e.to_string()))?;
-    if let Some(generation) = outcome.get("generation").and_then(Value::as_u64) {
-        return Ok(generation);
-    }
-    Err(ResetError::Failed(
-        outcome
-            .get("error")
-            .and_then(Value::as_str)
-            .unwrap_or("the reset was not applied")
-            .to_owned(),
-    ))
+    outcome.map_err(ResetError::Failed)
 }
 
 /// The `/newtopic` command in a request's newest message, if the user typed one: the
@@ -136,6 +120,7 @@ pub async fn apply_command(app: &AppState, session: &SessionId, wire: Wire, body
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     fn body(last: &str) -> Bytes {
         Bytes::from(

@@ -12,8 +12,10 @@ use super::tiers::MAX_TIER;
 use super::units::{Links, coverage, foldable, unit_tokens};
 
 /// One range the caller (the model through the compress tool, the CLI, a fold policy) asks
-/// to fold.
+/// to fold. Build one with [`CompressRequest::new`] and the `with_` methods, so a field added
+/// later does not break the code that builds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct CompressRequest {
     /// First ref of the range: a message ref or a block id.
     pub start: AnyRef,
@@ -32,6 +34,39 @@ pub struct CompressRequest {
     /// than the rest says so without loosening the bound for all of them.
     #[serde(default)]
     pub max_summary_chars: Option<usize>,
+}
+
+impl CompressRequest {
+    /// A request to fold `start..=end` into `summary`, with no topic, author or bound of
+    /// its own.
+    pub fn new(start: AnyRef, end: AnyRef, summary: impl Into<String>) -> Self {
+        CompressRequest {
+            start,
+            end,
+            summary: summary.into(),
+            topic: None,
+            author: None,
+            max_summary_chars: None,
+        }
+    }
+
+    /// This request with a topic line.
+    pub fn with_topic(mut self, topic: impl Into<String>) -> Self {
+        self.topic = Some(topic.into());
+        self
+    }
+
+    /// This request with who wrote its summary.
+    pub fn with_author(mut self, author: impl Into<String>) -> Self {
+        self.author = Some(author.into());
+        self
+    }
+
+    /// This request with its own longest summary, in characters.
+    pub fn with_max_summary_chars(mut self, chars: usize) -> Self {
+        self.max_summary_chars = Some(chars);
+        self
+    }
 }
 
 /// Validation settings of the compress operation.

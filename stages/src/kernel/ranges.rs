@@ -237,15 +237,19 @@ fn describe(wire: Wire, units: &[Message], estimator: &dyn TokenEstimator) -> Op
             }
         }
     }
-    Some(RangeInfo {
-        start,
-        end,
-        tokens: units.iter().map(|u| unit_tokens(wire, u, estimator)).sum(),
-        messages: units.len(),
-        tool_calls,
-        tool_units: units
-            .iter()
-            .filter(|u| matches!(u.kind, MessageKind::ToolCall | MessageKind::ToolResult))
-            .count(),
-    })
+    Some(
+        RangeInfo::new(
+            start,
+            end,
+            units.iter().map(|u| unit_tokens(wire, u, estimator)).sum(),
+            units.len(),
+        )
+        .with_tool_calls(tool_calls)
+        .with_tool_units(
+            units
+                .iter()
+                .filter(|u| matches!(u.kind, MessageKind::ToolCall | MessageKind::ToolResult))
+                .count(),
+        ),
+    )
 }

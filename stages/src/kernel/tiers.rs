@@ -52,14 +52,7 @@ impl SummaryRun {
             None => Some((r, r)),
             Some((a, b)) => Some((a.min(r), b.max(r))),
         })?;
-        Some(RangeInfo {
-            start,
-            end,
-            tokens: self.tokens,
-            messages: self.blocks.len(),
-            tool_calls: Default::default(),
-            tool_units: 0,
-        })
+        Some(RangeInfo::new(start, end, self.tokens, self.blocks.len()))
     }
 }
 

@@ -31,12 +31,12 @@ use std::ops::Range;
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, Component, ComponentKind, Conversation, Fact, HeadZone, Layout, LayoutRequest,
-    Message, MessageId, Origin, Params, Refusal, SessionId, SessionState, Stage, StageCx,
-    StageError, StrategyUse, TokenEstimator, Turn,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, HeadZone,
+    Layout, LayoutRequest, Message, MessageId, Origin, Refusal, Resolved, SessionId, SessionState,
+    Stage, StageCx, StageError, StrategyUse, TokenEstimator, Turn,
 };
 use foldwire_wire::dialect::WireDialect;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 pub use reset::{
     DEFAULT_CALIBRATION_ALPHA, HeadState, LayoutStateError, SentUnit, Transition,
@@ -45,7 +45,7 @@ pub use reset::{
 pub use rewrite::Rewrite;
 
 /// The stage's registered name.
-pub const NAME: &str = "layout.head_window";
+pub const NAME: &str = HeadWindowConfig::NAME;
 /// The default layout strategy.
 pub const DEFAULT_LAYOUT: &str = "layout.store_order_fill";
 /// The largest default head window, in tokens (the head when the budget is large).
@@ -67,7 +67,7 @@ pub const DEFAULT_HEAD_FRACTION: f64 = 0.05;
 pub const DEFAULT_RECENT_FRACTION: f64 = 0.3;
 
 /// The stage's params.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HeadWindowConfig {
     /// The layout strategy's registered name.
@@ -203,28 +203,62 @@ fn bad_option(key: &str, expected: &str, got: &serde_json::Value) -> StageError 
 }
 
 /// The stage.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct HeadWindowStage {
     config: HeadWindowConfig,
+    layout: Resolved<dyn Layout>,
+}
+
+impl Default for HeadWindowStage {
+    fn default() -> Self {
+        let config = HeadWindowConfig::default();
+        HeadWindowStage {
+            layout: Resolved::per_turn("layout", &config.layout, &config.layout_params),
+            config,
+        }
+    }
 }
 
 impl HeadWindowStage {
-    /// A stage with this config.
+    /// A stage with this config, built without a registry: its layout strategy is built
+    /// from the turn's registry on each run.
     ///
     /// # Errors
     /// Invalid values.
     pub fn new(config: HeadWindowConfig) -> Result<Self, BuildError> {
         config.validate()?;
-        Ok(HeadWindowStage { config })
+        Ok(HeadWindowStage {
+            layout: Resolved::per_turn("layout", &config.layout, &config.layout_params),
+            config,
+        })
+    }
+
+    /// A stage with this config whose layout strategy is resolved now, from `cx`'s registry.
+    ///
+    /// # Errors
+    /// Invalid values, or a layout that is not registered or refuses its params.
+    pub fn build(config: HeadWindowConfig, cx: &BuildCx<'_>) -> Result<Self, BuildError> {
+        config.validate()?;
+        Ok(HeadWindowStage {
+            layout: Resolved::build(cx, NAME, "layout", &config.layout, &config.layout_params)?,
+            config,
+        })
     }
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    let config: HeadWindowConfig = BuildError::parse_params(NAME, params)?;
-    Ok(Component::Stage(Arc::new(HeadWindowStage::new(config)?)))
+impl ComponentConfig for HeadWindowConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "layout.head_window";
+    const DESCRIPTION: &'static str = "Measures the head and recent windows, orders the units with its layout strategy and places cache markers.";
+
+    fn build(self, cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(HeadWindowStage::build(
+            self, cx,
+        )?)))
+    }
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(HeadWindowConfig);
 
 #[foldwire_core::async_trait]
 impl Stage for HeadWindowStage {
@@ -251,19 +285,23 @@ impl Stage for HeadWindowStage {
 
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
         let config = self.config.with_options(&turn.options)?;
-        let layout = cx
-            .registry
-            .layout(&config.layout, &config.layout_params)
-            .map_err(|e| {
-                StageError::caused(
-                    NAME,
-                    format!(
-                        "cannot build layout strategy `{}` (is foldwire_plugins::link() called?)",
-                        config.layout
-                    ),
-                    e,
-                )
-            })?;
+        // A turn option naming another layout is built for this turn; the configured one
+        // was resolved with the pipeline.
+        let layout = if config.layout == self.config.layout {
+            self.layout.get(cx.registry.as_ref())
+        } else {
+            cx.registry.layout(&config.layout, &config.layout_params)
+        };
+        let layout = layout.map_err(|e| {
+            StageError::caused(
+                NAME,
+                format!(
+                    "cannot build layout strategy `{}` (is foldwire_plugins::link() called?)",
+                    config.layout
+                ),
+                e,
+            )
+        })?;
         if !layout.blocks() {
             return lay_out(turn, layout.as_ref(), cx.estimator.as_ref(), &config).map(|_| ());
         }
@@ -468,7 +506,7 @@ pub fn lay_out(
             &turn.ranges,
             conv,
             &turn.state,
-            &turn.stage_notes,
+            &crate::ranges_build::UsedProtection::in_extensions(&turn.extensions),
             estimator,
             budget,
         );

@@ -14,7 +14,6 @@ use foldwire_core::{
 };
 
 use crate::kernel::{Protection, summary_runs};
-use crate::ranges_build::PROTECTION_NOTE;
 
 /// Tokens one summary is assumed to cost on the wire: an automatic summary at its default
 /// cap (800 characters, three a token) with its header line.
@@ -63,21 +62,17 @@ pub struct Relief {
 
 impl Relief {
     /// Gathers what could still fold in a laid-out conversation: the `ranges` left queued,
-    /// the runs of summaries on the wire (with the protection `ranges.build` recorded in
-    /// `notes`), and the pinned units.
+    /// the runs of summaries on the wire (with the `protection` `ranges.build` used), and the
+    /// pinned units.
     pub fn of(
         ranges: &[RangeInfo],
         conversation: &Conversation,
         state: &SessionState,
-        notes: &serde_json::Map<String, serde_json::Value>,
+        protection: &Protection,
         estimator: &dyn TokenEstimator,
         budget: Budget,
     ) -> Self {
-        let protection = notes
-            .get(PROTECTION_NOTE)
-            .and_then(|v| serde_json::from_value::<Protection>(v.clone()).ok())
-            .unwrap_or_default();
-        let summary_runs = summary_runs(conversation, state, &protection, estimator)
+        let summary_runs = summary_runs(conversation, state, protection, estimator)
             .into_iter()
             .filter_map(|run| {
                 Some((

@@ -266,50 +266,39 @@ async fn compress(cx: &CallCx<'_>, args: Value) -> String {
         .engine
         .update(
             cx.session,
-            Box::new(move |state| {
-                let result = apply_compression(
+            move |state: &mut foldwire_core::SessionState| {
+                apply_compression(
                     state,
                     &view,
                     &requests,
                     &CompressConfig::default(),
                     estimator.as_ref(),
-                );
-                serde_json::to_value(&result).unwrap_or(Value::Null)
-            }),
+                )
+            },
         )
         .await;
     let result = match outcome {
-        Ok(v) => v,
+        Ok(result) => result,
         Err(e) => return format!("error: the session could not be updated: {e}"),
     };
     let mut lines = Vec::new();
-    for r in result
-        .get("ranges")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let span = format!(
-            "{}..{}",
-            r.get("start").and_then(Value::as_str).unwrap_or("?"),
-            r.get("end").and_then(Value::as_str).unwrap_or("?")
-        );
-        match r.get("block").and_then(Value::as_str) {
+    for r in &result.ranges {
+        let span = format!("{}..{}", r.start, r.end);
+        match r.block {
             Some(b) => lines.push(format!("{span}: folded into {b}")),
             None => lines.push(format!(
                 "{span}: not folded: {}",
-                r.get("message")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-                    .or_else(|| r.get("error").map(Value::to_string))
+                r.message
+                    .clone()
+                    .or_else(|| r.error.as_ref().and_then(|e| serde_json::to_string(e).ok()))
                     .unwrap_or_default()
             )),
         }
     }
     lines.extend(problems);
     // A batch-level explanation (every ref unknown) leads: it says why each range failed.
-    if let Some(note) = result.get("note").and_then(Value::as_str) {
-        lines.insert(0, note.to_owned());
+    if let Some(note) = &result.note {
+        lines.insert(0, note.clone());
     }
     if lines.is_empty() {
         "no ranges given".to_owned()

@@ -17,12 +17,13 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildError, CharEstimator, Component, Conversation, Fact, Params, Stage, StageCx, StageError,
-    Turn, async_trait,
+    BuildCx, BuildError, CharEstimator, Component, ComponentConfig, ComponentKind, Conversation,
+    Fact, Stage, StageCx, StageError, Turn, async_trait,
 };
 use foldwire_wire::request::extend::{
     ExtendError, add_tools_and_note, append_user_text, without_added_units,
 };
+use serde::{Deserialize, Serialize};
 
 use super::{
     ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, TOOL_LOOP_OPTION, names, schedule_floor,
@@ -30,7 +31,7 @@ use super::{
 };
 
 /// Stage name.
-pub const NAME: &str = "tools.inject";
+pub const NAME: &str = ToolsInjectConfig::NAME;
 
 /// The `tools.inject` stage (no params).
 #[derive(Debug, Clone, Copy, Default)]
@@ -112,18 +113,20 @@ pub fn model_view(conversation: &Conversation) -> Conversation {
     without_added_units(conversation)
 }
 
-fn build(params: &Params) -> Result<Component, BuildError> {
-    match params {
-        serde_json::Value::Null => {}
-        serde_json::Value::Object(m) if m.is_empty() => {}
-        other => {
-            return Err(BuildError::new(
-                NAME,
-                format!("takes no params, got {other}"),
-            ));
-        }
+/// Parameters of `tools.inject` (none; unknown keys are refused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsInjectConfig {}
+
+impl ComponentConfig for ToolsInjectConfig {
+    const KIND: ComponentKind = ComponentKind::Stage;
+    const NAME: &'static str = "tools.inject";
+    const DESCRIPTION: &'static str =
+        "Adds the tool loop's tools and notes to the request, right before wire.encode.";
+
+    fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
+        Ok(Component::Stage(Arc::new(ToolsInject)))
     }
-    Ok(Component::Stage(Arc::new(ToolsInject)))
 }
 
-foldwire_core::register!(Stage, NAME, build);
+foldwire_core::register_config!(ToolsInjectConfig);

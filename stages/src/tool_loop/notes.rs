@@ -4,8 +4,8 @@
 use foldwire_core::{Conversation, RangeInfo, TokenEstimator, Turn};
 
 use crate::kernel::schedule::ScheduleConfig;
-use crate::kernel::{Protection, SummaryRun, summary_runs};
-use crate::ranges_build::PROTECTION_NOTE;
+use crate::kernel::{SummaryRun, summary_runs};
+use crate::ranges_build::UsedProtection;
 
 /// Characters of a range's first message shown in the note.
 const PREVIEW_CHARS: usize = 80;
@@ -17,11 +17,7 @@ pub fn summary_runs_of(turn: &Turn, estimator: &dyn TokenEstimator) -> Vec<Summa
     let Some(view) = turn.conversation.as_ref() else {
         return Vec::new();
     };
-    let protection = turn
-        .stage_notes
-        .get(PROTECTION_NOTE)
-        .and_then(|v| serde_json::from_value::<Protection>(v.clone()).ok())
-        .unwrap_or_default();
+    let protection = UsedProtection::of(turn);
     summary_runs(view, &turn.state, &protection, estimator)
 }
 
@@ -173,14 +169,9 @@ mod tests {
                 .unwrap()
                 .contains("Fold now")
         );
-        let r = RangeInfo {
-            start: "m00001".parse().unwrap(),
-            end: "m00004".parse().unwrap(),
-            tokens: 900,
-            messages: 4,
-            tool_calls: [("bash".to_owned(), 2)].into_iter().collect(),
-            tool_units: 4,
-        };
+        let r = RangeInfo::new("m00001".parse().unwrap(), "m00004".parse().unwrap(), 900, 4)
+            .with_tool_calls([("bash".to_owned(), 2)])
+            .with_tool_units(4);
         let note = turn_note(std::slice::from_ref(&r), &[], None, 100, 0, 1000).unwrap();
         assert!(note.contains("m00001..m00004: 4 messages, ~900 tokens (tools: bash×2)"));
         assert!(turn_note(&[], &[], None, 100, 0, 1000).is_none());
