@@ -27,11 +27,17 @@ impl Stage for WireDecode {
     }
 
     async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
-        let conv =
-            request::decode(turn.wire, turn.body.clone()).map_err(|e| StageError::Malformed {
-                stage: DECODE,
-                message: e.to_string(),
-            })?;
+        // A host that decoded the body already hands the turn that conversation
+        // (`TurnRequest::decoded`): the body is not decoded twice.
+        let conv = match turn.conversation.take() {
+            Some(conv) if conv.wire == turn.wire => conv,
+            _ => request::decode(turn.wire, turn.body.clone()).map_err(|e| {
+                StageError::Malformed {
+                    stage: DECODE,
+                    message: e.to_string(),
+                }
+            })?,
+        };
         turn.report.count("wire.entries", conv.entries.len() as u64);
         turn.report.count("wire.units", conv.messages.len() as u64);
         turn.conversation = Some(conv);
