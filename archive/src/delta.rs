@@ -360,11 +360,7 @@ fn apply_map<K: Ord, V>(map: &mut BTreeMap<K, V>, patch: MapPatch<K, V>) {
 fn diff_blocks(before: &[Block], after: &[Block]) -> (Option<AgePatch>, Option<VecPatch<Block>>) {
     let aged = |b: &Block, a: &Block| a.survived == b.survived.saturating_add(1);
     let same = |b: &Block, a: &Block| {
-        if aged(b, a) {
-            aged_into(b, a)
-        } else {
-            b == a
-        }
+        if aged(b, a) { aged_into(b, a) } else { b == a }
     };
     let first_kept = match (before.first(), after.first()) {
         (Some(b), Some(a)) => same(b, a),

@@ -424,8 +424,7 @@ pub async fn resolve_by_history(
             .iter()
             .any(|h| headers.contains_key(*h));
     if named {
-        return resolve_decoded(headers, query, wire, upstream, body, None, key)
-            .map(|s| (s, None));
+        return resolve_decoded(headers, query, wire, upstream, body, None, key).map(|s| (s, None));
     }
     let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
     let base = resolve_decoded(headers, query, wire, upstream, body, decoded.as_ref(), key)?;
@@ -439,11 +438,7 @@ pub async fn resolve_by_history(
 
 /// The session a decoded request without a session header continues, recorded in the
 /// fingerprint session `base`'s state.
-async fn by_history(
-    engine: &Engine,
-    base: SessionId,
-    conversation: &Conversation,
-) -> SessionId {
+async fn by_history(engine: &Engine, base: SessionId, conversation: &Conversation) -> SessionId {
     let history = std::sync::Arc::new(history_hashes(conversation));
     let instructions = instructions_digest(conversation);
     for _ in 0..RECORD_ATTEMPTS {
