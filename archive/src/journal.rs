@@ -358,7 +358,7 @@ impl JournalStateStore {
                 source: format!("the entry says it is number {}", header.seq).into(),
             });
         }
-        if header.kind == Kind::Merged && !header.from.is_some_and(|f| f < seq) {
+        if header.kind == Kind::Merged && header.from.is_none_or(|f| f >= seq) {
             return Err(StoreError::Backend {
                 backend: self.backend.to_owned(),
                 operation: format!("read state entry {path}"),

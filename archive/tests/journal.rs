@@ -144,7 +144,7 @@ async fn two_writers_lose_nothing_on_moto() {
             racing_config(),
         ))
     };
-    two_writers([handle(), handle()], 150).await;
+    two_writers([handle(), handle()], 500).await;
 }
 
 /// A `state.json` written by an earlier build (the whole-document store) loads; the first
