@@ -8,11 +8,6 @@
 
 use std::hint::black_box;
 
-/// The allocator the `foldwire` binary ships, so the bench times what a user runs (the
-/// `Value` round trip beside it runs on it too).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use bytes::Bytes;
 use criterion::{Criterion, criterion_group, criterion_main};
 use foldwire_benches::ratio;

@@ -14,11 +14,6 @@
 //! picks sizes; `FOLDWIRE_SCALE_TURNS` the steady turns per size, 7 by default)
 
 use std::net::SocketAddr;
-
-/// The allocator the `foldwire` binary ships, so the bench times what a user runs (the
-/// `Value` round trip beside it runs on it too).
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::time::{Duration, Instant};
 
 use axum::body::Body;
