@@ -1,8 +1,10 @@
 //! The persistent state of one session.
 
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::block::{Block, ExtraFields};
 use crate::ids::{BlockId, Ref, SessionId};
@@ -66,6 +68,103 @@ pub struct UsageSample {
     pub reported: u64,
 }
 
+/// A table of the session state shared between copies of the state until one of them
+/// changes it (copy on write): a copy costs a reference count, the first change through
+/// `&mut` copies the table, and two copies that share it compare equal at once. The session
+/// actor keeps the state from before each turn (to discard a failed turn's changes and to
+/// write only what changed), so the tables a turn leaves alone cost nothing however long the
+/// session is. Reads go through `Deref` to the table; serialized as the table itself.
+pub struct Shared<T>(Arc<T>);
+
+impl<T> Shared<T> {
+    /// A table not shared with anything yet.
+    pub fn new(value: T) -> Self {
+        Shared(Arc::new(value))
+    }
+
+    /// Whether both are the same table (no copy has changed it): then they are equal.
+    pub fn same(a: &Self, b: &Self) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+}
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Shared(Arc::clone(&self.0))
+    }
+}
+
+impl<T> Deref for Shared<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.0
+    }
+}
+
+impl<T: Clone> DerefMut for Shared<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl<T: Default> Default for Shared<T> {
+    fn default() -> Self {
+        Shared::new(T::default())
+    }
+}
+
+impl<T: PartialEq> PartialEq for Shared<T> {
+    fn eq(&self, other: &Self) -> bool {
+        Shared::same(self, other) || *self.0 == *other.0
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for Shared<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<T> From<T> for Shared<T> {
+    fn from(value: T) -> Self {
+        Shared::new(value)
+    }
+}
+
+impl<T> FromIterator<T> for Shared<Vec<T>> {
+    fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
+        Shared::new(iter.into_iter().collect())
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Shared<Vec<T>> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.0.iter()
+    }
+}
+
+impl<'a, T: Clone> IntoIterator for &'a mut Shared<Vec<T>> {
+    type Item = &'a mut T;
+    type IntoIter = std::slice::IterMut<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        Arc::make_mut(&mut self.0).iter_mut()
+    }
+}
+
+impl<T: Serialize> Serialize for Shared<T> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Shared<T> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        T::deserialize(deserializer).map(Shared::new)
+    }
+}
+
 /// Everything foldwire remembers about one session between turns.
 ///
 /// Serde, versioned and forward compatible: missing fields take their defaults and unknown
@@ -82,15 +181,15 @@ pub struct SessionState {
     /// The next ref number to mint.
     pub next_ref: u32,
     /// The refs table, in mint order.
-    pub refs: Vec<RefEntry>,
+    pub refs: Shared<Vec<RefEntry>>,
     /// The next block number.
     pub next_block: u32,
     /// Every block ever made, active or not.
-    pub blocks: Vec<Block>,
+    pub blocks: Shared<Vec<Block>>,
     /// Originals of folded messages kept in the state until an archive holds them, by ref.
     pub originals: BTreeMap<Ref, String>,
     /// The archive index.
-    pub archive: Vec<ArchivedItem>,
+    pub archive: Shared<Vec<ArchivedItem>>,
     /// Head-window and reset state, owned by the layout stage.
     pub head: serde_json::Value,
     /// Provider usage samples (newest last, bounded by the stage that writes them).
@@ -111,11 +210,11 @@ impl Default for SessionState {
             session: None,
             turns: 0,
             next_ref: 1,
-            refs: Vec::new(),
+            refs: Shared::default(),
             next_block: 1,
-            blocks: Vec::new(),
+            blocks: Shared::default(),
             originals: BTreeMap::new(),
-            archive: Vec::new(),
+            archive: Shared::default(),
             head: serde_json::Value::Null,
             usage: Vec::new(),
             calibration: 1.0,
@@ -243,6 +342,24 @@ mod tests {
         let again = SessionState::from_json(&state.to_json().unwrap()).unwrap();
         assert_eq!(again.extra["future_field"], serde_json::json!({"x":[1,2]}));
         assert_eq!(again.blocks[0].extra["later"], serde_json::json!(true));
+    }
+
+    #[test]
+    fn copies_share_tables_until_one_changes() {
+        let mut a = SessionState::default();
+        a.mint_ref(MessageId("x".into()));
+        let mut b = a.clone();
+        assert!(Shared::same(&a.refs, &b.refs));
+        assert!(Shared::same(&a.blocks, &b.blocks));
+        b.mint_ref(MessageId("y".into()));
+        // The change copied the table: the earlier state is as it was.
+        assert!(!Shared::same(&a.refs, &b.refs));
+        assert_eq!((a.refs.len(), b.refs.len()), (1, 2));
+        assert_ne!(a, b);
+        // Serialized as the table itself.
+        let json: serde_json::Value = serde_json::from_slice(&b.to_json().unwrap()).unwrap();
+        assert_eq!(json["refs"][1]["message"], "y");
+        assert_eq!(SessionState::from_json(&b.to_json().unwrap()).unwrap(), b);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-use foldwire_core::state::{ArchivedItem, RefEntry, UsageSample};
+use foldwire_core::state::{ArchivedItem, RefEntry, Shared, UsageSample};
 use foldwire_core::{Block, Generation, Ref, SessionId, SessionState};
 
 /// Changes to one table (a `Vec`): drop `skip` rows from the front (a bounded table that
@@ -353,6 +353,87 @@ fn apply_map<K: Ord, V>(map: &mut BTreeMap<K, V>, patch: MapPatch<K, V>) {
     map.extend(patch.set);
 }
 
+/// The blocks' patch: the aging, then the rows that changed otherwise. Rows are compared in
+/// place (a block aged is compared to its successor field by field), so no block is copied
+/// unless the table's first row changed (then [`AgePatch::between`] and [`diff_vec`] work it
+/// out, as for a table that dropped rows from the front).
+fn diff_blocks(before: &[Block], after: &[Block]) -> (Option<AgePatch>, Option<VecPatch<Block>>) {
+    let aged = |b: &Block, a: &Block| a.survived == b.survived.saturating_add(1);
+    let same = |b: &Block, a: &Block| {
+        if aged(b, a) { aged_into(b, a) } else { b == a }
+    };
+    let first_kept = match (before.first(), after.first()) {
+        (Some(b), Some(a)) => same(b, a),
+        _ => true,
+    };
+    if !first_kept {
+        let ages = AgePatch::between(before, after);
+        let blocks = diff_vec(ages.as_ref().map_or(before, |(_, aged)| aged), after);
+        return (ages.map(|(patch, _)| patch), blocks);
+    }
+    let mut patch = AgePatch::default();
+    for (i, (b, a)) in before.iter().zip(after).enumerate() {
+        if aged(b, a) {
+            push_run(&mut patch.aged, i);
+            if b.generation == Generation::Young && a.generation == Generation::Old {
+                push_run(&mut patch.turned_old, i);
+            }
+        }
+    }
+    let set: Vec<(usize, Block)> = after
+        .iter()
+        .enumerate()
+        .filter(|(i, a)| before.get(*i).is_none_or(|b| !same(b, a)))
+        .map(|(i, a)| (i, a.clone()))
+        .collect();
+    let blocks = (!set.is_empty() || before.len() != after.len()).then(|| VecPatch {
+        skip: 0,
+        len: after.len(),
+        set,
+    });
+    ((!patch.aged.is_empty()).then_some(patch), blocks)
+}
+
+/// Whether `b`, aged to `a`'s count of turns survived (and turned old if `a` did), equals
+/// `a`. Destructured so a field added to [`Block`] must be considered here.
+fn aged_into(b: &Block, a: &Block) -> bool {
+    let Block {
+        id,
+        tier,
+        summary,
+        topic,
+        span,
+        direct,
+        effective,
+        message_ids,
+        consumed,
+        active,
+        archive_keys,
+        author,
+        in_view,
+        survived: _,
+        generation,
+        extra,
+    } = b;
+    let generation_fits = a.generation == *generation
+        || (*generation == Generation::Young && a.generation == Generation::Old);
+    generation_fits
+        && *id == a.id
+        && *tier == a.tier
+        && *summary == a.summary
+        && *topic == a.topic
+        && *span == a.span
+        && *direct == a.direct
+        && *effective == a.effective
+        && *message_ids == a.message_ids
+        && *consumed == a.consumed
+        && *active == a.active
+        && *archive_keys == a.archive_keys
+        && *author == a.author
+        && *in_view == a.in_view
+        && *extra == a.extra
+}
+
 fn changed<T: Clone + PartialEq>(before: &T, after: &T) -> Option<T> {
     (before != after).then(|| after.clone())
 }
@@ -371,21 +452,29 @@ impl StateDelta {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         // Every block in play ages each turn: written as runs of indexes, not as the blocks.
-        let ages = AgePatch::between(&before.blocks, &after.blocks);
+        // Tables the turn left alone are still shared with the state before it: skipped
+        // without looking at a row.
+        let (block_ages, blocks) = if Shared::same(&before.blocks, &after.blocks) {
+            (None, None)
+        } else {
+            diff_blocks(&before.blocks, &after.blocks)
+        };
+        let table = |b: &Shared<Vec<RefEntry>>, a: &Shared<Vec<RefEntry>>| {
+            (!Shared::same(b, a)).then(|| diff_vec(b, a)).flatten()
+        };
         StateDelta {
             version: changed(&before.version, &after.version),
             session: changed(&before.session, &after.session),
             turns: changed(&before.turns, &after.turns),
             next_ref: changed(&before.next_ref, &after.next_ref),
-            refs: diff_vec(&before.refs, &after.refs),
+            refs: table(&before.refs, &after.refs),
             next_block: changed(&before.next_block, &after.next_block),
-            block_ages: ages.as_ref().map(|(patch, _)| patch.clone()),
-            blocks: diff_vec(
-                ages.as_ref().map_or(&before.blocks, |(_, aged)| aged),
-                &after.blocks,
-            ),
+            block_ages,
+            blocks,
             originals: diff_map(&before.originals, &after.originals),
-            archive: diff_vec(&before.archive, &after.archive),
+            archive: (!Shared::same(&before.archive, &after.archive))
+                .then(|| diff_vec(&before.archive, &after.archive))
+                .flatten(),
             head: diff_value(&before.head, &after.head),
             usage: diff_vec(&before.usage, &after.usage),
             // Compared by bits: NaN must compare equal to itself or it is written every turn.
@@ -528,6 +617,13 @@ mod tests {
             .map(|(i, _)| *i)
             .collect();
         assert_eq!(changed, [7, 300]);
+        // The in-place comparison finds what aging a copy and diffing the copy finds.
+        let (ages_copy, aged) = AgePatch::between(&before.blocks, &after.blocks).unwrap();
+        assert_eq!(ages_copy, ages);
+        assert_eq!(diff_vec(&aged, &after.blocks), delta.blocks);
+        let mut replayed = before.clone();
+        delta.clone().apply(&mut replayed).unwrap();
+        assert_eq!(replayed, after);
         let bytes = serde_json::to_vec(&delta).unwrap();
         // The runs, plus the two blocks that changed otherwise (about 300 bytes each).
         assert!(bytes.len() < 900, "{}", String::from_utf8_lossy(&bytes));

@@ -11,9 +11,17 @@
 //!   honour; the writer that loses gets [`StoreError::Conflict`], reloads and re-applies.
 //! - **Load**: list the journal, read entries newest first until a full one, replay the
 //!   deltas after it in order.
-//! - **Compaction**: when the deltas since the last full entry weigh as much as that entry
-//!   (so compaction costs at most as many bytes as the deltas did), or after
-//!   [`JournalConfig::max_entries`] deltas, the next entry is the full state. Entries older
+//! - **Merging**: every [`MERGE_FANOUT`]th entry after a full one holds the deltas of the
+//!   last [`MERGE_FANOUT`] turns (kind `merged`, naming the entry it follows on from), every
+//!   [`MERGE_FANOUT`]²th those of the last [`MERGE_FANOUT`]² turns, and so on for
+//!   [`MERGE_LEVELS`] levels, so a load reads at most `(fanout - 1) × levels + 1` entries
+//!   after the full one, and a turn's delta is written once per level: the amortized bytes
+//!   per turn stay a small multiple of the delta however long the session runs between
+//!   compactions. The writer keeps the bodies it will merge in memory (they are what a load
+//!   reads), so a merge costs one request like any other entry.
+//! - **Compaction**: when the entries a load would read since the last full entry weigh as
+//!   much as that entry (so compaction costs at most as many bytes as they did), or number
+//!   [`JournalConfig::max_entries`], the next entry is the full state. Entries older
 //!   than a full one are then deleted once they are older than [`JournalConfig::grace`]:
 //!   a writer holding a version cannot have its slot deleted and re-created under it,
 //!   because a writer whose version is older than half the grace first checks the journal.
@@ -41,14 +49,21 @@ use crate::delta::StateDelta;
 use crate::keys;
 use crate::media::backend_error;
 
-/// The entry format this build writes and reads.
-pub const JOURNAL_FORMAT: u32 = 1;
+/// The newest entry format this build writes and reads (2 added merged entries; full and
+/// delta entries are still written as format 1, which earlier builds read).
+pub const JOURNAL_FORMAT: u32 = 2;
+/// The format of full and delta entries.
+const BASE_FORMAT: u32 = 1;
+/// Turns a merged entry of level 1 covers; level `l` covers `MERGE_FANOUT^l`.
+pub const MERGE_FANOUT: u64 = 8;
+/// Merge levels (level 4 merges 4,096 turns).
+pub const MERGE_LEVELS: u32 = 4;
 
 /// Tuning of a [`JournalStateStore`].
 #[derive(Debug, Clone)]
 pub struct JournalConfig {
-    /// Deltas after which the next entry is a full state, however small they were (bounds
-    /// the entries a load reads).
+    /// Entries a load would read after the full one, at which the next entry is a full
+    /// state however small they were (merging keeps them far fewer than the turns).
     pub max_entries: u64,
     /// How old an entry superseded by a full one must be before it is deleted (and how old
     /// a crash leftover must be). A writer whose version is older than half of this checks
@@ -80,8 +95,9 @@ pub struct JournalStateStore {
 }
 
 /// What this store knows about a session's journal beyond the version it handed out: the
-/// compaction accounting, and when the version was known to be the newest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// compaction accounting, the entries a merge folds in, and when the version was known to
+/// be the newest.
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Position {
     /// The newest entry (0: none yet; the state came from `state.json` or is new).
     seq: u64,
@@ -89,12 +105,30 @@ struct Position {
     legacy: bool,
     /// Bytes of the newest full entry (or of `state.json`).
     full_bytes: u64,
-    /// Bytes of the deltas written since it.
+    /// Bytes of the entries a load reads after it.
     since_bytes: u64,
-    /// Deltas written since it.
+    /// Entries a load reads after it.
     since_count: u64,
+    /// The newest full entry's number (0 for `state.json` or unknown).
+    full_seq: u64,
+    /// The entries a load reads after the full one, oldest first; `None` when not known
+    /// here (the next entry is then a full one).
+    chain: Option<Arc<Vec<Link>>>,
     /// When this position was known to be the newest.
     at: Instant,
+}
+
+/// One entry of the chain a load replays, as a merge needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Link {
+    /// Its number.
+    seq: u64,
+    /// The entry it follows on from (`seq - 1` for a delta).
+    from: u64,
+    /// Its deltas as JSON array items (without the brackets).
+    items: Bytes,
+    /// Its size in bytes, header included.
+    size: u64,
 }
 
 /// Sessions whose positions are remembered before the table is cleared (a forgotten
@@ -107,6 +141,9 @@ struct Header {
     format: u32,
     seq: u64,
     kind: Kind,
+    /// For a merged entry: the entry its deltas follow on from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -114,21 +151,69 @@ struct Header {
 enum Kind {
     Full,
     Delta,
+    /// The deltas of several turns, as a JSON array, following on from entry `from`.
+    Merged,
 }
 
 /// One entry as read.
 struct Entry {
+    seq: u64,
     kind: Kind,
+    from: Option<u64>,
     body: Bytes,
     size: u64,
+}
+
+impl Entry {
+    /// The entry a load reads after this one (going back), `None` after a full one.
+    fn previous(&self) -> Option<u64> {
+        match self.kind {
+            Kind::Full => None,
+            Kind::Delta => Some(self.seq - 1),
+            Kind::Merged => self.from,
+        }
+    }
+
+    /// Its deltas as JSON array items: a delta's body, or a merged body without brackets.
+    fn items(&self) -> Bytes {
+        let body = trim_ascii(&self.body);
+        let (start, end) = (body.start, body.end);
+        match self.kind {
+            Kind::Merged if end - start >= 2 => self.body.slice(start + 1..end - 1),
+            _ => self.body.slice(start..end),
+        }
+    }
+}
+
+/// The range of `bytes` without leading and trailing ASCII whitespace.
+fn trim_ascii(bytes: &[u8]) -> std::ops::Range<usize> {
+    let start = bytes
+        .iter()
+        .position(|b| !b.is_ascii_whitespace())
+        .unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(start, |i| i + 1);
+    start..end
+}
+
+/// The merge level of the `since`th entry after a full one: the largest `l` with
+/// `MERGE_FANOUT^l` dividing it (0: a plain delta).
+fn merge_level(since: u64) -> u32 {
+    let mut level = 0;
+    let mut span = MERGE_FANOUT;
+    while level < MERGE_LEVELS && since > 0 && since.is_multiple_of(span) {
+        level += 1;
+        span = span.saturating_mul(MERGE_FANOUT);
+    }
+    level
 }
 
 /// State versions this store issues: the prefix, then the newest entry's number.
 const VERSION_PREFIX: &str = "journal:";
 /// Times a load starts over when a concurrent compaction deleted an entry it listed.
 const LOAD_ATTEMPTS: usize = 4;
-/// Entries read at once while loading.
-const READ_CONCURRENCY: usize = 16;
 /// Width of the zero-padded sequence number in entry names.
 const SEQ_WIDTH: usize = 20;
 
@@ -200,13 +285,14 @@ impl JournalStateStore {
         if positions.len() >= MAX_POSITIONS && !positions.contains_key(session) {
             positions.clear();
         }
+        let seq = pos.seq;
         positions.insert(session.clone(), pos);
-        StateVersion(format!("{VERSION_PREFIX}{}", pos.seq))
+        StateVersion(format!("{VERSION_PREFIX}{seq}"))
     }
 
     fn recall(&self, session: &SessionId, seq: u64) -> Option<Position> {
         let positions = self.positions.lock().unwrap_or_else(|p| p.into_inner());
-        positions.get(session).copied().filter(|p| p.seq == seq)
+        positions.get(session).filter(|p| p.seq == seq).cloned()
     }
 
     fn decode_version(given: &StateVersion) -> Result<u64, StoreError> {
@@ -272,8 +358,17 @@ impl JournalStateStore {
                 source: format!("the entry says it is number {}", header.seq).into(),
             });
         }
+        if header.kind == Kind::Merged && header.from.is_none_or(|f| f >= seq) {
+            return Err(StoreError::Backend {
+                backend: self.backend.to_owned(),
+                operation: format!("read state entry {path}"),
+                source: format!("the merged entry follows on from {:?}", header.from).into(),
+            });
+        }
         Ok(Some(Entry {
+            seq,
             kind: header.kind,
+            from: header.from,
             size: bytes.len() as u64,
             body: bytes.slice((newline + 1).min(bytes.len())..),
         }))
@@ -290,47 +385,57 @@ impl JournalStateStore {
         let Some(&(newest, _)) = listed.last() else {
             return self.load_legacy(session, at).await.map(Some);
         };
-        // Newest first until a full entry; every one of them is replayed.
-        let reads = futures::stream::iter((1..=newest).rev())
-            .map(|seq| async move { (seq, self.read_entry(session, seq).await) })
-            .buffered(READ_CONCURRENCY);
-        let mut reads = Box::pin(reads);
+        // Newest first until a full entry, following merged entries back to what they
+        // follow on from; every entry read is replayed.
         let mut chain: Vec<Entry> = Vec::new();
-        while let Some((seq, read)) = reads.next().await {
-            let Some(entry) = read? else {
+        let mut seq = newest;
+        let base = loop {
+            let Some(entry) = self.read_entry(session, seq).await? else {
                 // Deleted by a compaction after the listing (or never there): start over.
                 tracing::debug!(session = %session, seq, "state entry vanished while loading; listing again");
                 return Ok(None);
             };
-            let full = entry.kind == Kind::Full;
-            chain.push(entry);
-            if full {
-                break;
+            match entry.previous() {
+                None => break entry,
+                Some(previous) if previous > 0 => {
+                    seq = previous;
+                    chain.push(entry);
+                }
+                Some(_) => {
+                    return Err(StoreError::Backend {
+                        backend: self.backend.to_owned(),
+                        operation: format!("load state of {session}"),
+                        source: "the state journal has no full entry to start from".into(),
+                    });
+                }
             }
-        }
-        // Reads still in flight past the full entry are not needed.
-        drop(reads);
-        let Some(base) = chain.pop().filter(|e| e.kind == Kind::Full) else {
-            return Err(StoreError::Backend {
-                backend: self.backend.to_owned(),
-                operation: format!("load state of {session}"),
-                source: "the state journal has no full entry to start from".into(),
-            });
         };
         let mut state = SessionState::from_json_of(&base.body, session)
             .map_err(|e| format_error(session, e))?;
         let full_bytes = base.size;
         let since_count = chain.len() as u64;
         let mut since_bytes = 0;
+        let mut links = Vec::with_capacity(chain.len());
         for entry in chain.into_iter().rev() {
             since_bytes += entry.size;
-            let delta: StateDelta =
-                serde_json::from_slice(&entry.body).map_err(|e| format_error(session, e.into()))?;
-            delta.apply(&mut state).map_err(|e| StoreError::Backend {
-                backend: self.backend.to_owned(),
-                operation: format!("replay state journal of {session}"),
-                source: Box::new(e),
-            })?;
+            let deltas: Vec<StateDelta> = match entry.kind {
+                Kind::Merged => serde_json::from_slice(&entry.body),
+                _ => serde_json::from_slice(&entry.body).map(|d| vec![d]),
+            }
+            .map_err(|e| format_error(session, e.into()))?;
+            for delta in deltas {
+                delta.apply(&mut state).map_err(|e| StoreError::Backend {
+                    backend: self.backend.to_owned(),
+                    operation: format!("replay state journal of {session}"),
+                    source: Box::new(e),
+                })?;
+            }
+            links.push(Link {
+                seq: entry.seq,
+                from: entry.previous().unwrap_or(0),
+                items: entry.items(),
+                size: entry.size,
+            });
         }
         // The listing does not show `state.json`: a journal still holding its entry 1 was
         // never compacted and may sit beside one an earlier build wrote.
@@ -341,6 +446,8 @@ impl JournalStateStore {
             full_bytes,
             since_bytes,
             since_count,
+            full_seq: base.seq,
+            chain: Some(Arc::new(links)),
             at,
         };
         Ok(Some(Some((state, self.remember(session, pos)))))
@@ -366,6 +473,8 @@ impl JournalStateStore {
             full_bytes: bytes.len() as u64,
             since_bytes: 0,
             since_count: 0,
+            full_seq: 0,
+            chain: None,
             at,
         };
         Ok(Some((state, self.remember(session, pos))))
@@ -377,12 +486,20 @@ impl JournalStateStore {
         session: &SessionId,
         seq: u64,
         kind: Kind,
+        from: Option<u64>,
         body: &[u8],
     ) -> Result<Option<u64>, StoreError> {
         let header = Header {
-            format: JOURNAL_FORMAT,
+            // Earlier builds read full and delta entries; a merged entry names the format
+            // that introduced it, so they refuse it by name rather than misread it.
+            format: if kind == Kind::Merged {
+                JOURNAL_FORMAT
+            } else {
+                BASE_FORMAT
+            },
             seq,
             kind,
+            from,
         };
         let mut bytes = serde_json::to_vec(&header).map_err(|e| format_error(session, e.into()))?;
         bytes.push(b'\n');
@@ -524,37 +641,48 @@ impl JournalStateStore {
                 }
             }
         };
-        let seq = pos.map_or(0, |p| p.seq) + 1;
+        let seq = pos.as_ref().map_or(0, |p| p.seq) + 1;
         let at = Instant::now();
-        if let (Some(before), Some(p)) = (before, pos)
+        if let (Some(before), Some(p)) = (before, pos.as_ref())
             && p.seq > 0
             && p.since_count + 1 < self.config.max_entries
+            && let Some(chain) = &p.chain
         {
             let delta = StateDelta::between(before, state);
-            let body = serde_json::to_vec(&delta).map_err(|e| format_error(session, e.into()))?;
-            // Compact once the deltas weigh as much as the full entry they replay onto: the
-            // full write then costs no more than the deltas did.
-            if p.since_bytes + body.len() as u64 <= p.full_bytes {
-                let Some(size) = self.create(session, seq, Kind::Delta, &body).await? else {
+            let delta = serde_json::to_vec(&delta).map_err(|e| format_error(session, e.into()))?;
+            let (kind, link, kept) = Self::next_link(p, chain, seq, delta);
+            let body: Vec<u8> = match kind {
+                Kind::Merged => [&b"["[..], &link.items, &b"]"[..]].concat(),
+                _ => link.items.to_vec(),
+            };
+            let kept_bytes: u64 = kept.iter().map(|l| l.size).sum();
+            // Compact once the entries a load reads weigh as much as the full entry they
+            // replay onto: the full write then costs no more than they did.
+            if kept_bytes + body.len() as u64 <= p.full_bytes {
+                let from = (kind == Kind::Merged).then_some(link.from);
+                let Some(size) = self.create(session, seq, kind, from, &body).await? else {
                     return Err(conflict(session, expected));
                 };
+                let mut links = kept;
+                links.push(Link { size, ..link });
                 return Ok(self.remember(
                     session,
                     Position {
                         seq,
-                        since_bytes: p.since_bytes + size,
-                        since_count: p.since_count + 1,
+                        since_bytes: kept_bytes + size,
+                        since_count: links.len() as u64,
+                        chain: Some(Arc::new(links)),
                         at,
-                        ..p
+                        ..p.clone()
                     },
                 ));
             }
         }
         let body = serde_json::to_vec(state).map_err(|e| format_error(session, e.into()))?;
-        let Some(size) = self.create(session, seq, Kind::Full, &body).await? else {
+        let Some(size) = self.create(session, seq, Kind::Full, None, &body).await? else {
             return Err(conflict(session, expected));
         };
-        let legacy = pos.is_some_and(|p| p.legacy);
+        let legacy = pos.as_ref().is_some_and(|p| p.legacy);
         if seq > 1 || legacy {
             self.clean_up(session, seq, legacy).await;
         }
@@ -567,9 +695,56 @@ impl JournalStateStore {
                 full_bytes: size,
                 since_bytes: 0,
                 since_count: 0,
+                full_seq: seq,
+                chain: Some(Arc::new(Vec::new())),
                 at,
             },
         ))
+    }
+
+    /// The entry to write at `seq` for a turn whose delta is `delta`: a plain delta, or at
+    /// a merge point the deltas of the chain's entries it covers followed by this one; with
+    /// the chain entries a load still reads before it.
+    fn next_link(
+        p: &Position,
+        chain: &[Link],
+        seq: u64,
+        delta: Vec<u8>,
+    ) -> (Kind, Link, Vec<Link>) {
+        let level = merge_level(seq - p.full_seq);
+        let from = seq.saturating_sub(MERGE_FANOUT.saturating_pow(level));
+        // The entries after `from` are merged; they must start right after it (they do
+        // when the chain is this store's own, a merge point falling on a boundary of every
+        // lower level).
+        let split = chain.partition_point(|l| l.seq <= from);
+        let covered = &chain[split..];
+        let fits = level > 0
+            && from >= p.full_seq
+            && covered.first().map_or(from + 1 == seq, |l| l.from == from);
+        if !fits {
+            let link = Link {
+                seq,
+                from: seq - 1,
+                items: Bytes::from(delta),
+                size: 0,
+            };
+            return (Kind::Delta, link, chain.to_vec());
+        }
+        let mut items = Vec::with_capacity(
+            covered.iter().map(|l| l.items.len() + 1).sum::<usize>() + delta.len(),
+        );
+        for l in covered {
+            items.extend_from_slice(&l.items);
+            items.push(b',');
+        }
+        items.extend_from_slice(&delta);
+        let link = Link {
+            seq,
+            from,
+            items: Bytes::from(items),
+            size: 0,
+        };
+        (Kind::Merged, link, chain[..split].to_vec())
     }
 
     /// Lists the journal to check that entry `seq` is still the newest; returns a position
@@ -594,6 +769,8 @@ impl JournalStateStore {
             full_bytes: listed.iter().map(|(_, m)| m.size).max().unwrap_or(0),
             since_bytes,
             since_count: listed.len() as u64,
+            full_seq: 0,
+            chain: None,
             at: Instant::now(),
         })
     }

@@ -227,6 +227,7 @@ impl Fold {
             max_chars: self.config.max_summary_chars,
             scope: &scope,
             floor: 0,
+            measured: std::cell::Cell::new(None),
         };
 
         // The floor the schedule measures growth from: the request right after the last
@@ -392,13 +393,21 @@ struct Folds<'a> {
     scope: &'a StrategyScope,
     /// The request's size right after the session's last fold.
     floor: u64,
+    /// [`Folds::request_tokens`] since the state last changed: measuring copies and folds
+    /// the whole conversation, and a turn asks several times between changes.
+    measured: std::cell::Cell<Option<u64>>,
 }
 
 impl Folds<'_> {
     /// The request as it would be sent with the blocks as they stand: the frame, every unit
     /// no active block covers, and the rendered summary of every block that shows.
     fn request_tokens(&self) -> u64 {
-        folded_request_tokens(self.conversation, &self.turn.state, self.estimator)
+        if let Some(tokens) = self.measured.get() {
+            return tokens;
+        }
+        let tokens = folded_request_tokens(self.conversation, &self.turn.state, self.estimator);
+        self.measured.set(Some(tokens));
+        tokens
     }
 
     fn demand(&self, summary_tokens: u64) -> FoldDemand {
@@ -517,6 +526,7 @@ impl Folds<'_> {
         if requests.is_empty() {
             return 0;
         }
+        self.measured.set(None);
         let result = apply_compression(
             &mut self.turn.state,
             self.conversation,

@@ -46,33 +46,52 @@ pub struct MintReport {
 /// Assigns refs to the conversation's units, minting new ones in `state`.
 pub fn mint_refs(state: &mut SessionState, conversation: &mut Conversation) -> MintReport {
     let mut report = MintReport::default();
-    let mut known: HashMap<MessageId, Ref> = state
-        .refs
-        .iter()
-        .map(|e| (e.message.clone(), e.r#ref))
-        .collect();
-    for unit in &mut conversation.messages {
-        unit.r#ref = None;
-        if unit.origin != Origin::Client || unit.id.0.is_empty() {
-            continue;
+    // First every unit's ref from the table as it stands, looked up by borrowed ids (the
+    // table grows with the session; nothing of it is copied); then the new ones minted in
+    // conversation order, a fingerprint seen twice this turn getting one ref.
+    let mut fresh: Vec<usize> = Vec::new();
+    {
+        let known: HashMap<&str, Ref> = state
+            .refs
+            .iter()
+            .map(|e| (e.message.0.as_str(), e.r#ref))
+            .collect();
+        for (i, unit) in conversation.messages.iter_mut().enumerate() {
+            unit.r#ref = None;
+            if unit.origin != Origin::Client || unit.id.0.is_empty() {
+                continue;
+            }
+            if unit.is_frame() {
+                report.frame += 1;
+                continue;
+            }
+            let held = unit.pin.is_some()
+                || unit.kind == MessageKind::Opaque
+                || unit.has_unrecoverable_media();
+            if held {
+                report.held_back += 1;
+                continue;
+            }
+            match known.get(unit.id.0.as_str()) {
+                Some(r) => {
+                    unit.r#ref = Some(*r);
+                    report.known += 1;
+                }
+                None => fresh.push(i),
+            }
         }
-        if unit.is_frame() {
-            report.frame += 1;
+    }
+    let mut minted: HashMap<MessageId, Ref> = HashMap::new();
+    for i in fresh {
+        let Some(unit) = conversation.messages.get_mut(i) else {
             continue;
-        }
-        let held = unit.pin.is_some()
-            || unit.kind == MessageKind::Opaque
-            || unit.has_unrecoverable_media();
-        if held {
-            report.held_back += 1;
-            continue;
-        }
-        if let Some(r) = known.get(&unit.id) {
+        };
+        if let Some(r) = minted.get(&unit.id) {
             unit.r#ref = Some(*r);
             report.known += 1;
         } else {
             let r = state.mint_ref(unit.id.clone());
-            known.insert(unit.id.clone(), r);
+            minted.insert(unit.id.clone(), r);
             unit.r#ref = Some(r);
             report.minted += 1;
         }

@@ -29,11 +29,17 @@ impl Stage for WireDecode {
     }
 
     async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
-        let conv =
-            request::decode(turn.wire, turn.body.clone()).map_err(|e| StageError::Malformed {
-                stage: DECODE,
-                message: e.to_string(),
-            })?;
+        // A host that decoded the body already hands the turn that conversation
+        // (`TurnRequest::decoded`): the body is not decoded twice.
+        let conv = match turn.conversation.take() {
+            Some(conv) if conv.wire == turn.wire => conv,
+            _ => request::decode(turn.wire, turn.body.clone()).map_err(|e| {
+                StageError::Malformed {
+                    stage: DECODE,
+                    message: e.to_string(),
+                }
+            })?,
+        };
         turn.report.count("wire.entries", conv.entries.len() as u64);
         turn.report.count("wire.units", conv.messages.len() as u64);
         turn.conversation = Some(conv);
@@ -137,6 +143,23 @@ mod tests {
         assert_eq!(t.report.counter("wire.units"), 2);
         WireEncode.run(&mut t, &cx()).await.unwrap();
         assert_eq!(t.output.as_deref(), Some(BODY.as_bytes()));
+    }
+
+    // The proxy decodes a request without a session header to tell sessions apart by
+    // history, and hands that conversation to the turn: decode must not parse the body again
+    // (here the body would not parse, so a second decode would fail the turn).
+    #[tokio::test]
+    async fn decode_starts_from_a_conversation_the_host_decoded() {
+        let decoded = request::decode(Wire::Anthropic, Bytes::from(BODY)).unwrap();
+        let mut t = turn(Wire::Anthropic, "not json");
+        t.conversation = Some(decoded.clone());
+        WireDecode.run(&mut t, &cx()).await.unwrap();
+        assert_eq!(t.conversation.as_ref(), Some(&decoded));
+        assert_eq!(t.report.counter("wire.units"), 2);
+        // One decoded for another wire is not taken.
+        let mut other = turn(Wire::Gemini, "not json");
+        other.conversation = Some(decoded);
+        assert!(WireDecode.run(&mut other, &cx()).await.is_err());
     }
 
     #[tokio::test]

@@ -32,7 +32,7 @@ fn block(id: u32, refs: &[u32]) -> Block {
 fn folded(conv: &Conv, blocks: Vec<Block>) -> (Conversation, foldwire_stages::kernel::FoldOutcome) {
     let mut state = SessionState::default();
     let mut c = minted(conv, &mut state);
-    state.blocks = blocks;
+    state.blocks = blocks.into();
     let outcome = fold_view(&mut c, &state);
     (c, outcome)
 }

@@ -30,6 +30,10 @@ pub struct TurnRequest {
     pub budget: Budget,
     /// Per-turn overrides.
     pub options: TurnOptions,
+    /// The body already decoded for its wire, when the host had to decode it before the
+    /// turn (the proxy does, to tell sessions apart by history): `wire.decode` starts from
+    /// it instead of decoding the body again. It must be `body` decoded for `wire`.
+    pub decoded: Option<Conversation>,
 }
 
 impl TurnRequest {
@@ -40,6 +44,7 @@ impl TurnRequest {
             body,
             budget: Budget::default(),
             options: TurnOptions::new(),
+            decoded: None,
         }
     }
 }
@@ -200,7 +205,7 @@ async fn execute_turn(
     session: SessionId,
     chain: Option<StageChain>,
     loaded: Loaded,
-    request: TurnRequest,
+    mut request: TurnRequest,
 ) -> (Loaded, Result<TurnOutcome, HostError>) {
     let Some(chain) = chain else {
         return (
@@ -226,6 +231,9 @@ async fn execute_turn(
             turn.budget.calibration = turn.state.calibration;
         }
         turn.options = request.options.clone();
+        // Used by the first attempt only: a turn run again after a lost write decodes
+        // afresh (the stages changed the conversation they were given).
+        turn.conversation = request.decoded.take();
         turn.report.turn = before.turns + 1;
         let (mut next, report, output, conversation) = match chain.run(turn).await {
             Ok(mut turn) => {

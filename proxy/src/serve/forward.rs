@@ -125,7 +125,7 @@ async fn process(
 ) -> Result<Processed, Box<Response>> {
     app.metrics.request(wire);
     let query = route.path_and_query.split_once('?').map(|(_, q)| q);
-    let session = identity::resolve_by_history(
+    let (session, decoded) = identity::resolve_by_history(
         &app.engine,
         headers,
         query,
@@ -138,6 +138,7 @@ async fn process(
     .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
     super::newtopic::apply_command(app, &session, wire, &body).await;
     let mut request = TurnRequest::new(wire, body.clone());
+    request.decoded = decoded;
     request.options = turn_options(app, &session, wire, &body);
     if let Some((key, upstream)) =
         super::side::summarizer_upstream(&app.engine.pipeline(), route, wire, headers, &body)

@@ -403,7 +403,8 @@ fn fork_id(base: &SessionId, hash: u64, known: &[KnownHistory]) -> SessionId {
 }
 
 /// Resolves the session of a request as [`resolve`] does, then, for requests that name no
-/// session (no explicit or client session header), by their history.
+/// session (no explicit or client session header), by their history. Returns the body
+/// decoded too when it had to be decoded for that, so the turn does not decode it again.
 ///
 /// # Errors
 /// An explicit header whose value is not a valid session id. An engine that cannot record
@@ -417,22 +418,29 @@ pub async fn resolve_by_history(
     upstream: &str,
     body: &bytes::Bytes,
     key: &[u8],
-) -> Result<SessionId, String> {
+) -> Result<(SessionId, Option<Conversation>), String> {
     let named = headers.contains_key(SESSION_HEADER)
         || CLIENT_SESSION_HEADERS
             .iter()
             .any(|h| headers.contains_key(*h));
     if named {
-        return resolve_decoded(headers, query, wire, upstream, body, None, key);
+        return resolve_decoded(headers, query, wire, upstream, body, None, key).map(|s| (s, None));
     }
     let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
     let base = resolve_decoded(headers, query, wire, upstream, body, decoded.as_ref(), key)?;
     // A body that does not decode fails open on its fingerprint session.
     let Some(conversation) = decoded else {
-        return Ok(base);
+        return Ok((base, None));
     };
-    let history = std::sync::Arc::new(history_hashes(&conversation));
-    let instructions = instructions_digest(&conversation);
+    let session = by_history(engine, base, &conversation).await;
+    Ok((session, Some(conversation)))
+}
+
+/// The session a decoded request without a session header continues, recorded in the
+/// fingerprint session `base`'s state.
+async fn by_history(engine: &Engine, base: SessionId, conversation: &Conversation) -> SessionId {
+    let history = std::sync::Arc::new(history_hashes(conversation));
+    let instructions = instructions_digest(conversation);
     for _ in 0..RECORD_ATTEMPTS {
         let (b, h) = (base.clone(), history.clone());
         let chosen = engine
@@ -441,17 +449,17 @@ pub async fn resolve_by_history(
             })
             .await;
         match chosen {
-            Ok(session) => return Ok(session),
+            Ok(session) => return session,
             // Another writer (a replica) recorded first: choose again on its state.
             Err(HostError::Contention { .. }) => continue,
             Err(e) => {
                 tracing::warn!(session = %base, error = %e, "Session identity by history is unavailable; using the fingerprint session.");
-                return Ok(base);
+                return base;
             }
         }
     }
     tracing::warn!(session = %base, "The fingerprint session's state kept changing underneath this writer; using the fingerprint session.");
-    Ok(base)
+    base
 }
 
 #[cfg(test)]

@@ -212,17 +212,33 @@ impl Links {
 
 /// Case-insensitive glob match of a tool name: `*` matches any run, `?` one character.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
+    // Tool names and patterns are ASCII in practice: matched byte by byte, nothing
+    // allocated (this runs for every unit against every pattern each turn).
+    if pattern.is_ascii() && name.is_ascii() {
+        return glob_match_by(pattern.as_bytes(), name.as_bytes(), |a, b| {
+            a.eq_ignore_ascii_case(b)
+        });
+    }
     let p: Vec<char> = pattern.to_lowercase().chars().collect();
     let n: Vec<char> = name.to_lowercase().chars().collect();
+    glob_match_by(&p, &n, |a, b| a == b)
+}
+
+/// The glob match over any symbols, `eq` saying when two match.
+fn glob_match_by<T: Copy + PartialEq + GlobSymbol>(
+    p: &[T],
+    n: &[T],
+    eq: impl Fn(&T, &T) -> bool,
+) -> bool {
     let (mut pi, mut ni) = (0usize, 0usize);
     let mut star: Option<(usize, usize)> = None;
     while ni < n.len() {
         match p.get(pi) {
-            Some('*') => {
+            Some(c) if c.is_any() => {
                 star = Some((pi, ni));
                 pi += 1;
             }
-            Some(&c) if c == '?' || Some(&c) == n.get(ni) => {
+            Some(c) if c.is_one() || n.get(ni).is_some_and(|x| eq(c, x)) => {
                 pi += 1;
                 ni += 1;
             }
@@ -236,10 +252,36 @@ pub fn glob_match(pattern: &str, name: &str) -> bool {
             },
         }
     }
-    while p.get(pi) == Some(&'*') {
+    while p.get(pi).is_some_and(GlobSymbol::is_any) {
         pi += 1;
     }
     pi == p.len()
+}
+
+/// The wildcards of a glob symbol.
+trait GlobSymbol {
+    /// `*`: any run.
+    fn is_any(&self) -> bool;
+    /// `?`: one symbol.
+    fn is_one(&self) -> bool;
+}
+
+impl GlobSymbol for char {
+    fn is_any(&self) -> bool {
+        *self == '*'
+    }
+    fn is_one(&self) -> bool {
+        *self == '?'
+    }
+}
+
+impl GlobSymbol for u8 {
+    fn is_any(&self) -> bool {
+        *self == b'*'
+    }
+    fn is_one(&self) -> bool {
+        *self == b'?'
+    }
 }
 
 /// A one-line preview of a unit's text, at most `max` characters.
@@ -271,6 +313,10 @@ mod tests {
         assert!(!glob_match("mcp_*", "search_mcp"));
         assert!(!glob_match("read", "reader"));
         assert!(glob_match("*_file", "write_file"));
+        // Outside ASCII the match folds case by Unicode rules.
+        assert!(glob_match("ÉCRIRE_*", "écrire_fichier"));
+        assert!(glob_match("?crire", "écrire"));
+        assert!(!glob_match("écrire", "ecrire"));
     }
 
     #[test]
