@@ -229,11 +229,12 @@ async fn updates_that_lose_a_conditional_write_are_applied_again() {
     let a = engine_with(append_pipeline("a"), store.clone(), 1);
     let b = engine_with(append_pipeline("b"), store.clone(), 1);
     let session = SessionId::new("replicas").unwrap();
-    let bump = |key: &'static str| -> foldwire_core::StateUpdate {
-        Box::new(move |s| {
-            *s.counters.entry(key.into()).or_insert(0) += 1;
-            serde_json::json!(s.counters[key])
-        })
+    let bump = |key: &'static str| {
+        move |s: &mut foldwire_core::SessionState| {
+            let count = s.counters.entry(key.into()).or_insert(0);
+            *count += 1;
+            *count
+        }
     };
     for round in 1..=20u64 {
         // Each replica works from its cached copy; every second write is a conflict.

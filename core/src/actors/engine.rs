@@ -321,11 +321,11 @@ impl Engine {
     ) -> Result<R, HostError> {
         let answer: Arc<Mutex<Option<R>>> = Arc::new(Mutex::new(None));
         let slot = Arc::clone(&answer);
-        // The session actor takes a type-erased change; the typed answer travels beside it.
+        // The session actor takes a type-erased change; the typed answer travels beside it (the
+        // answer of the run that was saved: a change re-run after a lost write overwrites it).
         let erased: StateUpdate = Box::new(move |state: &mut SessionState| {
             let out = update(state);
             *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(out);
-            serde_json::Value::Null
         });
         let (addr, _lease) = self.session(session);
         addr.send(Update(erased))

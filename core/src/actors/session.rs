@@ -129,7 +129,7 @@ impl Message for Snapshot {
 /// It is a `Fn`, not a `FnOnce`, because it may run more than once: when another writer
 /// (a second replica) saved the session in between, the actor reloads the state and applies
 /// the same change again, so a change a client or the model asked for is never dropped.
-pub type StateUpdate = Box<dyn Fn(&mut SessionState) -> serde_json::Value + Send>;
+pub type StateUpdate = Box<dyn Fn(&mut SessionState) + Send>;
 
 /// Applies a [`StateUpdate`] and saves the result, serialized with the session's turns.
 pub struct Update(pub StateUpdate);
@@ -141,7 +141,7 @@ impl std::fmt::Debug for Update {
 }
 
 impl Message for Update {
-    type Result = Result<serde_json::Value, HostError>;
+    type Result = Result<(), HostError>;
 }
 
 type Loaded = Option<(SessionState, Option<StateVersion>)>;
@@ -327,7 +327,7 @@ async fn execute_update(
     session: SessionId,
     loaded: Loaded,
     update: StateUpdate,
-) -> (Loaded, Result<serde_json::Value, HostError>) {
+) -> (Loaded, Result<(), HostError>) {
     let (mut state, mut version) = match loaded {
         Some(l) => l,
         None => match load(store.as_ref(), &session).await {
@@ -337,9 +337,9 @@ async fn execute_update(
     };
     for _ in 0..MAX_SAVE_ATTEMPTS {
         let mut next = state.clone();
-        let answer = update(&mut next);
+        update(&mut next);
         match save_or_reload(store.as_ref(), &session, &state, &next, version.as_ref()).await {
-            Saved::Done(v) => return (Some((next, Some(v))), Ok(answer)),
+            Saved::Done(v) => return (Some((next, Some(v))), Ok(())),
             // Another writer saved first: apply the same change to what it saved.
             Saved::Lost(fresh, v) => (state, version) = (*fresh, v),
             Saved::Failed(e) => return (Some((state, version)), Err(e)),
@@ -370,7 +370,7 @@ impl Handler<RunTurn> for SessionActor {
 }
 
 impl Handler<Update> for SessionActor {
-    type Result = AtomicResponse<Self, Result<serde_json::Value, HostError>>;
+    type Result = AtomicResponse<Self, Result<(), HostError>>;
 
     fn handle(&mut self, msg: Update, _ctx: &mut Self::Context) -> Self::Result {
         let fut = execute_update(
