@@ -231,10 +231,7 @@ impl Dialect for Anthropic {
     }
 
     fn visible(&self, body: &Value) -> Vec<Value> {
-        body.get("content")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
+        super::items_of(body.get("content"))
     }
 
     fn prepend(&self, body: &mut Value, earlier: Vec<Value>) {

@@ -492,6 +492,11 @@ fn forced_or_forbidden(choice: Option<&Value>) -> Option<&'static str> {
     }
 }
 
+/// The items of an answer's content list (none when it is absent or not a list).
+fn items_of(slot: Option<&Value>) -> Vec<Value> {
+    slot.and_then(Value::as_array).cloned().unwrap_or_default()
+}
+
 /// Puts `earlier` in front of the list at `slot` (a non-list becomes `earlier`).
 fn prepend_items(slot: Option<&mut Value>, earlier: Vec<Value>) {
     match slot {

@@ -155,10 +155,7 @@ impl Dialect for OpenAiResponses {
     }
 
     fn visible(&self, body: &Value) -> Vec<Value> {
-        body.get("output")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
+        super::items_of(body.get("output"))
     }
 
     fn prepend(&self, body: &mut Value, earlier: Vec<Value>) {
