@@ -20,6 +20,7 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// A map from a type to one value of it.
 #[derive(Default)]
@@ -83,9 +84,74 @@ impl fmt::Debug for Extensions {
     }
 }
 
+/// A cloneable map from a type to one shared value of it, for values a host hands to a turn
+/// (see [`TurnOptions::extensions`](crate::TurnOptions::extensions)): cloning the map shares
+/// the values instead of copying them, so the values need not be `Clone` themselves.
+#[derive(Default, Clone)]
+pub struct SharedExtensions {
+    values: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl SharedExtensions {
+    /// An empty map.
+    pub fn new() -> Self {
+        SharedExtensions::default()
+    }
+
+    /// Stores `value`, replacing the value of that type stored before; returns whether one was.
+    pub fn insert<T: Send + Sync + 'static>(&mut self, value: T) -> bool {
+        self.values
+            .insert(TypeId::of::<T>(), Arc::new(value))
+            .is_some()
+    }
+
+    /// The value of type `T`, if one is stored.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.values
+            .get(&TypeId::of::<T>())
+            .and_then(|v| v.downcast_ref::<T>())
+    }
+
+    /// Removes the value of type `T`; returns whether one was stored.
+    pub fn remove<T: Send + Sync + 'static>(&mut self) -> bool {
+        self.values.remove(&TypeId::of::<T>()).is_some()
+    }
+
+    /// How many values are stored.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+}
+
+impl fmt::Debug for SharedExtensions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedExtensions")
+            .field("values", &self.values.len())
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn shared_values_survive_a_clone_and_keep_one_slot_per_type() {
+        let mut ext = SharedExtensions::new();
+        assert!(!ext.insert(Note("a")));
+        assert!(ext.insert(Note("b")));
+        let copy = ext.clone();
+        assert!(ext.remove::<Note>());
+        assert_eq!(ext.get::<Note>(), None);
+        assert_eq!(copy.get::<Note>(), Some(&Note("b")));
+        assert_eq!(copy.len(), 1);
+        assert_eq!(format!("{copy:?}"), "SharedExtensions { values: 1 }");
+    }
 
     #[derive(Debug, PartialEq)]
     struct Note(&'static str);

@@ -82,7 +82,7 @@ pub use budget::{Budget, CharEstimator, TokenEstimator};
 pub use component::{BuildError, ComponentKind, Params, RegistryError, StrategyUse};
 pub use config::ComponentConfig;
 pub use conversation::{Conversation, Entry, FieldOverride};
-pub use extensions::Extensions;
+pub use extensions::{Extensions, SharedExtensions};
 pub use ids::{AnyRef, BlockId, IdParseError, Ref, SessionId, SessionIdError};
 pub use message::{
     MediaClass, MediaRef, Message, MessageId, MessageKind, Origin, Pin, Role, ToolLink, UnitSlot,

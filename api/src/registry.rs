@@ -349,6 +349,21 @@ impl Registry {
         )
     }
 
+    /// Sets what listings say about a component registered at runtime: its one-line
+    /// description and default params (a hot-added plugin describes itself anew when it is
+    /// replaced). Returns false, changing nothing, for an unknown or linked name.
+    pub fn describe(&self, name: &str, description: String, default_params: Params) -> bool {
+        let mut entries = self.entries.write().unwrap_or_else(|p| p.into_inner());
+        match entries.get_mut(name) {
+            Some(e) if e.info.source == Source::Runtime => {
+                e.info.description = Some(description);
+                e.info.default_params = Some(default_params);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Every registered component, sorted by kind then name.
     pub fn list(&self) -> Vec<ComponentInfo> {
         let entries = self.entries.read().unwrap_or_else(|p| p.into_inner());

@@ -252,7 +252,15 @@ pub struct SummaryRequest<'a> {
 }
 
 /// A summary and its topic.
+///
+/// ```
+/// use foldwire_api::Summary;
+///
+/// let s = Summary::new("Fixed the parser.", "acme.summarizer").with_topic("parser".to_owned());
+/// assert_eq!(s.topic.as_deref(), Some("parser"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct Summary {
     /// The summary text.
     pub text: String,
@@ -260,6 +268,23 @@ pub struct Summary {
     pub topic: Option<String>,
     /// The summarizer that wrote it.
     pub author: String,
+}
+
+impl Summary {
+    /// A summary without a topic, by the summarizer named `author`.
+    pub fn new(text: impl Into<String>, author: impl Into<String>) -> Self {
+        Summary {
+            text: text.into(),
+            topic: None,
+            author: author.into(),
+        }
+    }
+
+    /// This summary with a topic line (or none).
+    pub fn with_topic(mut self, topic: impl Into<Option<String>>) -> Self {
+        self.topic = topic.into();
+        self
+    }
 }
 
 /// Writes summaries for ranges about to fold.
@@ -306,7 +331,15 @@ pub struct LayoutRequest<'a> {
 }
 
 /// An arrangement of the units: the order to send them in, and the new layout state.
+///
+/// ```
+/// use foldwire_api::LayoutPlan;
+///
+/// let plan = LayoutPlan::new(vec![0, 1, 2], serde_json::Value::Null).with_seal_head(true);
+/// assert!(plan.seal_head);
+/// ```
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub struct LayoutPlan {
     /// Indices into the request's units, in send order; every index appears once and the
     /// units of one wire message stay together, in order.
@@ -315,6 +348,23 @@ pub struct LayoutPlan {
     pub state: serde_json::Value,
     /// Fix the head's membership now, before it has filled: later units no longer join it.
     pub seal_head: bool,
+}
+
+impl LayoutPlan {
+    /// Send the units in `order` and persist `state`; the head is not sealed.
+    pub fn new(order: Vec<usize>, state: serde_json::Value) -> Self {
+        LayoutPlan {
+            order,
+            state,
+            seal_head: false,
+        }
+    }
+
+    /// This plan, sealing the head's membership now when `seal` holds.
+    pub fn with_seal_head(mut self, seal: bool) -> Self {
+        self.seal_head = seal;
+        self
+    }
 }
 
 /// The order that sends the head first, then what came before it, then what follows it: the

@@ -5,7 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::Budget;
 use crate::conversation::Conversation;
-use crate::extensions::Extensions;
+use crate::extensions::{Extensions, SharedExtensions};
 use crate::ids::SessionId;
 use crate::report::TurnReport;
 use crate::state::SessionState;
@@ -100,8 +100,41 @@ impl std::fmt::Display for Fact {
 }
 
 /// Per-request options that override the pipeline's defaults for one turn (command-line
-/// flags of `foldwire run`, proxy headers). Stages read what concerns them.
-pub type TurnOptions = serde_json::Map<String, serde_json::Value>;
+/// flags of `foldwire run`, what the proxy learns from the request). Stages read what
+/// concerns them; unset fields leave the pipeline's configuration in force.
+///
+/// ```
+/// use foldwire_api::TurnOptions;
+///
+/// /// A value a host hands to its own stage, keyed by its type.
+/// #[derive(Debug, PartialEq)]
+/// struct Tenant(&'static str);
+///
+/// let mut options = TurnOptions::default();
+/// options.layout = Some("layout.head_first".to_owned());
+/// options.extensions.insert(Tenant("acme"));
+/// let copy = options.clone();
+/// assert_eq!(copy.extensions.get::<Tenant>(), Some(&Tenant("acme")));
+/// ```
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct TurnOptions {
+    /// The context window in tokens for this turn (the layout applies it to the budget).
+    pub window: Option<u64>,
+    /// The layout strategy for this turn, by registered name; its params are the defaults
+    /// unless it is the pipeline's own strategy.
+    pub layout: Option<String>,
+    /// The head-window size in tokens.
+    pub head_tokens: Option<u64>,
+    /// The recent-window size in tokens.
+    pub recent_tokens: Option<u64>,
+    /// Leave the proxy's tools out of this turn (`tools.inject` skips it): a side request
+    /// whose tool choices and output constraints stay as the client sent them.
+    pub skip_tool_loop: bool,
+    /// Values the host hands to stages and strategies of its own, keyed by type (e.g. the
+    /// session's upstream for `summarizer.llm`).
+    pub extensions: SharedExtensions,
+}
 
 /// One request in flight: body, decoded conversation, the session's state (owned while the
 /// turn runs), budget, report, and the encoded output once a stage produced it.
@@ -149,7 +182,7 @@ impl Turn {
             conversation: None,
             state,
             budget: Budget::default(),
-            options: TurnOptions::new(),
+            options: TurnOptions::default(),
             report,
             output: None,
             ranges: Vec::new(),

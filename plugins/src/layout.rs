@@ -76,11 +76,8 @@ impl Layout for HeadFirst {
         } else {
             (0..n).collect()
         };
-        Ok(LayoutPlan {
-            order,
-            state: request.state.clone(),
-            seal_head: request.head.after_reset && self.config.fill == HeadFill::SealAtReset,
-        })
+        Ok(LayoutPlan::new(order, request.state.clone())
+            .with_seal_head(request.head.after_reset && self.config.fill == HeadFill::SealAtReset))
     }
 }
 
@@ -133,10 +130,11 @@ impl Layout for StoreOrderFill {
         let head = request.head;
         let mut state: FillState =
             serde_json::from_value(request.state.clone()).unwrap_or_default();
-        let store_order = |state: FillState| LayoutPlan {
-            order: (0..n).collect(),
-            state: serde_json::to_value(state).unwrap_or_default(),
-            seal_head: false,
+        let store_order = |state: FillState| {
+            LayoutPlan::new(
+                (0..n).collect(),
+                serde_json::to_value(state).unwrap_or_default(),
+            )
         };
         if !head.after_reset || head.start >= head.end || head.start == 0 {
             return Ok(store_order(state));
@@ -159,11 +157,10 @@ impl Layout for StoreOrderFill {
             }
             state.moved = Some(head.generation);
         }
-        Ok(LayoutPlan {
-            order: head_first_order(n, head.start..head.end),
-            state: serde_json::to_value(state).unwrap_or_default(),
-            seal_head: false,
-        })
+        Ok(LayoutPlan::new(
+            head_first_order(n, head.start..head.end),
+            serde_json::to_value(state).unwrap_or_default(),
+        ))
     }
 }
 

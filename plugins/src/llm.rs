@@ -3,7 +3,7 @@
 //! A side request to a provider, in any of the four wires, asks for a summary that keeps the
 //! facts, decisions, file paths, identifiers, errors and open questions of the range. By
 //! default it goes to the session's own upstream with the client's credentials (the proxy
-//! hands them over in the turn option [`UPSTREAM_OPTION`]); `base_url`, `wire`, `model` and
+//! hands an [`Upstream`] over in the turn options' extensions); `base_url`, `wire`, `model` and
 //! `api_key` / `api_key_env` configure another endpoint (the CLI, which has no client,
 //! needs them). The call is bounded by `timeout_ms` and asks for at most `max_tokens`; a
 //! summary longer than the fold's bound is cut at a line. Whenever no usable summary comes
@@ -29,9 +29,6 @@ use crate::summarizer::Extractive;
 /// Registered name.
 pub const NAME: &str = LlmConfig::NAME;
 
-/// The turn option through which a host names the session's upstream: an [`Upstream`].
-pub const UPSTREAM_OPTION: &str = "summarizer.upstream";
-
 /// The instructions the model gets.
 pub const PROMPT: &str = "You write the summary that replaces part of a coding agent's conversation \
 in its context window. The agent will only see your summary, so keep everything it needs to carry on: \
@@ -40,7 +37,8 @@ commands, URLs, ids), error messages, results of tool calls, and open questions 
 Be dense and literal: copy paths and identifiers exactly, no preamble, no commentary. \
 Start with one line `TOPIC: <a few words>`, then the summary.";
 
-/// Where a summary request goes: a provider endpoint, its wire, model and credentials.
+/// Where a summary request goes: a provider endpoint, its wire, model and credentials. A host
+/// names the session's upstream by putting one in `TurnOptions::extensions`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Upstream {
     /// The wire it speaks.
@@ -92,8 +90,7 @@ pub struct LlmSummarizer {
 impl LlmSummarizer {
     /// Where this call goes: the configured endpoint, else the session's upstream.
     fn upstream(&self) -> Result<Upstream, String> {
-        let session: Option<Upstream> =
-            strategy_scope::option(UPSTREAM_OPTION).and_then(|v| serde_json::from_value(v).ok());
+        let session = strategy_scope::extension::<Upstream>();
         let Some(base_url) = self.config.base_url.clone() else {
             let mut up = session.ok_or_else(|| {
                 "no endpoint: set base_url (and model, api_key_env) in summarizer_params, or run in the proxy where the session's upstream is used".to_owned()
@@ -219,11 +216,7 @@ pub fn summary_of(text: &str, max_chars: usize) -> Summary {
         out = body.chars().take(max_chars.saturating_sub(1)).collect();
         out.push('…');
     }
-    Summary {
-        text: out,
-        topic,
-        author: NAME.to_owned(),
-    }
+    Summary::new(out, NAME).with_topic(topic)
 }
 
 #[async_trait]

@@ -173,14 +173,14 @@ pub fn layout_answer(answer: &Value, request: &LayoutRequest<'_>) -> Result<Layo
     let groups = windows::groups(request.messages);
     check_order(&order, &groups, request.messages.len(), "answer")
         .map_err(|e| bad(e.to_string()))?;
-    Ok(LayoutPlan {
-        order,
-        state: answer.get("state").cloned().unwrap_or(Value::Null),
-        seal_head: answer
-            .get("seal_head")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-    })
+    let seal_head = answer
+        .get("seal_head")
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    Ok(
+        LayoutPlan::new(order, answer.get("state").cloned().unwrap_or(Value::Null))
+            .with_seal_head(seal_head),
+    )
 }
 
 /// One unit as summarizers see it: the answer text (reasoning left out, as the extractive
@@ -238,9 +238,5 @@ pub fn summary_answer(
         .map(str::trim)
         .filter(|t| !t.is_empty())
         .map(str::to_owned);
-    Ok(Summary {
-        text: text.to_owned(),
-        topic,
-        author: author.to_owned(),
-    })
+    Ok(Summary::new(text, author).with_topic(topic))
 }

@@ -213,11 +213,7 @@ impl Extractive {
                     )
                 })
         });
-        Summary {
-            text,
-            topic,
-            author: NAME.to_owned(),
-        }
+        Summary::new(text, NAME).with_topic(topic)
     }
 }
 

@@ -416,3 +416,47 @@ async fn layout_and_summarizer_plugins_decide_and_fall_back() {
         .unwrap();
     assert!(registry.layout("layout.identity", &Params::Null).is_ok());
 }
+
+#[test]
+fn a_plugin_describes_itself_from_its_leading_comment_or_its_file() {
+    let registry = registry();
+    let store = PluginStore::new(Limits::default(), None);
+    let listed = |name: &str| {
+        registry
+            .info(name)
+            .unwrap_or_else(|| panic!("{name} is not registered"))
+    };
+
+    let documented = "\n// Folds the newest range first,\n//   so the oldest stay verbatim.\n\n// Not part of it.\nfn choose(request) { [3] }";
+    let info = store.add(&registry, "fold.documented", documented).unwrap();
+    let line = "Folds the newest range first, so the oldest stay verbatim.";
+    assert_eq!(info.description, line);
+    let entry = listed("fold.documented");
+    assert_eq!(entry.description.as_deref(), Some(line));
+    assert_eq!(
+        entry.default_params,
+        Some(json!({"fallback": null, "fallback_params": null, "config": null}))
+    );
+
+    // No comment: a line naming its kind and file.
+    store
+        .add(&registry, "summarizer.bare", "fn summarize(r) { \"s\" }")
+        .unwrap();
+    assert_eq!(
+        listed("summarizer.bare").description.as_deref(),
+        Some("sandboxed summarizer plugin summarizer.bare.rhai")
+    );
+
+    // A replacement describes itself anew.
+    store
+        .add(
+            &registry,
+            "fold.documented",
+            "/// Picks nothing.\nfn choose(request) { [] }",
+        )
+        .unwrap();
+    assert_eq!(
+        listed("fold.documented").description.as_deref(),
+        Some("Picks nothing.")
+    );
+}

@@ -248,6 +248,11 @@ async fn plugins_are_hot_added_used_replaced_and_removed_while_turns_run() {
         (entry["kind"].as_str(), entry["crate"].as_str()),
         (Some("summarizer"), Some("plugin (rhai)"))
     );
+    assert_eq!(
+        entry["description"], "sandboxed summarizer plugin summarizer.from_file.rhai",
+        "{entry}"
+    );
+    assert!(entry["default_params"].is_object(), "{entry}");
 
     // A broken file is refused with its reason and never breaks the server.
     std::fs::write(plugins.join("fold.broken.rhai"), "fn choose(").unwrap();

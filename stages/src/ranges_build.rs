@@ -76,13 +76,10 @@ impl Stage for RangesBuild {
             .ok_or(StageError::NotDecoded { stage: NAME })?;
         // A fresh session has no head recorded yet (the layout records it after `fold`):
         // build the ranges as if it had, so the head window holds from the first turn.
-        let head_tokens = match turn.options.get("head_tokens") {
-            Some(v) => v.as_u64().ok_or_else(|| StageError::Failed {
-                stage: NAME,
-                message: format!("turn option `head_tokens` must be a token count, got {v}"),
-            })?,
-            None => default_head_tokens(turn.budget.available()),
-        };
+        let head_tokens = turn
+            .options
+            .head_tokens
+            .unwrap_or_else(|| default_head_tokens(turn.budget.available()));
         let first_head = match with_first_head(
             &turn.state,
             conversation,

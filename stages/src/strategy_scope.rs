@@ -8,9 +8,11 @@
 //! that lands in the turn's report. A stage that consults a strategy runs the call inside a
 //! [`StrategyScope`]: [`StrategyScope::enter`] for a synchronous call,
 //! [`StrategyScope::scoped`] for a future (the scope is installed around every poll, so it
-//! follows the future across threads). Inside, [`option`] reads a turn option and [`warn`]
-//! records a warning; afterwards the stage moves the warnings into the report with
-//! [`StrategyScope::report_into`]. Outside any scope, `warn` only logs and `option` is `None`.
+//! follows the future across threads). Inside, [`options`] reads the turn's options,
+//! [`extension`] a value the host handed over by type, and [`warn`] records a warning;
+//! afterwards the stage moves the warnings into the report with
+//! [`StrategyScope::report_into`]. Outside any scope, `warn` only logs and the readers give
+//! `None`.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -148,13 +150,19 @@ impl<F: Future> Future for Scoped<F> {
     }
 }
 
-/// A turn option of the current scope (`None` outside a scope or when unset).
-pub fn option(key: &str) -> Option<serde_json::Value> {
+/// Reads the turn options of the current scope (`None` outside a scope).
+pub fn options<R>(read: impl FnOnce(&TurnOptions) -> R) -> Option<R> {
     CURRENT.with(|c| {
         let scope = c.borrow();
         let inner = scope.as_ref()?.inner.lock().ok()?;
-        inner.options.get(key).cloned()
+        Some(read(&inner.options))
     })
+}
+
+/// The value of type `T` the host put in the current scope's
+/// [`TurnOptions::extensions`] (`None` outside a scope or when unset).
+pub fn extension<T: Clone + Send + Sync + 'static>() -> Option<T> {
+    options(|o| o.extensions.get::<T>().cloned()).flatten()
 }
 
 /// Records a warning in the current scope, and logs it either way.
@@ -177,19 +185,28 @@ pub fn warn(strategy: &str, code: &str, message: impl Into<String>) {
 mod tests {
     use super::*;
 
+    /// A host-defined value handed to strategies.
+    #[derive(Debug, Clone, PartialEq)]
+    struct Upstream(&'static str);
+
     #[test]
     fn warnings_and_options_reach_only_calls_inside_the_scope() {
-        let mut options = TurnOptions::new();
-        options.insert("upstream".into(), serde_json::json!({"wire": "anthropic"}));
-        let scope = StrategyScope::new(&options);
+        let mut turn_options = TurnOptions::default();
+        turn_options.extensions.insert(Upstream("anthropic"));
+        turn_options.head_tokens = Some(700);
+        let scope = StrategyScope::new(&turn_options);
         warn("outside", "strategy_fallback", "not recorded");
-        assert!(option("upstream").is_none());
+        assert!(extension::<Upstream>().is_none());
+        assert!(options(|o| o.head_tokens).is_none());
         let seen = scope.enter(|| {
             warn("fold.http", "strategy_fallback", "timed out");
-            option("upstream")
+            (extension::<Upstream>(), options(|o| o.head_tokens))
         });
-        assert_eq!(seen, Some(serde_json::json!({"wire": "anthropic"})));
-        assert!(option("upstream").is_none(), "the scope ends with the call");
+        assert_eq!(seen, (Some(Upstream("anthropic")), Some(Some(700))));
+        assert!(
+            extension::<Upstream>().is_none(),
+            "the scope ends with the call"
+        );
         let mut report = TurnReport::default();
         scope.report_into(&mut report, "fold");
         assert_eq!(report.counter(FALLBACK_COUNTER), 1);
@@ -212,22 +229,22 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_call_off_the_worker_sees_the_scope_and_reports_into_it() {
-        let mut options = TurnOptions::new();
-        options.insert("upstream".into(), serde_json::json!("u"));
-        let scope = StrategyScope::new(&options);
+        let mut turn_options = TurnOptions::default();
+        turn_options.extensions.insert(Upstream("u"));
+        let scope = StrategyScope::new(&turn_options);
         let worker = std::thread::current().id();
         let (seen, thread) = scope
             .off_worker(|| {
                 warn("fold.http", "strategy_fallback", "from the blocking pool");
-                (option("upstream"), std::thread::current().id())
+                (extension::<Upstream>(), std::thread::current().id())
             })
             .await
             .unwrap();
-        assert_eq!(seen, Some(serde_json::json!("u")));
+        assert_eq!(seen, Some(Upstream("u")));
         assert_ne!(thread, worker, "the call ran off the worker thread");
         assert_eq!(scope.take_warnings().len(), 1);
         assert!(
-            option("upstream").is_none(),
+            extension::<Upstream>().is_none(),
             "the worker never entered the scope"
         );
     }

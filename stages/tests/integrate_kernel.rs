@@ -502,7 +502,7 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     };
     let mut turn = turn_for(view, state);
     // No head window: on a first turn ranges.build would protect the opening messages.
-    turn.options.insert("head_tokens".into(), 0.into());
+    turn.options.head_tokens = Some(0);
     ranges_stage.run(&mut turn, &cx()).await.unwrap();
     assert!(!turn.ranges.is_empty());
     let recorded: Protection = UsedProtection::of(&turn);

@@ -268,7 +268,7 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
     let c = minted(&chat(6), &mut state);
     let mut turn = turn_for(c, state);
     // No head window: on a first turn the opening messages would be the head.
-    turn.options.insert("head_tokens".into(), 0.into());
+    turn.options.head_tokens = Some(0);
     stage.run(&mut turn, &cx()).await.unwrap();
     assert_eq!(spans(&turn.ranges), vec![(1, 4)]);
     assert_eq!(turn.report.counter("ranges.compressible"), 1);
@@ -286,7 +286,7 @@ async fn the_stage_takes_params_and_stores_ranges_on_the_turn() {
         let mut state = SessionState::default();
         let c = minted(&conv, &mut state);
         let mut turn = turn_for(c, state);
-        turn.options.insert("head_tokens".into(), 0.into());
+        turn.options.head_tokens = Some(0);
         turn.budget = turn.budget.with_window(window);
         let available = turn.budget.available();
         let stage = &stage;
@@ -465,7 +465,7 @@ async fn the_stage_takes_latest_tool_params_with_defaults() {
         let mut state = SessionState::default();
         let c = minted(&reading_agent(), &mut state);
         let mut turn = turn_for(c, state);
-        turn.options.insert("head_tokens".into(), 0.into());
+        turn.options.head_tokens = Some(0);
         async move {
             stage.run(&mut turn, &cx()).await.unwrap();
             turn

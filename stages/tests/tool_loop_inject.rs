@@ -8,11 +8,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use foldwire_core::{Registry, SessionId, SessionState, Stage, StageCx, StageError, Turn, Wire};
 use foldwire_stages::tool_loop::{
-    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, NAMES, SYSTEM_NOTE, TOOL_LOOP_OPTION, ToolsInject,
-    model_view,
+    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, NAMES, SYSTEM_NOTE, ToolsInject, model_view,
 };
 use foldwire_stages::wire_codec::{WireDecode, WireEncode};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 fn cx() -> StageCx {
     StageCx::new(Arc::new(Registry::empty()))
@@ -214,8 +213,7 @@ async fn a_client_tool_of_the_same_name_or_the_option_leaves_the_request_alone()
 
     let body = r#"{"model":"m","messages":[{"role":"user","content":"q"}]}"#;
     let mut turn = decoded(Wire::OpenAiChat, body).await;
-    turn.options
-        .insert(TOOL_LOOP_OPTION.to_owned(), json!(false));
+    turn.options.skip_tool_loop = true;
     ToolsInject.run(&mut turn, &cx()).await.unwrap();
     WireEncode.run(&mut turn, &cx()).await.unwrap();
     assert_eq!(turn.output.as_deref(), Some(body.as_bytes()));

@@ -43,7 +43,7 @@ impl TurnRequest {
             wire,
             body,
             budget: Budget::default(),
-            options: TurnOptions::new(),
+            options: TurnOptions::default(),
             decoded: None,
         }
     }

@@ -30,7 +30,7 @@ use rhai::{AST, CallFnOptions, Dynamic, Engine, EvalAltResult, Scope};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-pub use store::{PluginError, PluginInfo, PluginStore};
+pub use store::{PluginError, PluginInfo, PluginStore, description_of};
 
 /// What one plugin call may use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

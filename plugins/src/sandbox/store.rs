@@ -90,6 +90,38 @@ pub struct PluginInfo {
     pub loaded_at: u64,
     /// Its file, when it is kept in the plugin directory.
     pub file: Option<PathBuf>,
+    /// One line saying what it does: the script's leading `//` comment, else a line naming
+    /// its file (see [`description_of`]).
+    #[serde(default)]
+    pub description: String,
+}
+
+/// The one line listings show for a plugin: the first paragraph of the `//` comment its
+/// script starts with, else "sandboxed <kind> plugin <name>.rhai".
+pub fn description_of(name: &str, kind: ComponentKind, source: &str) -> String {
+    let mut words: Vec<&str> = Vec::new();
+    for line in source.lines().map(str::trim) {
+        let Some(comment) = line.strip_prefix("//") else {
+            // Blank lines before the comment are skipped; code or a blank line after it ends it.
+            if line.is_empty() && words.is_empty() {
+                continue;
+            }
+            break;
+        };
+        let text = comment.trim_start_matches(['/', '!']).trim();
+        if text.is_empty() {
+            if words.is_empty() {
+                continue;
+            }
+            break;
+        }
+        words.extend(text.split_whitespace());
+    }
+    if words.is_empty() {
+        format!("sandboxed {} plugin {name}.{EXTENSION}", kind.as_str())
+    } else {
+        words.join(" ")
+    }
 }
 
 struct Loaded {
@@ -99,7 +131,7 @@ struct Loaded {
 }
 
 /// Params a plugin strategy takes in a pipeline spec.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 struct PluginParams {
     fallback: Option<String>,
@@ -231,6 +263,12 @@ impl PluginStore {
         file: Option<PathBuf>,
     ) -> Result<PluginInfo, PluginError> {
         self.register(registry, name, kind)?;
+        let description = description_of(name, kind, source);
+        registry.describe(
+            name,
+            description.clone(),
+            serde_json::to_value(PluginParams::default()).unwrap_or_default(),
+        );
         let mut loaded = self.loaded.write().unwrap_or_else(|p| p.into_inner());
         let revision = loaded.get(name).map_or(1, |l| l.info.revision + 1);
         let info = PluginInfo {
@@ -240,6 +278,7 @@ impl PluginStore {
             revision,
             loaded_at: now(),
             file,
+            description,
         };
         loaded.insert(
             name.to_owned(),

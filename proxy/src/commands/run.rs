@@ -51,19 +51,11 @@ pub struct RunArgs {
 impl RunArgs {
     /// The per-turn overrides these flags set, as stages read them from `Turn::options`.
     pub fn turn_options(&self) -> foldwire_core::TurnOptions {
-        let mut o = foldwire_core::TurnOptions::new();
-        if let Some(v) = self.window {
-            o.insert("window".into(), v.into());
-        }
-        if let Some(v) = &self.layout {
-            o.insert("layout".into(), v.clone().into());
-        }
-        if let Some(v) = self.head_tokens {
-            o.insert("head_tokens".into(), v.into());
-        }
-        if let Some(v) = self.recent_tokens {
-            o.insert("recent_tokens".into(), v.into());
-        }
+        let mut o = foldwire_core::TurnOptions::default();
+        o.window = self.window;
+        o.layout = self.layout.clone();
+        o.head_tokens = self.head_tokens;
+        o.recent_tokens = self.recent_tokens;
         o
     }
 }

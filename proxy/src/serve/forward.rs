@@ -7,7 +7,7 @@ use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use foldwire_core::{CharEstimator, SessionId, TurnOptions, TurnReport, TurnRequest, Wire};
-use foldwire_stages::tool_loop::{ADDED_TOKENS_COUNTER, INJECTED_COUNTER, TOOL_LOOP_OPTION};
+use foldwire_stages::tool_loop::{ADDED_TOKENS_COUNTER, INJECTED_COUNTER};
 use serde_json::json;
 
 use super::AppState;
@@ -140,10 +140,10 @@ async fn process(
     let mut request = TurnRequest::new(wire, body.clone());
     request.decoded = decoded;
     request.options = turn_options(app, &session, wire, &body);
-    if let Some((key, upstream)) =
+    if let Some(upstream) =
         super::side::summarizer_upstream(&app.engine.pipeline(), route, wire, headers, &body)
     {
-        request.options.insert(key, upstream);
+        request.options.extensions.insert(upstream);
     }
     let window = window_for(app, &session).await;
     request.budget = request.budget.with_window(window);
@@ -236,14 +236,14 @@ async fn process(
 /// [`side`]), whose output constraints and tool choices the pipeline leaves as the client
 /// sent them. Only the frame (the fields beside the messages) is read.
 fn turn_options(app: &AppState, session: &SessionId, wire: Wire, body: &[u8]) -> TurnOptions {
-    let mut options = TurnOptions::new();
+    let mut options = TurnOptions::default();
     if !(app.config.compress_tools && app.config.max_rounds > 0) {
         return options;
     }
     let frame = foldwire_wire::request::extend::frame_value(wire, body);
     if let Some(why) = frame.as_ref().and_then(|f| side::side_request(wire, f)) {
         tracing::debug!(session = %session, why, "Side request: proxy tools not injected.");
-        options.insert(TOOL_LOOP_OPTION.to_owned(), serde_json::Value::Bool(false));
+        options.skip_tool_loop = true;
     }
     options
 }

@@ -45,7 +45,7 @@ pub fn summarizer_upstream(
     wire: Wire,
     headers: &HeaderMap,
     body: &[u8],
-) -> Option<(String, Value)> {
+) -> Option<Upstream> {
     if !uses_llm_summarizer(pipeline) {
         return None;
     }
@@ -80,17 +80,13 @@ pub fn summarizer_upstream(
     } else {
         model_of(body)
     };
-    let upstream = Upstream {
+    Some(Upstream {
         wire,
         base_url: route.upstream.clone(),
         path: path.to_owned(),
         model,
         headers: creds,
-    };
-    Some((
-        llm::UPSTREAM_OPTION.to_owned(),
-        serde_json::to_value(upstream).ok()?,
-    ))
+    })
 }
 
 /// The body's top-level `model`, read without building the rest of the document.

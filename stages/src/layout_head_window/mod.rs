@@ -148,33 +148,21 @@ impl HeadWindowConfig {
 
     /// This config with a turn's overrides applied (`layout`, `head_tokens`,
     /// `recent_tokens`; `window` is applied to the budget by the stage).
-    ///
-    /// # Errors
-    /// An override of the wrong type.
-    pub fn with_options(&self, options: &foldwire_core::TurnOptions) -> Result<Self, StageError> {
+    pub fn with_options(&self, options: &foldwire_core::TurnOptions) -> Self {
         let mut out = self.clone();
-        if let Some(v) = options.get("layout") {
-            let name = v
-                .as_str()
-                .ok_or_else(|| bad_option("layout", "a strategy name", v))?;
-            if name != out.layout {
-                out.layout = name.to_owned();
-                out.layout_params = serde_json::Value::Null;
-            }
+        if let Some(name) = &options.layout
+            && *name != out.layout
+        {
+            out.layout = name.clone();
+            out.layout_params = serde_json::Value::Null;
         }
-        if let Some(v) = options.get("head_tokens") {
-            out.head_tokens = Some(
-                v.as_u64()
-                    .ok_or_else(|| bad_option("head_tokens", "a token count", v))?,
-            );
+        if let Some(v) = options.head_tokens {
+            out.head_tokens = Some(v);
         }
-        if let Some(v) = options.get("recent_tokens") {
-            out.recent_tokens = Some(
-                v.as_u64()
-                    .ok_or_else(|| bad_option("recent_tokens", "a token count", v))?,
-            );
+        if let Some(v) = options.recent_tokens {
+            out.recent_tokens = Some(v);
         }
-        Ok(out)
+        out
     }
 
     /// The head window in tokens for a request with `available` tokens: `head_tokens` when
@@ -193,13 +181,6 @@ pub fn default_head_tokens(available: u64) -> u64 {
 
 fn fraction_of(tokens: u64, fraction: f64) -> u64 {
     (tokens as f64 * fraction) as u64
-}
-
-fn bad_option(key: &str, expected: &str, got: &serde_json::Value) -> StageError {
-    StageError::Failed {
-        stage: NAME,
-        message: format!("turn option `{key}` must be {expected}, got {got}"),
-    }
 }
 
 /// The stage.
@@ -284,7 +265,7 @@ impl Stage for HeadWindowStage {
     }
 
     async fn run(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
-        let config = self.config.with_options(&turn.options)?;
+        let config = self.config.with_options(&turn.options);
         // A turn option naming another layout is built for this turn; the configured one
         // was resolved with the pipeline.
         let layout = if config.layout == self.config.layout {
@@ -386,7 +367,7 @@ fn sum(tokens: &[u64], range: Range<usize>) -> u64 {
 /// `rewritten_tokens`) and the state. This is the whole stage without the registry lookup.
 ///
 /// # Errors
-/// No decoded conversation, a bad turn option, a strategy order that is not a permutation
+/// No decoded conversation, a strategy order that is not a permutation
 /// of whole wire messages, or [`StageError::Refused`] when the request is over budget.
 pub fn lay_out(
     turn: &mut Turn,
@@ -394,10 +375,8 @@ pub fn lay_out(
     estimator: &dyn TokenEstimator,
     config: &HeadWindowConfig,
 ) -> Result<LayoutOutcome, StageError> {
-    if let Some(v) = turn.options.get("window") {
-        turn.budget.window = v
-            .as_u64()
-            .ok_or_else(|| bad_option("window", "a token count", v))?;
+    if let Some(window) = turn.options.window {
+        turn.budget.window = window;
     }
     let mut head = match HeadState::load(&turn.state) {
         Ok(h) => h,

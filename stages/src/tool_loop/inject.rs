@@ -9,7 +9,7 @@
 //! the same pass as everything else: every byte the client sent stays as it was, and no
 //! body is parsed into a `Value`.
 //!
-//! The turn option [`TOOL_LOOP_OPTION`] set to `false` skips a turn (a side request whose
+//! The turn option `skip_tool_loop` skips a turn (a side request whose
 //! output the client constrains). A client tool that already uses one of the names leaves
 //! the request as the pipeline made it. Counters: [`INJECTED_COUNTER`],
 //! [`ADDED_TOKENS_COUNTER`].
@@ -26,8 +26,8 @@ use foldwire_wire::request::extend::{
 use serde::{Deserialize, Serialize};
 
 use super::{
-    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, TOOL_LOOP_OPTION, names, schedule_floor,
-    summary_runs_of, tool_entries, turn_note,
+    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, names, schedule_floor, summary_runs_of,
+    tool_entries, turn_note,
 };
 
 /// Stage name.
@@ -53,7 +53,7 @@ impl Stage for ToolsInject {
                     .to_owned(),
             });
         }
-        if turn.options.get(TOOL_LOOP_OPTION) == Some(&serde_json::Value::Bool(false)) {
+        if turn.options.skip_tool_loop {
             return Ok(());
         }
         let Some(conversation) = turn.conversation.as_ref() else {

@@ -54,10 +54,6 @@ originals stay recoverable with `restore` (a block id like b3, or the ref an arc
 placeholder names; `list` names every archived image or document) and searchable with `search_context`. These calls are handled for you and \
 are not part of the user's task; after them, continue the task.";
 
-/// The turn option that turns the injection off for one turn (`false`), e.g. for a side
-/// request whose output the client constrains.
-pub const TOOL_LOOP_OPTION: &str = "tool_loop";
-
 /// The report counter set to 1 when a turn's request got the tools.
 pub const INJECTED_COUNTER: &str = "tools.injected";
 
