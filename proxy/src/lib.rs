@@ -6,6 +6,6 @@
 pub mod cli;
 pub mod commands;
 pub mod economy;
+pub mod offline;
 pub mod serve;
-pub mod session;
 pub mod setup;

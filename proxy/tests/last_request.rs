@@ -12,7 +12,7 @@ use foldwire_archive::object_store::memory::InMemory;
 use foldwire_archive::object_store::path::Path;
 use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt};
 use foldwire_core::{SessionId, Wire};
-use foldwire_proxy::session::{LastRequests, load_last_request};
+use foldwire_proxy::offline::{LastRequests, load_last_request};
 
 /// A body of `turns` exchanges the way a client sends it: the history, a cache marker on
 /// the newest message, then the tools after the messages.

@@ -7,7 +7,7 @@ use foldwire_core::AnyRef;
 use foldwire_stages::kernel::{self, CompressConfig, CompressRequest, MinSummary};
 
 use super::{SessionArgs, print_json, runtime};
-use crate::session::OfflineSession;
+use crate::offline::OfflineSession;
 
 /// What `foldwire fold` is told.
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@ use anyhow::Result;
 use foldwire_stages::kernel::{self, RangesConfig};
 
 use super::{SessionArgs, print_json, runtime};
-use crate::session::OfflineSession;
+use crate::offline::OfflineSession;
 
 /// What `foldwire inspect` is told.
 #[derive(Debug, clap::Args)]
@@ -32,7 +32,7 @@ pub fn run(args: InspectArgs) -> Result<ExitCode> {
                     "foldwire: session {} has no recorded request; refs and blocks come from its state alone (no roles, previews or ranges)",
                     s.id
                 );
-                crate::session::empty_view(foldwire_core::Wire::Anthropic)
+                crate::offline::empty_view(foldwire_core::Wire::Anthropic)
             }
         };
         let cx = s.cx();

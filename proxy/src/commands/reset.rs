@@ -6,7 +6,7 @@ use anyhow::{Result, anyhow};
 use foldwire_stages::layout_head_window;
 
 use super::{SessionArgs, print_json, runtime};
-use crate::session::OfflineSession;
+use crate::offline::OfflineSession;
 
 /// What `foldwire reset` is told.
 #[derive(Debug, clap::Args)]

@@ -9,7 +9,7 @@ use foldwire_core::{BlockId, Ref};
 use foldwire_stages::kernel;
 
 use super::{SessionArgs, print_json, runtime, write_stdout};
-use crate::session::OfflineSession;
+use crate::offline::OfflineSession;
 
 /// What `foldwire restore` is told.
 #[derive(Debug, clap::Args)]

@@ -11,7 +11,7 @@ use foldwire_core::{Engine, SessionId, StageCx, TurnRequest, Wire};
 use super::write_stdout;
 use super::{EXIT_PASSED_THROUGH, EXIT_REFUSED, StateArgs, parse_wire};
 use crate::serve::admin::load_cli_plugins;
-use crate::{session, setup};
+use crate::{offline, setup};
 
 /// `foldwire run`.
 #[derive(Debug, clap::Args)]
@@ -96,7 +96,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     let outcome = runtime.block_on(async {
         // The body is kept first so `fold`, `inspect` and `restore` can see what the model
         // saw on this turn.
-        session::store_last_request(backends.store.as_ref(), &session, args.wire, &request.body)
+        offline::store_last_request(backends.store.as_ref(), &session, args.wire, &request.body)
             .await?;
         let outcome = engine.run_turn(&session, request).await?;
         anyhow::Ok(outcome)

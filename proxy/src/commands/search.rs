@@ -6,7 +6,7 @@ use anyhow::Result;
 use foldwire_stages::kernel;
 
 use super::{SessionArgs, print_json, runtime};
-use crate::session::OfflineSession;
+use crate::offline::OfflineSession;
 
 /// What `foldwire search` is told.
 #[derive(Debug, clap::Args)]

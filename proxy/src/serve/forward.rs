@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderName, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use foldwire_core::{CharEstimator, SessionId, TurnOptions, TurnReport, TurnRequest, Wire};
@@ -11,27 +11,12 @@ use foldwire_stages::tool_loop::{ADDED_TOKENS_COUNTER, INJECTED_COUNTER};
 use serde_json::json;
 
 use super::AppState;
-use super::compress_loop::{self, Exchange, LoopState};
+use super::error;
 use super::identity;
+use super::relay::{self, Exchange, LoopState};
 use super::route::{self, Route};
 use super::side;
 use super::usage;
-
-/// Headers that describe one connection, not the request (RFC 9110 §7.6.1), plus those the
-/// proxy recomputes.
-const HOP_BY_HOP: [&str; 11] = [
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "proxy-connection",
-    "te",
-    "trailer",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-];
 
 /// Every provider route lands here.
 pub async fn handle(
@@ -79,7 +64,7 @@ pub async fn handle(
         estimated: processed.estimated,
         looped,
     };
-    compress_loop::respond(exchange, processed.body).await
+    relay::respond(exchange, processed.body).await
 }
 
 /// A request after the pipeline.
@@ -246,39 +231,4 @@ fn turn_options(app: &AppState, session: &SessionId, wire: Wire, body: &[u8]) ->
         options.skip_tool_loop = true;
     }
     options
-}
-
-/// Whether a client request header is sent upstream.
-pub fn passes_upstream(name: &HeaderName, headers: &HeaderMap) -> bool {
-    !is_hop_by_hop(name, headers) && name != "content-encoding" && name != identity::SESSION_HEADER
-}
-
-/// The upstream response headers the client gets.
-pub fn response_headers(upstream: &HeaderMap) -> HeaderMap {
-    let mut out = HeaderMap::new();
-    for (name, value) in upstream {
-        if !is_hop_by_hop(name, upstream) {
-            out.append(name.clone(), value.clone());
-        }
-    }
-    out
-}
-
-fn is_hop_by_hop(name: &HeaderName, headers: &HeaderMap) -> bool {
-    if HOP_BY_HOP.contains(&name.as_str()) {
-        return true;
-    }
-    // Headers named in Connection are hop-by-hop too.
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|n| n.trim().eq_ignore_ascii_case(name.as_str()))
-}
-
-/// A JSON error in the shape every provider's clients parse (`error.type`, `error.message`).
-pub fn error(status: StatusCode, kind: &str, message: &str) -> Response {
-    let body = json!({ "type": "error", "error": { "type": kind, "message": message } });
-    (status, axum::Json(body)).into_response()
 }

@@ -4,14 +4,15 @@
 pub mod admin;
 pub mod array_stream;
 pub mod calls;
-pub mod compress_loop;
 pub mod config;
 pub mod forward;
+pub mod headers;
 pub mod identity;
 pub mod listen;
 pub mod merge;
 pub mod metrics;
 pub mod newtopic;
+pub mod relay;
 pub mod reports;
 pub mod retention;
 pub mod route;
@@ -63,7 +64,7 @@ pub struct AppState {
     /// Sandboxed strategy plugins added while the server runs.
     pub plugins: Arc<foldwire_plugins::sandbox::PluginStore>,
     /// Records each session's last request there, a turn writing only what changed.
-    pub last_requests: crate::session::LastRequests,
+    pub last_requests: crate::offline::LastRequests,
 }
 
 impl AppState {
@@ -135,7 +136,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         metrics: metrics::Metrics::default().with_store_breaker(store_breaker),
         reports,
         windows: DashMap::new(),
-        last_requests: crate::session::LastRequests::new(Arc::clone(&store)),
+        last_requests: crate::offline::LastRequests::new(Arc::clone(&store)),
         store,
         plugins,
     });
@@ -254,7 +255,7 @@ async fn explain_unsupported_encoding(
     let Some(encoding) = encoding else {
         return response;
     };
-    forward::error(
+    error(
         axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
         "unsupported_content_encoding",
         &format!(
@@ -307,4 +308,15 @@ pub async fn start(config: ServeConfig) -> Result<Running> {
     };
     let task = tokio::spawn(listen::serve(listener, router(app), limits));
     Ok(Running { addr, task })
+}
+
+/// A JSON error in the shape every provider's clients parse (`error.type`, `error.message`).
+pub fn error(
+    status: axum::http::StatusCode,
+    kind: &str,
+    message: &str,
+) -> axum::response::Response {
+    let body =
+        serde_json::json!({ "type": "error", "error": { "type": kind, "message": message } });
+    axum::response::IntoResponse::into_response((status, axum::Json(body)))
 }

@@ -29,7 +29,8 @@ use tokio::sync::mpsc;
 use super::AppState;
 use super::array_stream::ArrayFramer;
 use super::calls;
-use super::forward::{self, error};
+use super::error;
+use super::headers;
 use super::merge;
 use super::route::Route;
 use super::stitch::Stitcher;
@@ -84,7 +85,7 @@ pub async fn respond(mut ex: Exchange, body: Bytes) -> Response {
         Err(resp) => return *resp,
     };
     let status = upstream.status();
-    let headers = forward::response_headers(upstream.headers());
+    let headers = headers::response_headers(upstream.headers());
     if !status.is_success() {
         return relay_error(&ex, upstream, headers).await;
     }
@@ -155,7 +156,7 @@ async fn send(ex: &Exchange, body: Bytes) -> Result<reqwest::Response, Box<Respo
     let drop_encoding = ex.looped.is_some();
     let mut request = ex.app.client.request(ex.method.clone(), &url).body(body);
     for (name, value) in &ex.headers {
-        if forward::passes_upstream(name, &ex.headers)
+        if headers::passes_upstream(name, &ex.headers)
             && !(drop_encoding && name == "accept-encoding")
         {
             request = request.header(name, value);
