@@ -308,6 +308,41 @@ mod tests {
         assert_eq!(summary.topic.as_deref(), Some("src/auth/part0.rs"));
     }
 
+    /// Once one section is full the others still fill, in first-seen order: the scan only
+    /// skips work for sections that are full.
+    #[test]
+    fn full_sections_stop_while_the_others_keep_filling() {
+        let summarizer = Extractive(ExtractiveConfig {
+            max_items: 2,
+            ..ExtractiveConfig::default()
+        });
+        let units = [
+            text("src/a/one.rs src/a/two.rs src/a/three.rs"),
+            text("error: first_fail\nerror: second_fail\nerror: third_fail"),
+            text("src/a/four.rs then alpha_ident() and beta::gamma and delta_ident"),
+            text("$ cargo test\n$ cargo build\n$ cargo run"),
+        ];
+        let summary = summarizer.summarize_units(&units, 1000);
+        let section = |label: &str| {
+            summary
+                .text
+                .lines()
+                .find(|l| l.starts_with(label))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(section("files:"), "files: src/a/one.rs; src/a/two.rs;");
+        assert_eq!(
+            section("errors:"),
+            "errors: error: first_fail; error: second_fail;"
+        );
+        assert_eq!(
+            section("identifiers:"),
+            "identifiers: first_fail; second_fail;"
+        );
+        assert_eq!(section("commands:"), "commands: cargo test; cargo build;");
+    }
+
     // acp §26 #120
     #[test]
     fn inline_and_structured_reasoning_stay_out_of_the_summary() {
