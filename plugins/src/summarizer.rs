@@ -75,7 +75,12 @@ fn is_path(token: &str) -> bool {
 
 /// True when a token looks like a code identifier (`snake_case`, `CamelCase`, `a::b`, `f()`).
 fn is_identifier(token: &str) -> bool {
-    let core = token.trim_end_matches("()");
+    // `trim_end_matches("()")` without building a substring searcher per token: this runs
+    // on every word of every folded unit.
+    let mut core = token;
+    while let Some(shorter) = core.strip_suffix("()") {
+        core = shorter;
+    }
     if core.len() < 4
         || !core
             .chars()
@@ -154,23 +159,41 @@ impl Extractive {
             // Reasoning, whether a reasoning unit or written inline as `<think>…</think>` at
             // the start of an answer, is the model's scratch work, not what the range holds
             // (acp §26 #120): only the answer is read.
+            // A full section takes nothing more (`add` refuses it), so the work that could
+            // only feed full sections is skipped: over a long history every section fills
+            // early and the rest of the scan is lowercasing and tokenizing for nothing.
             for line in u.answer_text().lines() {
-                let lower = line.to_lowercase();
-                if ERROR_WORDS.iter().any(|w| lower.contains(w)) {
-                    add(&mut errors, &mut seen, line_of(line, 160), max);
+                let want_errors = errors.len() < max;
+                let want_decisions = u.kind == MessageKind::Text && decisions.len() < max;
+                if want_errors || want_decisions {
+                    let lower = line.to_lowercase();
+                    if want_errors && ERROR_WORDS.iter().any(|w| lower.contains(w)) {
+                        add(&mut errors, &mut seen, line_of(line, 160), max);
+                    }
+                    if want_decisions && DECISION_WORDS.iter().any(|w| lower.contains(w)) {
+                        add(&mut decisions, &mut seen, line_of(line, 160), max);
+                    }
                 }
-                if u.kind == MessageKind::Text && DECISION_WORDS.iter().any(|w| lower.contains(w)) {
-                    add(&mut decisions, &mut seen, line_of(line, 160), max);
-                }
-                if let Some(cmd) = line.trim().strip_prefix("$ ") {
+                if commands.len() < max
+                    && let Some(cmd) = line.trim().strip_prefix("$ ")
+                {
                     add(&mut commands, &mut seen, line_of(cmd, 120), max);
+                }
+                if paths.len() >= max && idents.len() >= max {
+                    continue;
                 }
                 for raw in line.split_whitespace() {
                     let token = clean(raw);
                     let path = path_of(token);
-                    if is_path(path) {
+                    // A path never counts as an identifier, even once paths are full; with
+                    // paths full the cheaper identifier test goes first.
+                    if paths.len() >= max {
+                        if is_identifier(token) && !is_path(path) {
+                            add(&mut idents, &mut seen, token.to_owned(), max);
+                        }
+                    } else if is_path(path) {
                         add(&mut paths, &mut seen, path.to_owned(), max);
-                    } else if is_identifier(token) {
+                    } else if idents.len() < max && is_identifier(token) {
                         add(&mut idents, &mut seen, token.to_owned(), max);
                     }
                 }
@@ -279,6 +302,41 @@ mod tests {
             .to_owned();
         assert_eq!(files, "files: src/auth/part0.rs; src/auth/part1.rs;");
         assert_eq!(summary.topic.as_deref(), Some("src/auth/part0.rs"));
+    }
+
+    /// Once one section is full the others still fill, in first-seen order: the scan only
+    /// skips work for sections that are full.
+    #[test]
+    fn full_sections_stop_while_the_others_keep_filling() {
+        let summarizer = Extractive(ExtractiveConfig {
+            max_items: 2,
+            ..ExtractiveConfig::default()
+        });
+        let units = [
+            text("src/a/one.rs src/a/two.rs src/a/three.rs"),
+            text("error: first_fail\nerror: second_fail\nerror: third_fail"),
+            text("src/a/four.rs then alpha_ident() and beta::gamma and delta_ident"),
+            text("$ cargo test\n$ cargo build\n$ cargo run"),
+        ];
+        let summary = summarizer.summarize_units(&units, 1000);
+        let section = |label: &str| {
+            summary
+                .text
+                .lines()
+                .find(|l| l.starts_with(label))
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(section("files:"), "files: src/a/one.rs; src/a/two.rs;");
+        assert_eq!(
+            section("errors:"),
+            "errors: error: first_fail; error: second_fail;"
+        );
+        assert_eq!(
+            section("identifiers:"),
+            "identifiers: first_fail; second_fail;"
+        );
+        assert_eq!(section("commands:"), "commands: cargo test; cargo build;");
     }
 
     // acp §26 #120

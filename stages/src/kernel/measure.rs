@@ -88,6 +88,11 @@ pub fn folded_request_tokens(
     state: &SessionState,
     estimator: &dyn TokenEstimator,
 ) -> u64 {
+    // No block covers anything (a new session's first measure): folding changes nothing,
+    // so the conversation is measured as it is rather than copied whole first.
+    if state.active_blocks().all(|b| b.effective.is_empty()) {
+        return measure(conversation, estimator).total();
+    }
     let mut folded = conversation.clone();
     fold_view(&mut folded, state);
     measure(&folded, estimator).total()
