@@ -312,19 +312,14 @@ fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
 fn the_cost_aware_schedule_folds_when_the_saving_pays_for_the_rewrite() {
     let r = registry();
     let aware = r
-        .fold_policy(
-            "fold.scheduled",
-            &serde_json::json!({"cost_aware": true}),
-        )
+        .fold_policy("fold.scheduled", &serde_json::json!({"cost_aware": true}))
         .unwrap();
     let fixed = r.fold_policy("fold.scheduled", &Params::Null).unwrap();
     let ranges = [range(1, 1000), range(10, 1000), range(20, 1000)];
-    let at = |request: u64, per_turn: u64| {
-        demand_after(request, 4_000).with_per_turn_tokens(per_turn)
-    };
-    let folds = |p: &Arc<dyn foldwire_core::FoldPolicy>, d: FoldDemand| {
-        !p.choose(&ranges, &d).is_empty()
-    };
+    let at =
+        |request: u64, per_turn: u64| demand_after(request, 4_000).with_per_turn_tokens(per_turn);
+    let folds =
+        |p: &Arc<dyn foldwire_core::FoldPolicy>, d: FoldDemand| !p.choose(&ranges, &d).is_empty();
     // 100 tokens a turn from a floor of 4,000: the rewrite pays for itself after a growth
     // of √(2 · 1.25 · 4,000 · 100 / 0.1) ≈ 3,162, before the fixed 4,500.
     assert!(!folds(&aware, at(7_100, 100)));

@@ -150,7 +150,10 @@ async fn the_cost_aware_schedule_folds_before_the_ceiling_from_the_measured_grow
     assert_eq!(per_turn[0], 0);
     let most_gained = aware
         .windows(2)
-        .map(|w| w[1].counter("request_tokens").saturating_sub(w[0].counter("request_tokens")))
+        .map(|w| {
+            w[1].counter("request_tokens")
+                .saturating_sub(w[0].counter("request_tokens"))
+        })
         .max()
         .unwrap();
     assert!(
