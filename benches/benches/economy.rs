@@ -83,8 +83,9 @@ fn schedules() -> Vec<Schedule> {
             json!({"policy": "fold.scheduled"}),
             true,
         ),
-        // What the default costs with weaker protections (not defaults: they keep less
-        // verbatim): one latest read output instead of two, 4,000 recent tokens.
+        // What the default costs with weaker protections at every window (the default
+        // weakens them at small budgets only): one latest read output instead of two,
+        // 4,000 recent tokens.
         Schedule {
             stages: json!({"ranges.build": {"protection": {"latest_count": 1, "recent_tokens": 4000}}}),
             ..schedule(
