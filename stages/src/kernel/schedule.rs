@@ -160,3 +160,35 @@ impl ScheduleConfig {
         Some(cheapest.max(share))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `min_read_share` lengthens the cheapest cycle to the one whose reads are that share
+    /// of what it sends: at the growth it returns, reads / (reads + writes) is the share.
+    #[test]
+    fn a_least_read_share_lengthens_the_cheapest_cycle_to_reach_it() {
+        let aware = ScheduleConfig {
+            cost_aware: true,
+            ..ScheduleConfig::default()
+        };
+        let (floor, per_turn, available) = (9_000, 900, 45_000);
+        let cheapest = aware.payback_growth(floor, per_turn, available).unwrap();
+        assert!((cheapest - 14_230.0).abs() < 1.0, "{cheapest}");
+        let shared = ScheduleConfig {
+            min_read_share: 0.95,
+            ..aware
+        };
+        let g = shared.payback_growth(floor, per_turn, available).unwrap();
+        let reads = g / per_turn as f64 * (floor as f64 + g / 2.0);
+        let share = reads / (reads + g + floor as f64);
+        assert!(g > cheapest && (share - 0.95).abs() < 1e-6, "{g}: {share}");
+        // Off, or with the growth per turn unknown, the fixed growth rules.
+        assert_eq!(
+            ScheduleConfig::default().payback_growth(floor, per_turn, available),
+            None
+        );
+        assert_eq!(aware.payback_growth(floor, 0, available), None);
+    }
+}
