@@ -197,6 +197,10 @@ pub struct FoldDemand {
     /// Tokens of the session's request right after its last fold (0: no fold yet), so a
     /// policy can gate folds by the growth since then.
     pub floor_tokens: u64,
+    /// Tokens the request gains per turn, averaged over recent turns (0: unknown), so a
+    /// policy can weigh a fold's rewrite against the cached reads it saves over the turns
+    /// until the next one.
+    pub per_turn_tokens: u64,
 }
 
 impl FoldDemand {
@@ -208,6 +212,7 @@ impl FoldDemand {
             budget,
             summary_tokens: 0,
             floor_tokens: 0,
+            per_turn_tokens: 0,
         }
     }
 
@@ -220,6 +225,12 @@ impl FoldDemand {
     /// This demand with the request's size right after the session's last fold.
     pub fn with_floor_tokens(mut self, tokens: u64) -> Self {
         self.floor_tokens = tokens;
+        self
+    }
+
+    /// This demand with the tokens the request gains per turn.
+    pub fn with_per_turn_tokens(mut self, tokens: u64) -> Self {
+        self.per_turn_tokens = tokens;
         self
     }
 }

@@ -26,7 +26,7 @@ use foldwire_core::{
     TurnReport, TurnRequest, Wire,
 };
 use foldwire_proxy::setup;
-use foldwire_stages::layout_head_window;
+use foldwire_stages::{layout_head_window, ranges_build};
 use serde_json::{Value, json};
 
 /// One schedule: the fold stage's params and whether bulky tool outputs are trimmed.
@@ -83,8 +83,9 @@ fn schedules() -> Vec<Schedule> {
             json!({"policy": "fold.scheduled"}),
             true,
         ),
-        // What the default costs with weaker protections (not defaults: they keep less
-        // verbatim): one latest read output instead of two, 4,000 recent tokens.
+        // What the default costs with weaker protections at every window (the default
+        // weakens them at small budgets only): one latest read output instead of two,
+        // 4,000 recent tokens.
         Schedule {
             stages: json!({"ranges.build": {"protection": {"latest_count": 1, "recent_tokens": 4000}}}),
             ..schedule(
@@ -93,6 +94,23 @@ fn schedules() -> Vec<Schedule> {
                 false,
             )
         },
+        // The cost-aware rule: fold once the growth since the last fold pays for the
+        // rewrite, given the request's measured growth per turn.
+        schedule(
+            "scheduled, cost-aware",
+            json!({"policy": "fold.scheduled", "policy_params": {"cost_aware": true}}),
+            false,
+        ),
+        schedule(
+            "scheduled, cost-aware, reads 95%",
+            json!({"policy": "fold.scheduled", "policy_params": {"cost_aware": true, "min_read_share": 0.95}}),
+            false,
+        ),
+        schedule(
+            "scheduled, cost-aware, reads 94%",
+            json!({"policy": "fold.scheduled", "policy_params": {"cost_aware": true, "min_read_share": 0.94}}),
+            false,
+        ),
     ];
     // More to try, as JSON: [{"label", "fold", "trim", "trim_params", "stages"}].
     if let Ok(extra) = std::env::var("FOLDWIRE_ECONOMY_TRY") {
@@ -212,12 +230,19 @@ struct Figures {
 }
 
 /// The recent window that must stay verbatim under `s`: the newest tokens `ranges.build`
-/// protects (5,000 unless the schedule sets `recent_tokens`, at most 0.3 of the budget).
+/// protects (5,000 unless the schedule sets `recent_tokens`, at most 0.3 of the budget, or
+/// of a small budget its small share).
 fn recent_window(s: &Schedule, window: u64) -> u64 {
     let tokens = s.stages["ranges.build"]["protection"]["recent_tokens"]
         .as_u64()
         .unwrap_or(5_000);
-    tokens.min((Budget::default().with_window(window).available() as f64 * 0.3) as u64)
+    let available = Budget::default().with_window(window).available();
+    let share = if available < ranges_build::SMALL_BUDGET {
+        ranges_build::SMALL_RECENT_SHARE
+    } else {
+        0.3
+    };
+    tokens.min((available as f64 * share) as u64)
 }
 
 fn figures(reports: &[TurnReport], window: u64, recent: u64, trace: bool) -> (Figures, Figures) {

@@ -151,7 +151,12 @@ impl FoldPolicy for Scheduled {
         let available = demand.budget.available();
         if self
             .0
-            .due(demand.request_tokens, demand.floor_tokens, available)
+            .due_at(
+                demand.request_tokens,
+                demand.floor_tokens,
+                demand.per_turn_tokens,
+                available,
+            )
             .is_none()
         {
             return Vec::new();

@@ -304,6 +304,41 @@ fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
     );
 }
 
+/// With `cost_aware`, the growth a fold waits for follows the request's growth per turn:
+/// the fold comes once the cached reads it saves over its cycle pay for its rewrite
+/// (`√(2 · 1.25 · floor · per_turn / 0.1)`), earlier than the fixed growth when the request
+/// grows slowly and later when it grows fast; unknown growth falls back to the fixed rule.
+#[test]
+fn the_cost_aware_schedule_folds_when_the_saving_pays_for_the_rewrite() {
+    let r = registry();
+    let aware = r
+        .fold_policy("fold.scheduled", &serde_json::json!({"cost_aware": true}))
+        .unwrap();
+    let fixed = r.fold_policy("fold.scheduled", &Params::Null).unwrap();
+    let ranges = [range(1, 1000), range(10, 1000), range(20, 1000)];
+    let at =
+        |request: u64, per_turn: u64| demand_after(request, 4_000).with_per_turn_tokens(per_turn);
+    let folds =
+        |p: &Arc<dyn foldwire_core::FoldPolicy>, d: FoldDemand| !p.choose(&ranges, &d).is_empty();
+    // 100 tokens a turn from a floor of 4,000: the rewrite pays for itself after a growth
+    // of √(2 · 1.25 · 4,000 · 100 / 0.1) ≈ 3,162, before the fixed 4,500.
+    assert!(!folds(&aware, at(7_100, 100)));
+    assert!(folds(&aware, at(7_200, 100)));
+    assert!(!folds(&fixed, at(7_200, 100)));
+    // 400 a turn: ≈ 6,325 of growth, later than the fixed rule (the ceiling still binds).
+    assert!(folds(&fixed, at(8_500, 400)));
+    assert!(!folds(&aware, at(8_500, 400)));
+    assert!(folds(&aware, at(9_100, 400)));
+    // Growth per turn unknown: the fixed growth gates it.
+    assert!(!folds(&aware, at(7_200, 0)));
+    assert!(folds(&aware, at(8_500, 0)));
+    // Prices are checked.
+    assert!(
+        r.fold_policy("fold.scheduled", &serde_json::json!({"read_price": 0.0}))
+            .is_err()
+    );
+}
+
 /// A stage built from the registry resolves its strategies then: an unknown name fails the
 /// build, naming the stage and its param; a built stage folds and lays out against a turn
 /// whose registry is empty (nothing is looked up per turn), while a strategy registered at

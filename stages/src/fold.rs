@@ -227,6 +227,7 @@ impl Fold {
             max_chars: self.config.max_summary_chars,
             scope: &scope,
             floor: 0,
+            per_turn: 0,
             measured: std::cell::Cell::new(None),
         };
 
@@ -234,11 +235,14 @@ impl Fold {
         // fold, whoever made it (this stage, or the model through `compress` since).
         let now = folds.request_tokens();
         let blocks = folds.turn.state.blocks.len();
+        record.observe(now);
         if record.blocks != blocks {
-            record = ScheduleRecord { floor: now, blocks };
+            record.floor = now;
+            record.blocks = blocks;
         }
         record.floor = record.floor.min(now);
         folds.floor = record.floor;
+        folds.per_turn = record.per_turn;
         // Each round measures the request as it would now be sent and asks the policy again:
         // fresh history first (the ranges it picks, adjacent ones merged so that one summary
         // stands for them all); once no fresh range is picked, the summaries on the wire
@@ -302,13 +306,13 @@ impl Fold {
                 .await;
         }
         if folds.turn.state.blocks.len() != blocks {
-            record = ScheduleRecord {
-                floor: folds.request_tokens(),
-                blocks: folds.turn.state.blocks.len(),
-            };
+            record.floor = folds.request_tokens();
+            record.blocks = folds.turn.state.blocks.len();
         }
+        record.last = folds.request_tokens();
         scope.report_into(&mut turn.report, NAME);
         turn.report.count("fold.floor_tokens", record.floor);
+        turn.report.count("fold.per_turn_tokens", record.per_turn);
         record.store(&mut turn.state);
         turn.conversation = Some(conversation);
         Ok(())
@@ -320,7 +324,7 @@ pub const SCHEDULE_KEY: &str = "fold_schedule";
 
 /// What the fold schedule remembers between turns: the request's size right after the last
 /// fold (the floor growth is measured from) and the number of blocks then, so a fold the
-/// model made through `compress` moves the floor too.
+/// model made through `compress` moves the floor too; and how fast the request grows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ScheduleRecord {
@@ -328,9 +332,32 @@ pub struct ScheduleRecord {
     pub floor: u64,
     /// Blocks in the state at that time.
     pub blocks: usize,
+    /// Tokens of the request as the previous turn left this stage (0: none yet).
+    pub last: u64,
+    /// Tokens the request gains per turn, a moving average (0: unknown).
+    pub per_turn: u64,
 }
 
+/// Weight of the newest turn in [`ScheduleRecord::per_turn`], in tenths: recent turns count
+/// most (a long tool loop grows faster than a chat), yet one huge tool output does not move
+/// the schedule on its own.
+const PER_TURN_WEIGHT: u64 = 3;
+
 impl ScheduleRecord {
+    /// Takes in this turn's request of `now` tokens: its growth since the previous turn
+    /// moves the average. A request that shrank (a fold the model made, a client that
+    /// trimmed its history) says nothing about the growth and is left out.
+    pub fn observe(&mut self, now: u64) {
+        if self.last > 0 && now >= self.last {
+            let grown = now - self.last;
+            self.per_turn = match self.per_turn {
+                0 => grown,
+                avg => (avg * (10 - PER_TURN_WEIGHT) + grown * PER_TURN_WEIGHT) / 10,
+            };
+        }
+        self.last = now;
+    }
+
     /// The record in `state` (a fresh one when absent or unreadable).
     pub fn load(state: &foldwire_core::SessionState) -> Self {
         state
@@ -393,6 +420,8 @@ struct Folds<'a> {
     scope: &'a StrategyScope,
     /// The request's size right after the session's last fold.
     floor: u64,
+    /// Tokens the request gains per turn ([`ScheduleRecord::per_turn`]).
+    per_turn: u64,
     /// [`Folds::request_tokens`] since the state last changed: measuring copies and folds
     /// the whole conversation, and a turn asks several times between changes.
     measured: std::cell::Cell<Option<u64>>,
@@ -414,6 +443,7 @@ impl Folds<'_> {
         FoldDemand::new(self.request_tokens(), self.turn.budget)
             .with_summary_tokens(summary_tokens)
             .with_floor_tokens(self.floor)
+            .with_per_turn_tokens(self.per_turn)
     }
 
     /// The picked ranges as spans of refs, adjacent ones (nothing between them in the view)
