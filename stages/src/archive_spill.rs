@@ -24,7 +24,7 @@ use foldwire_core::{
     async_trait,
 };
 
-use crate::media_classify::InlinePayload;
+use crate::inline_payload::InlinePayload;
 
 /// The registered stage name.
 pub const NAME: &str = ArchiveSpillConfig::NAME;

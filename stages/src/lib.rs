@@ -8,6 +8,7 @@
 pub mod archive_spill;
 pub mod fold;
 pub mod head_record;
+pub mod inline_payload;
 pub mod kernel;
 pub mod layout_head_window;
 pub mod media_classify;
