@@ -30,7 +30,7 @@ use foldwire_core::{
     ArchivedObject, Engine, MediaArchive, Ref, SessionId, StageCx, StateStore, StoreError,
     StoredContent, TurnRequest, Wire,
 };
-use foldwire_proxy::session::{LastRequests, store_last_request};
+use foldwire_proxy::offline::{LastRequests, store_last_request};
 use foldwire_proxy::setup;
 
 const OUTPUT: usize = 2000;
