@@ -62,14 +62,14 @@ fn schedules() -> Vec<Schedule> {
             json!({"policy": "fold.largest_first"}),
             false,
         ),
-        // The schedule as it was first made the default: growth 0.25, target 0.1, no
-        // tiering with a fold, a head of 0.15 of the budget.
+        // The schedule as it was first made the default: growth 0.25 (no floor in tokens),
+        // target 0.1, no tiering with a fold, a head of 0.15 of the budget.
         Schedule {
             stages: json!({"layout.head_window": {"head_fraction": 0.15}}),
             ..schedule(
                 "scheduled (first default)",
                 json!({"policy": "fold.scheduled", "tier_after_fold": 0.0,
-                    "policy_params": {"trigger": 0.45, "growth": 0.25, "ceiling": 0.9, "target": 0.1}}),
+                    "policy_params": {"trigger": 0.45, "growth": 0.25, "min_growth_tokens": 0, "ceiling": 0.9, "target": 0.1}}),
                 false,
             )
         },
@@ -230,19 +230,18 @@ struct Figures {
 }
 
 /// The recent window that must stay verbatim under `s`: the newest tokens `ranges.build`
-/// protects (5,000 unless the schedule sets `recent_tokens`, at most 0.3 of the budget, or
-/// of a small budget its small share).
+/// protects with the schedule's params at that window.
 fn recent_window(s: &Schedule, window: u64) -> u64 {
-    let tokens = s.stages["ranges.build"]["protection"]["recent_tokens"]
-        .as_u64()
-        .unwrap_or(5_000);
-    let available = Budget::default().with_window(window).available();
-    let share = if available < ranges_build::SMALL_BUDGET {
-        ranges_build::SMALL_RECENT_SHARE
-    } else {
-        0.3
+    let params = s.stages.get("ranges.build").cloned().unwrap_or(Value::Null);
+    let config: foldwire_stages::kernel::RangesConfig = match params {
+        Value::Null => foldwire_stages::kernel::RangesConfig::default(),
+        p => serde_json::from_value(p).expect("ranges.build params"),
     };
-    tokens.min((available as f64 * share) as u64)
+    let stage = ranges_build::RangesBuild { config };
+    stage
+        .config_for(Budget::default().with_window(window))
+        .protection
+        .recent_tokens
 }
 
 fn figures(reports: &[TurnReport], window: u64, recent: u64, trace: bool) -> (Figures, Figures) {
@@ -473,7 +472,7 @@ fn main() {
 fn print_row(window: u64, label: &str, seed: &str, f: &Figures) {
     let per_turn = |x: f64| x / f.turns.max(1) as f64 / 1000.0;
     println!(
-        "{:>6}k  {:<28} {:>5} {:>8.2}x {:>6.1}% {:>9.0} {:>9} {:>7} {:>9.0} {:>6} {:>7} {:>7} {:>7.2} {:>7.2} {:>7.2} {:>7.2}",
+        "{:>6}k  {:<28} {:>5} {:>8.2}x {:>6.2}% {:>9.0} {:>9} {:>7} {:>9.0} {:>6} {:>7} {:>7} {:>7.2} {:>7.2} {:>7.2} {:>7.2}",
         window / 1000,
         label,
         seed,

@@ -11,7 +11,9 @@
 //! targets name (default / passthrough, first / steady, default / Value round trip).
 //!
 //! `cargo bench -p foldwire-benches --bench proxy_scale` (`FOLDWIRE_SCALE_SIZES=500,2000`
-//! picks sizes; `FOLDWIRE_SCALE_TURNS` the steady turns per size, 7 by default)
+//! picks sizes; `FOLDWIRE_SCALE_TURNS` the steady turns per size, 7 by default;
+//! `FOLDWIRE_SCALE_FIRSTS` the new sessions whose first turns give the first-turn median, 3
+//! by default)
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -104,6 +106,11 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(7);
+    let firsts: usize = std::env::var("FOLDWIRE_SCALE_FIRSTS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3)
+        .max(1);
     let upstream = start_mock().await;
     let dir = std::env::temp_dir().join(format!("foldwire-scale-{}", std::process::id()));
     let default = start_proxy(upstream, "default", &dir.join("default")).await;
@@ -135,12 +142,18 @@ async fn main() {
     );
     for messages in sizes {
         let turns = messages.saturating_sub(2) / 2;
-        let session = format!("scale-{messages}");
         let first_body = body(turns);
-        // First turn of a new session: the proxy has never seen it.
-        let d0 = ms(post(&client, &direct, &session, &first_body).await);
-        let f_def = ms(post(&client, &default, &session, &first_body).await) - d0;
-        let f_pass = ms(post(&client, &passthrough, &session, &first_body).await) - d0;
+        // First turns of new sessions the proxy has never seen (the median of `firsts`; the
+        // steady turns continue the last of them).
+        let (mut first_def, mut first_pass) = (vec![], vec![]);
+        let mut session = String::new();
+        for i in 0..firsts {
+            session = format!("scale-{messages}-{i}");
+            let d0 = ms(post(&client, &direct, &session, &first_body).await);
+            first_def.push(ms(post(&client, &default, &session, &first_body).await) - d0);
+            first_pass.push(ms(post(&client, &passthrough, &session, &first_body).await) - d0);
+        }
+        let (f_def, f_pass) = (median(first_def), median(first_pass));
         let (mut direct_ms, mut def, mut pass, mut value) = (vec![], vec![], vec![], vec![]);
         for k in 1..=steady {
             let b = body(turns + k);

@@ -117,10 +117,78 @@ fn path_of(token: &str) -> &str {
     token.trim_end_matches(['.', ',', ';', ':', ')'])
 }
 
-/// Pushes a new item, keeping first-seen order and the section bound.
-fn add(items: &mut Vec<String>, seen: &mut HashSet<String>, item: String, max: usize) {
-    if items.len() < max && !item.is_empty() && seen.insert(item.clone()) {
-        items.push(item);
+/// The summary's sections, in the order they are written.
+const LABELS: [&str; 5] = ["files", "commands", "errors", "decisions", "identifiers"];
+const FILES: usize = 0;
+const COMMANDS: usize = 1;
+const ERRORS: usize = 2;
+const DECISIONS: usize = 3;
+const IDENTIFIERS: usize = 4;
+
+/// The sections as they fill, with what each would take in the written summary.
+///
+/// The summary is written section by section and stops at the first entry that does not fit,
+/// so a section whose predecessors already take the whole length can never show. Items only
+/// ever get added, so once a section is full or cannot show it stays so, and the scan skips
+/// the work that could only feed it; over a long history every section fills or is crowded
+/// out early and the rest of the scan would be lowercasing and tokenizing for nothing.
+struct Sections {
+    items: [Vec<String>; 5],
+    /// Characters each section takes when written: `\n<label>:` and ` <item>;` per item.
+    written: [usize; 5],
+    seen: HashSet<String>,
+    max_items: usize,
+    /// The summary's length bound.
+    limit: usize,
+    /// Characters before the first section (the summary's first line).
+    opening: usize,
+}
+
+impl Sections {
+    fn new(max_items: usize, limit: usize, opening: usize) -> Self {
+        Sections {
+            items: Default::default(),
+            written: [0; 5],
+            seen: HashSet::new(),
+            max_items,
+            limit,
+            opening,
+        }
+    }
+
+    /// True while an item added to section `k` could still change the summary: the section
+    /// is not full, and what is written before it leaves room for its label and an entry.
+    fn wants(&self, k: usize) -> bool {
+        let (Some(items), Some(label)) = (self.items.get(k), LABELS.get(k)) else {
+            return false;
+        };
+        let before: usize = self.opening + self.written.iter().take(k).sum::<usize>();
+        // `\n<label>:` and the shortest entry, ` x;`.
+        items.len() < self.max_items && before + label.len() + 2 + 3 <= self.limit
+    }
+
+    /// True once no section can change the summary any more.
+    fn settled(&self) -> bool {
+        !(0..LABELS.len()).any(|k| self.wants(k))
+    }
+
+    /// Adds a new item to section `k`, keeping first-seen order and the section bound.
+    fn add(&mut self, k: usize, item: String) {
+        let Some(items) = self.items.get_mut(k) else {
+            return;
+        };
+        if items.len() < self.max_items && !item.is_empty() && self.seen.insert(item.clone()) {
+            let label = LABELS.get(k).map_or(0, |l| l.len());
+            let opened = if items.is_empty() { label + 2 } else { 0 };
+            if let Some(w) = self.written.get_mut(k) {
+                *w += opened + item.len() + 2;
+            }
+            items.push(item);
+        }
+    }
+
+    fn len(&self, k: usize) -> usize {
+        self.items.get(k).map_or(0, Vec::len)
     }
 }
 
@@ -136,50 +204,52 @@ fn line_of(text: &str, max: usize) -> String {
 }
 
 impl Extractive {
-    /// Summarizes units (synchronous core of [`Summarizer::summarize`]).
-    pub fn summarize_units(&self, units: &[Message], max_chars: usize) -> Summary {
-        let max = self.0.max_items;
-        let mut seen = HashSet::new();
-        let (mut paths, mut idents, mut errors, mut commands, mut decisions) =
-            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    /// Reads units until no section can change the summary; returns the sections and how
+    /// many units were read.
+    fn collect(&self, units: &[Message], limit: usize, opening: usize) -> (Sections, usize) {
+        let mut s = Sections::new(self.0.max_items, limit, opening);
+        let mut read = 0;
         for u in units {
-            if u.kind == MessageKind::ToolCall {
+            // The topic is the first path, so paths are collected until there is one even
+            // when the section itself cannot show.
+            if s.settled() && s.len(FILES) > 0 {
+                break;
+            }
+            read += 1;
+            if u.kind == MessageKind::ToolCall && s.wants(COMMANDS) {
                 let name = u
                     .tool
                     .as_ref()
                     .and_then(|t| t.name.as_deref())
                     .unwrap_or("tool");
-                add(
-                    &mut commands,
-                    &mut seen,
-                    format!("{name} {}", line_of(&u.text, 120)),
-                    max,
-                );
+                s.add(COMMANDS, format!("{name} {}", line_of(&u.text, 120)));
             }
             // Reasoning, whether a reasoning unit or written inline as `<think>…</think>` at
             // the start of an answer, is the model's scratch work, not what the range holds
             // (acp §26 #120): only the answer is read.
-            // A full section takes nothing more (`add` refuses it), so the work that could
-            // only feed full sections is skipped: over a long history every section fills
-            // early and the rest of the scan is lowercasing and tokenizing for nothing.
             for line in u.answer_text().lines() {
-                let want_errors = errors.len() < max;
-                let want_decisions = u.kind == MessageKind::Text && decisions.len() < max;
+                if s.settled() && s.len(FILES) > 0 {
+                    break;
+                }
+                let want_errors = s.wants(ERRORS);
+                let want_decisions = u.kind == MessageKind::Text && s.wants(DECISIONS);
                 if want_errors || want_decisions {
                     let lower = line.to_lowercase();
                     if want_errors && ERROR_WORDS.iter().any(|w| lower.contains(w)) {
-                        add(&mut errors, &mut seen, line_of(line, 160), max);
+                        s.add(ERRORS, line_of(line, 160));
                     }
                     if want_decisions && DECISION_WORDS.iter().any(|w| lower.contains(w)) {
-                        add(&mut decisions, &mut seen, line_of(line, 160), max);
+                        s.add(DECISIONS, line_of(line, 160));
                     }
                 }
-                if commands.len() < max
+                if s.wants(COMMANDS)
                     && let Some(cmd) = line.trim().strip_prefix("$ ")
                 {
-                    add(&mut commands, &mut seen, line_of(cmd, 120), max);
+                    s.add(COMMANDS, line_of(cmd, 120));
                 }
-                if paths.len() >= max && idents.len() >= max {
+                let want_paths = s.wants(FILES) || s.len(FILES) == 0;
+                let want_idents = s.wants(IDENTIFIERS);
+                if !want_paths && !want_idents {
                     continue;
                 }
                 for raw in line.split_whitespace() {
@@ -187,28 +257,27 @@ impl Extractive {
                     let path = path_of(token);
                     // A path never counts as an identifier, even once paths are full; with
                     // paths full the cheaper identifier test goes first.
-                    if paths.len() >= max {
+                    if !want_paths {
                         if is_identifier(token) && !is_path(path) {
-                            add(&mut idents, &mut seen, token.to_owned(), max);
+                            s.add(IDENTIFIERS, token.to_owned());
                         }
                     } else if is_path(path) {
-                        add(&mut paths, &mut seen, path.to_owned(), max);
-                    } else if idents.len() < max && is_identifier(token) {
-                        add(&mut idents, &mut seen, token.to_owned(), max);
+                        s.add(FILES, path.to_owned());
+                    } else if want_idents && is_identifier(token) {
+                        s.add(IDENTIFIERS, token.to_owned());
                     }
                 }
             }
         }
+        (s, read)
+    }
+
+    /// Summarizes units (synchronous core of [`Summarizer::summarize`]).
+    pub fn summarize_units(&self, units: &[Message], max_chars: usize) -> Summary {
         let limit = max_chars.min(self.0.max_chars).max(40);
         let mut text = format!("(extractive summary of {} messages)", units.len());
-        let sections = [
-            ("files", &paths),
-            ("commands", &commands),
-            ("errors", &errors),
-            ("decisions", &decisions),
-            ("identifiers", &idents),
-        ];
-        'outer: for (label, items) in sections {
+        let (s, _) = self.collect(units, limit, text.len());
+        'outer: for (label, items) in LABELS.iter().zip(&s.items) {
             if items.is_empty() {
                 continue;
             }
@@ -225,7 +294,8 @@ impl Extractive {
                 text.push_str(&entry);
             }
         }
-        let topic = paths.first().cloned().or_else(|| {
+        let first_path = s.items.first().and_then(|files| files.first()).cloned();
+        let topic = first_path.or_else(|| {
             units
                 .iter()
                 .find(|u| u.kind == MessageKind::Text && !u.answer_text().trim().is_empty())
@@ -337,6 +407,52 @@ mod tests {
             "identifiers: first_fail; second_fail;"
         );
         assert_eq!(section("commands:"), "commands: cargo test; cargo build;");
+    }
+
+    /// Once what is collected fills the summary, the rest of the range is not read: a
+    /// history whose first units fill every section that can show is summarized from those
+    /// units, and what comes later cannot change the summary.
+    #[test]
+    fn the_scan_stops_once_nothing_more_can_show() {
+        let summarizer = Extractive::default();
+        let mut units: Vec<Message> = (0..12)
+            .map(|i| {
+                text(&format!(
+                    "$ cargo test --package crate_{i} --features long,list,of,features,to,fill\nsee src/mod{i}/file{i}.rs"
+                ))
+            })
+            .collect();
+        let head = units.len();
+        let tail = |word: &str| -> Vec<Message> {
+            (0..500)
+                .map(|i| {
+                    text(&format!(
+                        "error: {word}_{i} failed in src/{word}/late{i}.rs"
+                    ))
+                })
+                .collect()
+        };
+        units.extend(tail("first"));
+        let limit = 400;
+        let opening = "(extractive summary of 512 messages)".len();
+        let (_, read) = summarizer.collect(&units, limit, opening);
+        assert!(read <= head, "read {read} units of {}", units.len());
+        let summary = summarizer.summarize_units(&units, limit);
+        units.truncate(head);
+        units.extend(tail("other"));
+        assert_eq!(summarizer.summarize_units(&units, limit), summary);
+        assert!(
+            summary.text.contains("files: src/mod0/file0.rs;"),
+            "{}",
+            summary.text
+        );
+        // With room to show it, the same tail is read and its errors are listed.
+        let roomy = summarizer.summarize_units(&units, 1500);
+        assert!(
+            roomy.text.contains("errors: error: other_0"),
+            "{}",
+            roomy.text
+        );
     }
 
     // acp §26 #120

@@ -259,7 +259,13 @@ fn demand_after(request_tokens: u64, floor_tokens: u64) -> FoldDemand {
 #[test]
 fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
     let r = registry();
-    let scheduled = r.fold_policy("fold.scheduled", &Params::Null).unwrap();
+    // The growth's floor in tokens (34,000) is off: this budget is far below it.
+    let scheduled = r
+        .fold_policy(
+            "fold.scheduled",
+            &serde_json::json!({"min_growth_tokens": 0}),
+        )
+        .unwrap();
     // Budget 10,000: trigger 4,500, growth 4,500, ceiling 9,000, target 500.
     let ranges = [
         range(1, 1000),
@@ -287,6 +293,16 @@ fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
     // Past the ceiling it folds whatever the growth.
     assert!(none(demand_after(8_900, 8_800)));
     assert!(!none(demand_after(9_100, 9_000)));
+    // With the default floor of 34,000 tokens of growth, a budget this small folds only
+    // at the ceiling: its 4,500 of growth would rewrite the recent window too often.
+    let floored = r.fold_policy("fold.scheduled", &Params::Null).unwrap();
+    assert!(floored.choose(&ranges, &demand(8_900)).is_empty());
+    assert!(
+        floored
+            .choose(&ranges, &demand_after(8_900, 1_000))
+            .is_empty()
+    );
+    assert!(!floored.choose(&ranges, &demand(9_100)).is_empty());
     // Its params are checked.
     assert!(
         r.fold_policy(
@@ -311,10 +327,19 @@ fn the_scheduled_policy_folds_rarely_and_a_lot_at_a_time() {
 #[test]
 fn the_cost_aware_schedule_folds_when_the_saving_pays_for_the_rewrite() {
     let r = registry();
+    // Without the growth's floor in tokens, which this small budget would never reach.
     let aware = r
-        .fold_policy("fold.scheduled", &serde_json::json!({"cost_aware": true}))
+        .fold_policy(
+            "fold.scheduled",
+            &serde_json::json!({"cost_aware": true, "min_growth_tokens": 0}),
+        )
         .unwrap();
-    let fixed = r.fold_policy("fold.scheduled", &Params::Null).unwrap();
+    let fixed = r
+        .fold_policy(
+            "fold.scheduled",
+            &serde_json::json!({"min_growth_tokens": 0}),
+        )
+        .unwrap();
     let ranges = [range(1, 1000), range(10, 1000), range(20, 1000)];
     let at =
         |request: u64, per_turn: u64| demand_after(request, 4_000).with_per_turn_tokens(per_turn);

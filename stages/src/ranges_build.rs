@@ -7,8 +7,8 @@
 //! cat, inspect*, restore] with `latest_count` 2: the newest calls to those stay verbatim),
 //! `min_tokens` 200, `split_at_user_after` 3, `max_tokens` (default a tenth of the
 //! available budget). A small budget (under [`SMALL_BUDGET`] available tokens, a window under
-//! 40,000) protects at most one latest read and at most [`SMALL_RECENT_SHARE`] of itself as
-//! recent tokens; a larger one at most 0.3 of itself.
+//! 80,000) protects at most one latest read and at most [`SMALL_RECENT_TOKENS`] recent tokens
+//! (and [`SMALL_RECENT_SHARE`] of itself); a larger one at most 0.3 of itself.
 //!
 //! The protection it used is left on the turn as a typed [`UsedProtection`] so the `fold`
 //! stage validates its automatic folds with the same settings (one source of truth).
@@ -118,14 +118,20 @@ impl Stage for RangesBuild {
 /// with nothing foldable between the head and the recent messages.
 const RECENT_SHARE_OF_BUDGET: f64 = 0.3;
 
-/// A budget under this many available tokens is small (a window under 40,000): there the
-/// frame, the recent window and two protected read outputs would take half of what a request
-/// may reach, so every fold rewrites most of the request. A small budget protects one latest
-/// read (`latest_count` at most 1) and at most [`SMALL_RECENT_SHARE`] of it as recent tokens.
-pub const SMALL_BUDGET: u64 = 30_000;
+/// A budget under this many available tokens is small (a window under 80,000): there the
+/// frame, the recent window and two protected read outputs take a large part of what a
+/// request may reach, and every fold rewrites what it protects, so the protected tail sets
+/// the price of each fold. A small budget protects one latest read (`latest_count` at
+/// most 1) and at most [`SMALL_RECENT_TOKENS`] (and [`SMALL_RECENT_SHARE`] of itself) as
+/// recent tokens. Measured with `cargo bench -p foldwire-benches --bench economy`: at a 60k
+/// window this is part of what takes the cache-read share past 95 %.
+pub const SMALL_BUDGET: u64 = 60_000;
+
+/// The recent tokens a small budget protects at most.
+pub const SMALL_RECENT_TOKENS: u64 = 4_000;
 
 /// The share of a small budget the newest tokens may protect at most (4,050 of a 30,000
-/// window's 22,500).
+/// window's 22,500, so the token cap binds there too).
 pub const SMALL_RECENT_SHARE: f64 = 0.18;
 
 /// The share of the available budget one range holds at most, unless `max_tokens` is set:
@@ -137,7 +143,7 @@ const RANGE_SHARE_OF_BUDGET: f64 = 0.1;
 impl RangesBuild {
     /// The configuration for this turn: the protected recent tokens never exceed the recent
     /// share of the budget, and ranges are capped at their share of it.
-    fn config_for(&self, budget: foldwire_core::Budget) -> RangesConfig {
+    pub fn config_for(&self, budget: foldwire_core::Budget) -> RangesConfig {
         let mut config = self.config.clone();
         let small = budget.available() < SMALL_BUDGET;
         let available = budget.available() as f64;
@@ -146,9 +152,10 @@ impl RangesBuild {
         } else {
             RECENT_SHARE_OF_BUDGET
         };
-        let cap = (available * share) as u64;
+        let mut cap = (available * share) as u64;
         if small {
             config.protection.latest_count = config.protection.latest_count.min(1);
+            cap = cap.min(SMALL_RECENT_TOKENS);
         }
         if config.protection.recent_tokens > cap {
             config.protection.recent_tokens = cap.max(1);
@@ -177,16 +184,23 @@ foldwire_core::register_config!(RangesConfig);
 mod tests {
     use super::*;
 
-    /// A small window protects one latest read and a smaller recent window (a fold there
-    /// would otherwise rewrite half the request); from a 40,000 window on the settings stand.
+    /// A small window protects one latest read and a smaller recent window (every fold
+    /// rewrites what is protected); from an 80,000 window on the settings stand.
     #[test]
     fn small_budgets_protect_one_latest_read_and_fewer_recent_tokens() {
         let stage = RangesBuild::default();
         let at = |window| stage.config_for(foldwire_core::Budget::default().with_window(window));
-        let small = at(30_000);
-        assert_eq!(small.protection.latest_count, 1);
-        assert_eq!(small.protection.recent_tokens, 4_050);
-        let large = at(60_000);
+        for window in [30_000, 60_000] {
+            let small = at(window);
+            assert_eq!(small.protection.latest_count, 1, "{window}");
+            assert_eq!(
+                small.protection.recent_tokens, SMALL_RECENT_TOKENS,
+                "{window}"
+            );
+        }
+        // A tiny window: the share binds before the token cap.
+        assert_eq!(at(16_000).protection.recent_tokens, 2_160);
+        let large = at(100_000);
         assert_eq!(large.protection.latest_count, 2);
         assert_eq!(large.protection.recent_tokens, 5_000);
     }

@@ -97,6 +97,7 @@ pub fn pressure_note(request_tokens: u64, floor: u64, window: u64) -> Option<Str
     let early = ScheduleConfig {
         trigger: schedule.trigger * NUDGE_EARLY,
         growth: schedule.growth * NUDGE_EARLY,
+        min_growth_tokens: (schedule.min_growth_tokens as f64 * NUDGE_EARLY) as u64,
         ..schedule
     };
     let grown = request_tokens.saturating_sub(floor);
