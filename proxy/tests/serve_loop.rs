@@ -456,14 +456,14 @@ async fn a_models_summary_below_the_minimum_is_refused_with_its_length_and_the_m
 async fn a_request_due_for_a_fold_gets_a_trailing_nudge() {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
-    // The request (~18,000 tokens) is past 0.8 of the schedule's trigger at this window
-    // (0.36 × 45,000 available) but under the trigger itself, so nothing folds by itself
-    // and the model is asked.
+    // The request (~30,000 tokens) is past 0.8 of the growth the schedule waits for at this
+    // window (0.8 × 34,000 from an empty start) but under that growth itself, so nothing
+    // folds by itself and the model is asked.
     let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 60_000).await;
     for wire in WIRES {
         mock.received.lock().unwrap().clear();
         let session = format!("nudge-{}", wire.as_str());
-        let body = history_body(wire, 16, 2400, false);
+        let body = history_body(wire, 27, 2400, false);
         let (status, _) = post(proxy, wire, false, &session, "plain", &body).await;
         assert_eq!(status, 200);
         let forwarded = String::from_utf8_lossy(&mock.bodies()[0]).to_string();

@@ -206,7 +206,8 @@ async fn the_model_folds_an_offered_run_of_summaries_into_a_higher_tier() {
         Wire::Gemini,
     ] {
         let session = format!("tiers-{}", wire.as_str());
-        for turns in 1..=20 {
+        // Long enough for several folds: at this window they come at the ceiling.
+        for turns in 1..=60 {
             post_ok(
                 proxy,
                 wire,
@@ -215,7 +216,7 @@ async fn the_model_folds_an_offered_run_of_summaries_into_a_higher_tier() {
             )
             .await;
         }
-        let body = history_body(wire, 21, 1200, false);
+        let body = history_body(wire, 61, 1200, false);
         let (status, answer) =
             post(proxy, wire, false, &session, "compress-summaries", &body).await;
         assert_eq!(status, 200);
