@@ -219,8 +219,8 @@ impl MediaArchive for ObjectMediaArchive {
         let mut packed: Vec<(usize, Bytes)> = Vec::new();
         let mut first_of: std::collections::HashMap<String, usize> =
             std::collections::HashMap::new();
-        for (media_type, bytes) in items {
-            let key = keys::sha256_hex(&bytes);
+        let digests = keys::sha256_hex_all(&items);
+        for ((media_type, bytes), key) in items.into_iter().zip(digests) {
             let content = StoredContent {
                 key: key.clone(),
                 media_type,
@@ -250,11 +250,20 @@ impl MediaArchive for ObjectMediaArchive {
             let total: usize = group.iter().map(|(_, b)| b.len()).sum();
             let mut pack = Vec::with_capacity(total);
             let mut offsets = Vec::with_capacity(group.len());
+            // The pack is named by the digest of its manifest, each payload's key and size in
+            // order: that fixes its bytes as surely as their own digest (every key is one),
+            // without hashing them a second time.
+            let mut manifest = String::with_capacity(group.len() * (keys::CONTENT_KEY_LEN + 12));
             for (i, bytes) in group {
                 offsets.push((*i, pack.len() as u64, bytes.len() as u64));
                 pack.extend_from_slice(bytes);
+                let key = parts.get(*i).map_or("", |p| p.content.key.as_str());
+                manifest.push_str(key);
+                manifest.push(' ');
+                manifest.push_str(&bytes.len().to_string());
+                manifest.push('\n');
             }
-            let pack_key = keys::sha256_hex(&pack);
+            let pack_key = keys::sha256_hex(manifest.as_bytes());
             let path = keys::pack_path(session, &pack_key)?;
             let opts = PutOptions {
                 mode: PutMode::Create,

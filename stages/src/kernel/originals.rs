@@ -69,19 +69,17 @@ pub async fn archive_originals(
     timeout: Duration,
 ) -> OriginalsArchived {
     let mut done = OriginalsArchived::default();
-    let pending: Vec<(Ref, String)> = state
-        .originals
-        .iter()
-        .map(|(r, raw)| (*r, raw.clone()))
-        .collect();
+    let pending: Vec<Ref> = state.originals.keys().copied().collect();
     if pending.is_empty() {
         return done;
     }
     // One batch: the archive writes the turn's originals as one pack (one object, one PUT),
-    // not one object per folded unit.
-    let items: Vec<(String, Bytes)> = pending
-        .iter()
-        .map(|(_, raw)| {
+    // not one object per folded unit. One copy of each: the state keeps its own until the
+    // write is confirmed.
+    let items: Vec<(String, Bytes)> = state
+        .originals
+        .values()
+        .map(|raw| {
             (
                 ORIGINAL_MEDIA_TYPE.to_owned(),
                 Bytes::from(raw.clone().into_bytes()),
@@ -96,17 +94,17 @@ pub async fn archive_originals(
                 parts.len(),
                 pending.len()
             );
-            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
             return done;
         }
         Ok(Err(e)) => {
             let why = format!("archive write failed: {e}");
-            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
             return done;
         }
         Err(_) => {
             let why = format!("archive write timed out after {} ms", timeout.as_millis());
-            done.failed = pending.iter().map(|(r, _)| (*r, why.clone())).collect();
+            done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
             return done;
         }
     };
@@ -117,7 +115,7 @@ pub async fn archive_originals(
         .filter(|item| is_original(item))
         .filter_map(|item| item.r#ref.map(|r| (r, item.key.clone())))
         .collect();
-    for ((r, _), part) in pending.into_iter().zip(written) {
+    for (r, part) in pending.into_iter().zip(written) {
         let stored = part.content;
         let mut item = ArchivedItem {
             r#ref: Some(r),
