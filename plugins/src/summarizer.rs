@@ -54,6 +54,30 @@ const DECISION_WORDS: [&str; 8] = [
     "decided", "decision", "we will", "i will", "i'll", "let's", "plan:", "instead",
 ];
 
+/// True when the lowercased text holds one of `words` (ASCII text is lowercased without the
+/// Unicode tables, which gives the same text).
+fn mentions(text: &str, words: &[&str]) -> bool {
+    let lower = if text.is_ascii() {
+        text.to_ascii_lowercase()
+    } else {
+        text.to_lowercase()
+    };
+    words.iter().any(|w| lower.contains(w))
+}
+
+/// False when no token of the line can pass [`is_identifier`]: each needs `_` (snake case),
+/// `::`, `()` or an uppercase letter (camel case). Checked on ASCII lines only; any other
+/// line may hold one.
+fn may_hold_identifier(line: &str) -> bool {
+    if !line.is_ascii() {
+        return true;
+    }
+    let b = line.as_bytes();
+    b.iter().any(|&c| c == b'_' || c.is_ascii_uppercase())
+        || memchr::memmem::find(b, b"::").is_some()
+        || memchr::memmem::find(b, b"()").is_some()
+}
+
 /// True when a token looks like a file path (`src/a.rs`, `./x.py`, `Cargo.toml`).
 fn is_path(token: &str) -> bool {
     let has_ext = token.rsplit_once('.').is_some_and(|(stem, ext)| {
@@ -227,20 +251,22 @@ impl Extractive {
             // Reasoning, whether a reasoning unit or written inline as `<think>…</think>` at
             // the start of an answer, is the model's scratch work, not what the range holds
             // (acp §26 #120): only the answer is read.
-            for line in u.answer_text().lines() {
+            let answer = u.answer_text();
+            // One search of the whole unit first: most units hold none of the words, and
+            // then no line of them needs a search of its own.
+            let unit_errors = mentions(answer, &ERROR_WORDS);
+            let unit_decisions = u.kind == MessageKind::Text && mentions(answer, &DECISION_WORDS);
+            for line in answer.lines() {
                 if s.settled() && s.len(FILES) > 0 {
                     break;
                 }
-                let want_errors = s.wants(ERRORS);
-                let want_decisions = u.kind == MessageKind::Text && s.wants(DECISIONS);
-                if want_errors || want_decisions {
-                    let lower = line.to_lowercase();
-                    if want_errors && ERROR_WORDS.iter().any(|w| lower.contains(w)) {
-                        s.add(ERRORS, line_of(line, 160));
-                    }
-                    if want_decisions && DECISION_WORDS.iter().any(|w| lower.contains(w)) {
-                        s.add(DECISIONS, line_of(line, 160));
-                    }
+                let want_errors = unit_errors && s.wants(ERRORS);
+                let want_decisions = unit_decisions && s.wants(DECISIONS);
+                if want_errors && mentions(line, &ERROR_WORDS) {
+                    s.add(ERRORS, line_of(line, 160));
+                }
+                if want_decisions && mentions(line, &DECISION_WORDS) {
+                    s.add(DECISIONS, line_of(line, 160));
                 }
                 if s.wants(COMMANDS)
                     && let Some(cmd) = line.trim().strip_prefix("$ ")
@@ -248,7 +274,7 @@ impl Extractive {
                     s.add(COMMANDS, line_of(cmd, 120));
                 }
                 let want_paths = s.wants(FILES) || s.len(FILES) == 0;
-                let want_idents = s.wants(IDENTIFIERS);
+                let want_idents = s.wants(IDENTIFIERS) && may_hold_identifier(line);
                 if !want_paths && !want_idents {
                     continue;
                 }
@@ -453,6 +479,31 @@ mod tests {
             "{}",
             roomy.text
         );
+    }
+
+    /// A line is skipped for identifiers only when none of its tokens is one.
+    #[test]
+    fn lines_without_an_identifier_mark_are_skipped_only_when_none_is_there() {
+        let lines = [
+            "Build FAILED in src/a.rs",
+            "all good, 12 passed",
+            "snake_case and CamelCase and a::b and call()",
+            "plain words only here",
+            "Ünïcode Wörds",
+        ];
+        for line in lines {
+            let any_identifier = line.split_whitespace().any(|raw| is_identifier(clean(raw)));
+            assert!(
+                may_hold_identifier(line) || !any_identifier,
+                "{line}: skipped a line with an identifier"
+            );
+        }
+        assert!(!may_hold_identifier("plain words only here (ok)"));
+        assert!(may_hold_identifier("a_b"));
+        // The word search ignores case on ASCII and on other text alike.
+        assert!(mentions("Build FAILED", &ERROR_WORDS));
+        assert!(mentions("ÉCHEC: Fatal", &ERROR_WORDS));
+        assert!(!mentions("all good", &ERROR_WORDS));
     }
 
     // acp §26 #120
