@@ -43,9 +43,9 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::{
-    CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin, MinSummary, Protection,
-    SummaryRun, apply_compression, archive_originals, fold_view, folded_media_warning,
-    folded_request_tokens, summary_runs, summary_text, sync_blocks,
+    CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin, FoldOutcome,
+    MinSummary, Protection, SummaryRun, apply_compression, archive_originals, fold_and_measure,
+    fold_view, folded_media_warning, summary_runs, summary_text, sync_blocks,
 };
 use crate::ranges_build::UsedProtection;
 use crate::strategy_scope::{self, FAILED_CODE, StrategyScope};
@@ -200,7 +200,13 @@ impl Fold {
         (self.config.max_summary_chars as u64).div_ceil(3) + SUMMARY_HEADER_TOKENS
     }
 
-    async fn auto_fold(&self, turn: &mut Turn, cx: &StageCx) -> Result<(), StageError> {
+    /// Makes this turn's automatic folds; returns the folded view it measured last, which is
+    /// the one to send unless the state changes again.
+    async fn auto_fold(
+        &self,
+        turn: &mut Turn,
+        cx: &StageCx,
+    ) -> Result<Option<(Conversation, FoldOutcome)>, StageError> {
         let compress = self.compress_config(turn);
         let policy = self
             .policy
@@ -229,6 +235,7 @@ impl Fold {
             floor: 0,
             per_turn: 0,
             measured: std::cell::Cell::new(None),
+            view: std::cell::RefCell::new(None),
         };
 
         // The floor the schedule measures growth from: the request right after the last
@@ -310,12 +317,13 @@ impl Fold {
             record.blocks = folds.turn.state.blocks.len();
         }
         record.last = folds.request_tokens();
+        let view = folds.view.take();
         scope.report_into(&mut turn.report, NAME);
         turn.report.count("fold.floor_tokens", record.floor);
         turn.report.count("fold.per_turn_tokens", record.per_turn);
         record.store(&mut turn.state);
         turn.conversation = Some(conversation);
-        Ok(())
+        Ok(view)
     }
 }
 
@@ -425,6 +433,9 @@ struct Folds<'a> {
     /// [`Folds::request_tokens`] since the state last changed: measuring copies and folds
     /// the whole conversation, and a turn asks several times between changes.
     measured: std::cell::Cell<Option<u64>>,
+    /// The folded copy that measure was made on (none when no block covered anything): the
+    /// view the stage sends if the state does not change again.
+    view: std::cell::RefCell<Option<(Conversation, FoldOutcome)>>,
 }
 
 impl Folds<'_> {
@@ -434,8 +445,9 @@ impl Folds<'_> {
         if let Some(tokens) = self.measured.get() {
             return tokens;
         }
-        let tokens = folded_request_tokens(self.conversation, &self.turn.state, self.estimator);
+        let (tokens, view) = fold_and_measure(self.conversation, &self.turn.state, self.estimator);
         self.measured.set(Some(tokens));
+        self.view.replace(view);
         tokens
     }
 
@@ -557,6 +569,7 @@ impl Folds<'_> {
             return 0;
         }
         self.measured.set(None);
+        self.view.replace(None);
         let result = apply_compression(
             &mut self.turn.state,
             self.conversation,
@@ -636,9 +649,11 @@ impl Stage for Fold {
         r.count("fold.blocks_left_view", sync.left_view.len() as u64);
         r.count("fold.blocks_returned", sync.returned.len() as u64);
         r.count("fold.blocks_turned_old", sync.turned_old.len() as u64);
-        if self.config.auto {
-            self.auto_fold(turn, cx).await?;
-        }
+        let view = if self.config.auto {
+            self.auto_fold(turn, cx).await?
+        } else {
+            None
+        };
         if let Some(archive) = cx.archive.as_ref()
             && !turn.state.originals.is_empty()
         {
@@ -673,7 +688,16 @@ impl Stage for Fold {
         let Some(conversation) = turn.conversation.as_mut() else {
             return Err(StageError::NotDecoded { stage: NAME });
         };
-        let outcome = fold_view(conversation, &turn.state);
+        // The view the automatic folds measured last is this state's fold already (moving
+        // originals to the archive changes nothing folding reads), so it is sent as it is
+        // rather than folded a second time from another copy.
+        let outcome = match view {
+            Some((folded, outcome)) => {
+                *conversation = folded;
+                outcome
+            }
+            None => fold_view(conversation, &turn.state),
+        };
         let r = &mut turn.report;
         r.count("fold.units_removed", outcome.removed as u64);
         r.count("fold.summaries_rendered", outcome.summaries.len() as u64);

@@ -13,7 +13,7 @@ use foldwire_core::{Conversation, SessionState, TokenEstimator};
 use foldwire_wire::request;
 use foldwire_wire::tokens::raw_tokens;
 
-use super::prune::fold_view;
+use super::prune::{FoldOutcome, fold_view};
 use super::units::unit_tokens;
 
 /// A request's estimated tokens, split the way the layout's zones need them.
@@ -88,12 +88,24 @@ pub fn folded_request_tokens(
     state: &SessionState,
     estimator: &dyn TokenEstimator,
 ) -> u64 {
+    fold_and_measure(conversation, state, estimator).0
+}
+
+/// [`folded_request_tokens`], with the folded copy it measured and what folding it did, so
+/// a caller that goes on to send the same view need not fold it again; `None` when no
+/// block covers anything (the conversation was measured as it is, not copied).
+pub fn fold_and_measure(
+    conversation: &Conversation,
+    state: &SessionState,
+    estimator: &dyn TokenEstimator,
+) -> (u64, Option<(Conversation, FoldOutcome)>) {
     // No block covers anything (a new session's first measure): folding changes nothing,
     // so the conversation is measured as it is rather than copied whole first.
     if state.active_blocks().all(|b| b.effective.is_empty()) {
-        return measure(conversation, estimator).total();
+        return (measure(conversation, estimator).total(), None);
     }
     let mut folded = conversation.clone();
-    fold_view(&mut folded, state);
-    measure(&folded, estimator).total()
+    let outcome = fold_view(&mut folded, state);
+    let tokens = measure(&folded, estimator).total();
+    (tokens, Some((folded, outcome)))
 }

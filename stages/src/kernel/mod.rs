@@ -42,7 +42,7 @@ pub use compress::{
 };
 pub use inspect::{BlockView, Inspection, RefView, inspect};
 pub use lifecycle::{BlockSync, DEFAULT_OLD_AFTER_TURNS, sync_blocks};
-pub use measure::{RequestTokens, folded_request_tokens, measure};
+pub use measure::{RequestTokens, fold_and_measure, folded_request_tokens, measure};
 pub use originals::{OriginalsArchived, archive_originals, original_key};
 pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection, pin_tools};
 pub use prune::{FirstUserPin, FoldOutcome, fold_view};
