@@ -247,18 +247,16 @@ impl MediaArchive for ObjectMediaArchive {
             return Ok(parts);
         }
         for group in pack_groups(&packed) {
-            // The pack goes out as its payloads side by side, never copied into one buffer.
-            let mut pack: Vec<Bytes> = Vec::with_capacity(group.len());
-            let mut at = 0u64;
+            let total: usize = group.iter().map(|(_, b)| b.len()).sum();
+            let mut pack = Vec::with_capacity(total);
             let mut offsets = Vec::with_capacity(group.len());
             // The pack is named by the digest of its manifest, each payload's key and size in
             // order: that fixes its bytes as surely as their own digest (every key is one),
             // without hashing them a second time.
             let mut manifest = String::with_capacity(group.len() * (keys::CONTENT_KEY_LEN + 12));
             for (i, bytes) in group {
-                offsets.push((*i, at, bytes.len() as u64));
-                at += bytes.len() as u64;
-                pack.push(bytes.clone());
+                offsets.push((*i, pack.len() as u64, bytes.len() as u64));
+                pack.extend_from_slice(bytes);
                 let key = parts.get(*i).map_or("", |p| p.content.key.as_str());
                 manifest.push_str(key);
                 manifest.push(' ');
@@ -273,7 +271,7 @@ impl MediaArchive for ObjectMediaArchive {
             };
             match self
                 .store
-                .put_opts(&path, pack.into_iter().collect::<PutPayload>(), opts)
+                .put_opts(&path, PutPayload::from(pack), opts)
                 .await
             {
                 Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
