@@ -252,10 +252,12 @@ impl Extractive {
             // the start of an answer, is the model's scratch work, not what the range holds
             // (acp §26 #120): only the answer is read.
             let answer = u.answer_text();
-            // One search of the whole unit first: most units hold none of the words, and
-            // then no line of them needs a search of its own.
-            let unit_errors = mentions(answer, &ERROR_WORDS);
-            let unit_decisions = u.kind == MessageKind::Text && mentions(answer, &DECISION_WORDS);
+            // One search of the whole unit first, for the sections still wanted: most units
+            // hold none of the words, and then no line of them needs a search of its own.
+            let unit_errors = s.wants(ERRORS) && mentions(answer, &ERROR_WORDS);
+            let unit_decisions = u.kind == MessageKind::Text
+                && s.wants(DECISIONS)
+                && mentions(answer, &DECISION_WORDS);
             for line in answer.lines() {
                 if s.settled() && s.len(FILES) > 0 {
                     break;
