@@ -91,7 +91,7 @@ pub use registry::{About, BuildCx, Component, ComponentInfo, Registration, Regis
 pub use report::{Refusal, StageTiming, TurnReport, Warning};
 pub use resolve::{Resolved, StrategyKind};
 pub use stage::{Clock, Stage, StageCx, StageError, SystemClock};
-pub use state::{STATE_VERSION, SessionState, StateFormatError};
+pub use state::{OriginalText, STATE_VERSION, SessionState, StateFormatError};
 pub use strategy::{
     BoxError, FoldDemand, FoldPolicy, HeadZone, Layout, LayoutPlan, LayoutRequest, RangeInfo,
     StrategyError, StrategySource, Summarizer, Summary, SummaryRequest,

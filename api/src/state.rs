@@ -51,9 +51,102 @@ pub struct ArchivedItem {
     pub media_type: String,
     /// Size in bytes.
     pub size: u64,
+    /// True when it holds the original of a folded unit (not media).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub original: bool,
+    /// True when it holds the whole output of a tool result trimmed on the wire.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub trimmed: bool,
+    /// For spilled media: the fingerprint of the unit that carried it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// For spilled media: the JSON pointer of the payload inside that unit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+    /// The content key of the pack its bytes were written in (none: an object of its own).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pack: Option<String>,
+    /// Where in that pack its bytes start (their length is `size`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub offset: Option<u64>,
     /// Fields written by newer versions.
     #[serde(flatten)]
     pub extra: ExtraFields,
+}
+
+/// The exact bytes of a folded unit, kept in the state until the archive holds them: UTF-8
+/// text (the unit's JSON as received) held as shared bytes, so keeping a slice of the
+/// request body costs a reference count rather than a copy (a first turn folds megabytes).
+/// Serialized as a JSON string.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub struct OriginalText(bytes::Bytes);
+
+impl OriginalText {
+    /// The bytes, when they are UTF-8.
+    ///
+    /// # Errors
+    /// Where the bytes stop being UTF-8.
+    pub fn from_utf8(bytes: bytes::Bytes) -> Result<Self, std::str::Utf8Error> {
+        std::str::from_utf8(&bytes)?;
+        Ok(OriginalText(bytes))
+    }
+
+    /// The text (checked UTF-8 when made, so never empty by mistake).
+    pub fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+
+    /// The bytes, shared.
+    pub fn bytes(&self) -> bytes::Bytes {
+        self.0.clone()
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// True when it holds no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl std::fmt::Debug for OriginalText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl Deref for OriginalText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl From<String> for OriginalText {
+    fn from(text: String) -> Self {
+        OriginalText(bytes::Bytes::from(text.into_bytes()))
+    }
+}
+
+impl From<&str> for OriginalText {
+    fn from(text: &str) -> Self {
+        OriginalText(bytes::Bytes::copy_from_slice(text.as_bytes()))
+    }
+}
+
+impl Serialize for OriginalText {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for OriginalText {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        String::deserialize(deserializer).map(OriginalText::from)
+    }
 }
 
 /// A provider-reported usage sample, used to calibrate token estimates.
@@ -187,7 +280,7 @@ pub struct SessionState {
     /// Every block ever made, active or not.
     pub blocks: Shared<Vec<Block>>,
     /// Originals of folded messages kept in the state until an archive holds them, by ref.
-    pub originals: BTreeMap<Ref, String>,
+    pub originals: BTreeMap<Ref, OriginalText>,
     /// The archive index.
     pub archive: Shared<Vec<ArchivedItem>>,
     /// Head-window and reset state, owned by the layout stage.
@@ -325,6 +418,62 @@ impl SessionState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn archive_items_read_and_write_the_field_names_of_earlier_builds() {
+        // As earlier builds wrote them: the marks and places were untyped extra fields.
+        let old = br#"{"version":1,"archive":[
+            {"ref":"m00002","key":"k1","media_type":"t","size":3,"original":true,"pack":"p1","offset":7},
+            {"key":"k2","media_type":"image/png","size":4,"message":"fp","pointer":"/source/data","later":1},
+            {"ref":"m00003","key":"k3","media_type":"t","size":5,"trimmed":true}]}"#;
+        let state = SessionState::from_json(old).unwrap();
+        let [original, media, trimmed] = state.archive.as_slice() else {
+            panic!("three items")
+        };
+        assert!(original.original && !original.trimmed);
+        assert_eq!(original.pack.as_deref(), Some("p1"));
+        assert_eq!(original.offset, Some(7));
+        assert!(original.extra.is_empty());
+        assert_eq!(media.message.as_deref(), Some("fp"));
+        assert_eq!(media.pointer.as_deref(), Some("/source/data"));
+        assert!(!media.original && media.pack.is_none());
+        assert_eq!(media.extra.get("later"), Some(&serde_json::json!(1)));
+        assert!(trimmed.trimmed);
+        // Written back under the same names, and only the fields an item has.
+        let saved: serde_json::Value = serde_json::from_slice(&state.to_json().unwrap()).unwrap();
+        let items = saved["archive"].as_array().unwrap();
+        assert_eq!(items[0]["original"], serde_json::json!(true));
+        assert_eq!(items[0]["pack"], serde_json::json!("p1"));
+        assert_eq!(items[0]["offset"], serde_json::json!(7));
+        assert!(items[0].get("trimmed").is_none() && items[0].get("message").is_none());
+        assert_eq!(items[1]["pointer"], serde_json::json!("/source/data"));
+        assert_eq!(items[1]["later"], serde_json::json!(1));
+        assert!(items[1].get("original").is_none());
+        assert_eq!(items[2]["trimmed"], serde_json::json!(true));
+    }
+
+    #[test]
+    fn originals_are_kept_as_shared_text_and_saved_as_strings() {
+        let body =
+            bytes::Bytes::from_static(br#"xx{"role":"user","content":"caf\u00e9 \u00e9"}yy"#);
+        let unit = body.slice(2..body.len() - 2);
+        let original = OriginalText::from_utf8(unit.clone()).unwrap();
+        // The same bytes, not a copy of them.
+        assert_eq!(original.bytes().as_ptr(), unit.as_ptr());
+        assert_eq!(original.as_str(), std::str::from_utf8(&unit).unwrap());
+        let mut state = SessionState::default();
+        state.originals.insert(Ref(7), original.clone());
+        let json = state.to_json().unwrap();
+        let saved: serde_json::Value = serde_json::from_slice(&json).unwrap();
+        assert_eq!(
+            saved["originals"]["m00007"].as_str(),
+            Some(original.as_str())
+        );
+        let back = SessionState::from_json(&json).unwrap();
+        assert_eq!(back.originals[&Ref(7)], original);
+        let bad = OriginalText::from_utf8(bytes::Bytes::from_static(b"ok \xff"));
+        assert!(bad.is_err());
+    }
 
     #[test]
     fn older_files_load_and_unknown_fields_survive() {

@@ -324,7 +324,7 @@ pub async fn retention(b: &Backends, tag: &str) -> Checked {
         key: kept.key.clone(),
         media_type: png.to_owned(),
         size: kept.size,
-        extra: Default::default(),
+        ..Default::default()
     });
     cx.ok("save", b.state.save(&live, &state, None).await)?;
 

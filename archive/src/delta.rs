@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use foldwire_core::state::{ArchivedItem, RefEntry, Shared, UsageSample};
-use foldwire_core::{Block, Generation, Ref, SessionId, SessionState};
+use foldwire_core::{Block, Generation, OriginalText, Ref, SessionId, SessionState};
 
 /// Changes to one table (a `Vec`): drop `skip` rows from the front (a bounded table that
 /// shifted), then set the rows listed by index, then cut or extend to `len`.
@@ -228,7 +228,7 @@ pub struct StateDelta {
     pub blocks: Option<VecPatch<Block>>,
     /// Originals kept in the state, added or removed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub originals: Option<MapPatch<Ref, String>>,
+    pub originals: Option<MapPatch<Ref, OriginalText>>,
     /// Archive index rows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archive: Option<VecPatch<ArchivedItem>>,

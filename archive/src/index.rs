@@ -2,25 +2,16 @@
 //!
 //! `archive.spill` runs before `refs.mint`, so a payload is recorded by the fingerprint of
 //! its unit and its JSON pointer inside the unit; the ref is joined in through the session's
-//! refs table (ref → fingerprint) once minted. The two extra fields travel in
-//! [`ArchivedItem::extra`] (`message`, `pointer`), which keeps the core type unchanged and
-//! older state files readable.
+//! refs table (ref → fingerprint) once minted. They are [`ArchivedItem::message`] and
+//! [`ArchivedItem::pointer`]; a payload written in a pack also has [`ArchivedItem::pack`] and
+//! [`ArchivedItem::offset`]. State files name them as earlier builds did (`message`,
+//! `pointer`, `pack`, `offset`), so both read each other's.
 
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{
     MediaArchive, MessageId, PackLocation, Ref, SessionId, SessionState, StoreError,
 };
-
-/// Name of the extra field holding the content key of the pack an item was written in.
-const PACK_FIELD: &str = "pack";
-/// Name of the extra field holding the item's offset inside its pack (its length is `size`).
-const OFFSET_FIELD: &str = "offset";
-
-/// Name of the extra field holding the unit fingerprint.
-const MESSAGE_FIELD: &str = "message";
-/// Name of the extra field holding the JSON pointer of the payload inside the unit.
-const POINTER_FIELD: &str = "pointer";
 
 /// One spilled media payload of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,28 +33,21 @@ pub struct MediaRecord {
 impl MediaRecord {
     /// The state-file form.
     pub fn to_item(&self) -> ArchivedItem {
-        let mut item = ArchivedItem {
+        ArchivedItem {
             r#ref: self.r#ref,
             key: self.key.clone(),
             media_type: self.media_type.clone(),
             size: self.size,
+            message: Some(self.message.0.clone()),
+            pointer: Some(self.pointer.clone()),
             ..ArchivedItem::default()
-        };
-        item.extra.insert(
-            MESSAGE_FIELD.to_owned(),
-            serde_json::Value::String(self.message.0.clone()),
-        );
-        item.extra.insert(
-            POINTER_FIELD.to_owned(),
-            serde_json::Value::String(self.pointer.clone()),
-        );
-        item
+        }
     }
 
     /// Reads a record back; `None` for archive items that are not media spills.
     pub fn from_item(item: &ArchivedItem) -> Option<Self> {
-        let message = item.extra.get(MESSAGE_FIELD)?.as_str()?;
-        let pointer = item.extra.get(POINTER_FIELD)?.as_str()?;
+        let message = item.message.as_deref()?;
+        let pointer = item.pointer.as_deref()?;
         Some(MediaRecord {
             message: MessageId(message.to_owned()),
             pointer: pointer.to_owned(),
@@ -87,8 +71,8 @@ pub fn records(state: &SessionState) -> Vec<MediaRecord> {
 /// True when the payload at `pointer` of unit `message` is already archived.
 pub fn is_archived(state: &SessionState, message: &MessageId, pointer: &str) -> bool {
     state.archive.iter().any(|item| {
-        item.extra.get(MESSAGE_FIELD).and_then(|v| v.as_str()) == Some(message.0.as_str())
-            && item.extra.get(POINTER_FIELD).and_then(|v| v.as_str()) == Some(pointer)
+        item.message.as_deref() == Some(message.0.as_str())
+            && item.pointer.as_deref() == Some(pointer)
     })
 }
 
@@ -117,24 +101,16 @@ pub fn record_at(
 /// Notes on an archive item where in a pack its bytes are (`pack`, `offset`; `size` is
 /// already the item's).
 pub fn set_location(item: &mut ArchivedItem, location: &PackLocation) {
-    item.extra.insert(
-        PACK_FIELD.to_owned(),
-        serde_json::Value::String(location.pack.clone()),
-    );
-    item.extra.insert(
-        OFFSET_FIELD.to_owned(),
-        serde_json::Value::from(location.offset),
-    );
+    item.pack = Some(location.pack.clone());
+    item.offset = Some(location.offset);
 }
 
 /// Where in a pack an archive item's bytes are; `None` for an object of its own (every
 /// item of earlier builds).
 pub fn location(item: &ArchivedItem) -> Option<PackLocation> {
-    let pack = item.extra.get(PACK_FIELD)?.as_str()?;
-    let offset = item.extra.get(OFFSET_FIELD)?.as_u64()?;
     Some(PackLocation {
-        pack: pack.to_owned(),
-        offset,
+        pack: item.pack.clone()?,
+        offset: item.offset?,
         size: item.size,
     })
 }

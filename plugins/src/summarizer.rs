@@ -54,15 +54,24 @@ const DECISION_WORDS: [&str; 8] = [
     "decided", "decision", "we will", "i will", "i'll", "let's", "plan:", "instead",
 ];
 
-/// True when the lowercased text holds one of `words` (ASCII text is lowercased without the
-/// Unicode tables, which gives the same text).
-fn mentions(text: &str, words: &[&str]) -> bool {
-    let lower = if text.is_ascii() {
-        text.to_ascii_lowercase()
-    } else {
-        text.to_lowercase()
-    };
-    words.iter().any(|w| lower.contains(w))
+/// A buffer the searches for section words lowercase into, reused across units and lines
+/// (a first turn searches every folded unit once).
+#[derive(Default)]
+struct Lowered(String);
+
+impl Lowered {
+    /// True when the lowercased text holds one of `words` (ASCII text is lowercased
+    /// without the Unicode tables, which gives the same text).
+    fn mentions(&mut self, text: &str, words: &[&str]) -> bool {
+        self.0.clear();
+        if text.is_ascii() {
+            self.0.push_str(text);
+            self.0.make_ascii_lowercase();
+        } else {
+            self.0.extend(text.chars().flat_map(char::to_lowercase));
+        }
+        words.iter().any(|w| self.0.contains(w))
+    }
 }
 
 /// False when no token of the line can pass [`is_identifier`]: each needs `_` (snake case),
@@ -232,6 +241,7 @@ impl Extractive {
     /// many units were read.
     fn collect(&self, units: &[Message], limit: usize, opening: usize) -> (Sections, usize) {
         let mut s = Sections::new(self.0.max_items, limit, opening);
+        let mut lowered = Lowered::default();
         let mut read = 0;
         for u in units {
             // The topic is the first path, so paths are collected until there is one even
@@ -254,20 +264,30 @@ impl Extractive {
             let answer = u.answer_text();
             // One search of the whole unit first, for the sections still wanted: most units
             // hold none of the words, and then no line of them needs a search of its own.
-            let unit_errors = s.wants(ERRORS) && mentions(answer, &ERROR_WORDS);
+            let unit_errors = s.wants(ERRORS) && lowered.mentions(answer, &ERROR_WORDS);
             let unit_decisions = u.kind == MessageKind::Text
                 && s.wants(DECISIONS)
-                && mentions(answer, &DECISION_WORDS);
+                && lowered.mentions(answer, &DECISION_WORDS);
+            // Nothing a line could add: the unit's lines are not read at all.
+            let lines_wanted = unit_errors
+                || unit_decisions
+                || s.wants(COMMANDS)
+                || s.wants(FILES)
+                || s.len(FILES) == 0
+                || s.wants(IDENTIFIERS);
+            if !lines_wanted {
+                continue;
+            }
             for line in answer.lines() {
                 if s.settled() && s.len(FILES) > 0 {
                     break;
                 }
                 let want_errors = unit_errors && s.wants(ERRORS);
                 let want_decisions = unit_decisions && s.wants(DECISIONS);
-                if want_errors && mentions(line, &ERROR_WORDS) {
+                if want_errors && lowered.mentions(line, &ERROR_WORDS) {
                     s.add(ERRORS, line_of(line, 160));
                 }
-                if want_decisions && mentions(line, &DECISION_WORDS) {
+                if want_decisions && lowered.mentions(line, &DECISION_WORDS) {
                     s.add(DECISIONS, line_of(line, 160));
                 }
                 if s.wants(COMMANDS)
@@ -503,9 +523,12 @@ mod tests {
         assert!(!may_hold_identifier("plain words only here (ok)"));
         assert!(may_hold_identifier("a_b"));
         // The word search ignores case on ASCII and on other text alike.
-        assert!(mentions("Build FAILED", &ERROR_WORDS));
-        assert!(mentions("ÉCHEC: Fatal", &ERROR_WORDS));
-        assert!(!mentions("all good", &ERROR_WORDS));
+        let mut lowered = Lowered::default();
+        assert!(lowered.mentions("Build FAILED", &ERROR_WORDS));
+        assert!(lowered.mentions("ÉCHEC: Fatal", &ERROR_WORDS));
+        assert!(!lowered.mentions("all good", &ERROR_WORDS));
+        // The buffer holds only the text searched last.
+        assert!(!lowered.mentions("ok", &ERROR_WORDS));
     }
 
     // acp §26 #120

@@ -79,8 +79,10 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
     foldwire_plugins::link();
     let registry = Arc::new(Registry::from_inventory().unwrap());
     let backends = Backends::memory();
+    // The same archive, noting which thread wrote each batch.
+    let batches = foldwire_test_kit::archive::BatchThreads::over(backends.media.clone());
     let cx = StageCx::new(registry.clone())
-        .with_archive(backends.media.clone())
+        .with_archive(batches.clone())
         .with_estimator(Arc::new(CharEstimator));
     let session = SessionId::new("pipe-1").unwrap();
     let inline = image();
@@ -106,6 +108,16 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
     assert!(
         turn.state.originals.is_empty(),
         "originals left in the state"
+    );
+    // The fold's originals (the last batch; the spilled image went first) went out on a
+    // thread of their own, beside the stage's next work (measuring the folded request), not
+    // after it on the stage's thread.
+    let threads = batches.batches();
+    assert!(
+        threads
+            .last()
+            .is_some_and(|t| *t != std::thread::current().id()),
+        "{threads:?}"
     );
 
     // The image unit got a ref and a block folded it.

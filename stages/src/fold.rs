@@ -37,15 +37,17 @@ use std::sync::Arc;
 
 use foldwire_core::{
     AnyRef, BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact,
-    FoldDemand, FoldPolicy, Message, Origin, RangeInfo, Ref, Resolved, Role, Stage, StageCx,
-    StageError, StrategyUse, Summarizer, SummaryRequest, TokenEstimator, Turn, async_trait,
+    FoldDemand, FoldPolicy, MediaArchive, Message, Origin, RangeInfo, Ref, Resolved, Role, Stage,
+    StageCx, StageError, StrategyUse, Summarizer, SummaryRequest, TokenEstimator, Turn,
+    async_trait,
 };
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::{
     CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin, FoldOutcome,
-    MinSummary, Protection, SummaryRun, apply_compression, archive_originals, fold_and_measure,
-    fold_view, folded_media_warning, summary_runs, summary_text, sync_blocks,
+    MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression, finish_archiving,
+    fold_and_measure, fold_view, folded_media_warning, start_archiving, summary_runs, summary_text,
+    sync_blocks,
 };
 use crate::ranges_build::UsedProtection;
 use crate::strategy_scope::{self, FAILED_CODE, StrategyScope};
@@ -201,12 +203,8 @@ impl Fold {
     }
 
     /// Makes this turn's automatic folds; returns the folded view it measured last, which is
-    /// the one to send unless the state changes again.
-    async fn auto_fold(
-        &self,
-        turn: &mut Turn,
-        cx: &StageCx,
-    ) -> Result<Option<(Conversation, FoldOutcome)>, StageError> {
+    /// the one to send unless the state changes again, and the originals write it started.
+    async fn auto_fold(&self, turn: &mut Turn, cx: &StageCx) -> Result<AutoFolded, StageError> {
         let compress = self.compress_config(turn);
         let policy = self
             .policy
@@ -236,6 +234,8 @@ impl Fold {
             per_turn: 0,
             measured: std::cell::Cell::new(None),
             view: std::cell::RefCell::new(None),
+            archive: cx.archive.as_ref(),
+            in_flight: None,
         };
 
         // The floor the schedule measures growth from: the request right after the last
@@ -271,6 +271,7 @@ impl Fold {
                     requests.extend(folds.fresh_request(start, end).await);
                 }
                 folds.apply(&requests);
+                folds.start_archiving();
                 // Picked ranges leave the queue whether or not they applied, so every round
                 // makes progress.
                 let mut index = 0;
@@ -318,13 +319,23 @@ impl Fold {
         }
         record.last = folds.request_tokens();
         let view = folds.view.take();
+        let in_flight = folds.in_flight.take();
         scope.report_into(&mut turn.report, NAME);
         turn.report.count("fold.floor_tokens", record.floor);
         turn.report.count("fold.per_turn_tokens", record.per_turn);
         record.store(&mut turn.state);
         turn.conversation = Some(conversation);
-        Ok(view)
+        Ok(AutoFolded { view, in_flight })
     }
+}
+
+/// What [`Fold::auto_fold`] leaves the rest of the stage.
+#[derive(Default)]
+struct AutoFolded {
+    /// The folded view measured last, when the state has not changed since.
+    view: Option<(Conversation, FoldOutcome)>,
+    /// The originals write started after the first fold, still under way.
+    in_flight: Option<OriginalsInFlight>,
 }
 
 /// Where the fold schedule's record lives in the session state (`SessionState::extra`).
@@ -436,6 +447,10 @@ struct Folds<'a> {
     /// The folded copy that measure was made on (none when no block covered anything): the
     /// view the stage sends if the state does not change again.
     view: std::cell::RefCell<Option<(Conversation, FoldOutcome)>>,
+    /// Where the originals of folded units go, when the stage has an archive.
+    archive: Option<&'a Arc<dyn MediaArchive>>,
+    /// The write of the first batch's originals, started right after it was applied.
+    in_flight: Option<OriginalsInFlight>,
 }
 
 impl Folds<'_> {
@@ -449,6 +464,17 @@ impl Folds<'_> {
         self.measured.set(Some(tokens));
         self.view.replace(view);
         tokens
+    }
+
+    /// Starts writing the originals folded so far, unless a write is already under way
+    /// (originals folded after it go when the stage finishes).
+    fn start_archiving(&mut self) {
+        if self.in_flight.is_some() {
+            return;
+        }
+        if let Some(archive) = self.archive {
+            self.in_flight = start_archiving(&self.turn.state, archive, &self.turn.session);
+        }
     }
 
     fn demand(&self, summary_tokens: u64) -> FoldDemand {
@@ -649,16 +675,17 @@ impl Stage for Fold {
         r.count("fold.blocks_left_view", sync.left_view.len() as u64);
         r.count("fold.blocks_returned", sync.returned.len() as u64);
         r.count("fold.blocks_turned_old", sync.turned_old.len() as u64);
-        let view = if self.config.auto {
+        let AutoFolded { view, in_flight } = if self.config.auto {
             self.auto_fold(turn, cx).await?
         } else {
-            None
+            AutoFolded::default()
         };
         if let Some(archive) = cx.archive.as_ref()
             && !turn.state.originals.is_empty()
         {
-            let done = archive_originals(
+            let done = finish_archiving(
                 &mut turn.state,
+                in_flight,
                 archive.as_ref(),
                 &turn.session,
                 cx.archive_timeout,

@@ -3,7 +3,7 @@
 //! Outside the recent window (the protection `ranges.build` used this turn), a tool result
 //! whose text is over `min_chars` keeps its first `head_chars` and last `tail_chars`
 //! characters and a line naming its ref; the whole unit is written to the session's archive
-//! **first** (content-addressed, recorded in `state.archive` with `"trimmed": true`), and
+//! **first** (content-addressed, recorded in `state.archive` as [`ArchivedItem::trimmed`]), and
 //! [`restore_trimmed`] gives it back byte-identical (the model's `restore` tool with the
 //! ref, `foldwire restore --ref mNNNNN`). A unit whose write fails stays whole.
 //!
@@ -47,9 +47,6 @@ pub const TRIMMED_MEDIA_TYPE: &str = "application/vnd.foldwire.trimmed+json";
 
 /// Where the stage keeps its trims in `SessionState::extra`.
 pub const STATE_KEY: &str = "tool_trim";
-
-/// The archive item field that marks a trimmed original.
-const TRIMMED_FIELD: &str = "trimmed";
 
 /// Cache read and write prices relative to input (Anthropic's, the dearest writes): the
 /// exchange rate between tokens saved on every later read and tokens rewritten once.
@@ -137,13 +134,7 @@ pub fn trimmed_key(state: &SessionState, r: Ref) -> Option<&str> {
         .archive
         .iter()
         .rev()
-        .find(|i| {
-            i.r#ref == Some(r)
-                && i.extra
-                    .get(TRIMMED_FIELD)
-                    .and_then(Value::as_bool)
-                    .unwrap_or(false)
-        })
+        .find(|i| i.r#ref == Some(r) && i.trimmed)
         .map(|i| i.key.as_str())
 }
 
@@ -374,15 +365,14 @@ impl Stage for ToolTrim {
                     continue;
                 }
             };
-            let mut item = ArchivedItem {
+            let item = ArchivedItem {
                 r#ref: Some(r),
                 key: stored.key.clone(),
                 media_type: stored.media_type,
                 size: stored.size,
+                trimmed: true,
                 ..ArchivedItem::default()
             };
-            item.extra
-                .insert(TRIMMED_FIELD.to_owned(), Value::Bool(true));
             if trimmed_key(&turn.state, r) != Some(stored.key.as_str()) {
                 turn.state.archive.push(item);
             }

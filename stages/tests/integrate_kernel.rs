@@ -18,11 +18,12 @@ use foldwire_core::{
 use foldwire_stages::fold::{Fold, FoldConfig};
 use foldwire_stages::kernel::{
     CompressConfig, CompressError, CompressRequest, Protection, RangesConfig, RestoreError,
-    apply_compression, archive_originals, compressible_ranges, original_key, restore,
-    restore_with_archive,
+    apply_compression, archive_originals, compressible_ranges, finish_archiving, original_key,
+    restore, restore_with_archive, start_archiving,
 };
 use foldwire_stages::layout_head_window::HeadState;
 use foldwire_stages::ranges_build::{RangesBuild, UsedProtection};
+use foldwire_test_kit::archive::BatchThreads;
 use support::{Conv, cx, minted, sized, turn_for};
 
 fn open_protection() -> Protection {
@@ -235,7 +236,7 @@ async fn the_fold_stage_archives_originals_and_warns_when_it_cannot() {
         .await
         .unwrap();
     for unit in back.units {
-        assert_eq!(unit.raw, originals[&unit.r#ref]);
+        assert_eq!(unit.raw, originals[&unit.r#ref].as_str());
     }
 }
 
@@ -310,19 +311,18 @@ async fn a_turns_originals_go_out_as_one_object_and_old_layouts_still_restore() 
             .put_content(
                 &session(),
                 foldwire_stages::kernel::originals::ORIGINAL_MEDIA_TYPE,
-                raw.clone().into_bytes().into(),
+                raw.bytes(),
             )
             .await
             .unwrap();
-        let mut item = foldwire_core::state::ArchivedItem {
+        let item = foldwire_core::state::ArchivedItem {
             r#ref: Some(*r),
             key: stored.key,
             media_type: stored.media_type,
             size: stored.size,
+            original: true,
             ..Default::default()
         };
-        item.extra
-            .insert("original".into(), serde_json::Value::Bool(true));
         old_state.archive.push(item);
     }
     let media_dir = old_dir.path().join("sessions/s1/media");
@@ -552,4 +552,67 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     };
     let accepted = apply_compression(&mut s, &view, &request, &recorded_cfg, &CharEstimator);
     assert_eq!(accepted.blocks_created.len(), 1, "{accepted:?}");
+}
+
+/// A batch started early is written on a thread of its own and recorded when it is
+/// finished; originals folded after it began
+/// go in a second batch then; a batch that fails keeps its originals in the state and is
+/// not tried again in the same turn.
+#[tokio::test]
+async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::OpenAiChat), &mut state);
+    fold_middle(&mut state, &view);
+    // Each original is the unit's own bytes (a slice of the body), not a copy of them.
+    for (r, original) in &state.originals {
+        let unit = view.messages.iter().find(|u| u.r#ref == Some(*r)).unwrap();
+        assert_eq!(original.bytes().as_ptr(), unit.raw.as_ptr(), "{r}: copied");
+    }
+    let first_batch = state.originals.len();
+    let archive = BatchThreads::over(Backends::memory().media);
+    let as_archive: Arc<dyn MediaArchive> = archive.clone();
+    let in_flight = start_archiving(&state, &as_archive, &session());
+    assert!(in_flight.is_some());
+    // Folded after the batch began: not in it.
+    state.originals.insert(Ref(99), r#"{"late":true}"#.into());
+    let done = finish_archiving(
+        &mut state,
+        in_flight,
+        as_archive.as_ref(),
+        &session(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(done.failed.is_empty(), "{done:?}");
+    assert_eq!(done.stored.len(), first_batch + 1);
+    assert!(state.originals.is_empty());
+    // Both batches, the early one on a thread of its own.
+    let batches = archive.batches();
+    assert_eq!(batches.len(), 2);
+    assert_ne!(batches[0], std::thread::current().id());
+    assert!(original_key(&state, Ref(99)).is_some());
+
+    // Failing: both batches fail once, nothing leaves the state.
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::Gemini), &mut state);
+    fold_middle(&mut state, &view);
+    let before = state.originals.clone();
+    let (failing, backends) = failing_backends();
+    let in_flight = start_archiving(&state, &backends.media, &session());
+    let done = finish_archiving(
+        &mut state,
+        in_flight,
+        backends.media.as_ref(),
+        &session(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(done.stored.is_empty());
+    assert_eq!(done.failed.len(), before.len());
+    assert_eq!(state.originals, before, "nothing may be lost");
+    assert_eq!(
+        failing.refused(),
+        1,
+        "the failed batch was tried again this turn"
+    );
 }

@@ -11,8 +11,8 @@ use foldwire_core::{
 use foldwire_stages::fold::{Fold, FoldConfig};
 use foldwire_stages::kernel::pairing_rules::violations;
 use foldwire_stages::kernel::{
-    CompressConfig, CompressRequest, FirstUserPin, Protection, apply_compression, fold_view,
-    restore,
+    CompressConfig, CompressRequest, FirstUserPin, Protection, apply_compression, fold_copy,
+    fold_view, restore,
 };
 use support::{Conv, cx, minted, texts, turn_for};
 
@@ -456,7 +456,12 @@ mod property {
                 if !refs.is_empty() { state.blocks.push(block(i as u32 + 1, &refs)); }
             }
             let mut out = view.clone();
-            fold_view(&mut out, &state);
+            let outcome = fold_view(&mut out, &state);
+            // Folding a copy (what measuring does) gives the same view and outcome, and
+            // leaves the conversation it copied as it was.
+            let (copy, copied) = fold_copy(&view, &state);
+            prop_assert_eq!(&copy, &out);
+            prop_assert_eq!(&copied, &outcome);
             let v = violations(wire, &out.messages);
             prop_assert!(v.is_empty(), "{wire}: {v:?}");
             prop_assert!(out.messages.iter().any(|u| u.role == Role::User && u.origin == Origin::Client));

@@ -3,7 +3,8 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 
 use foldwire_core::{
-    AnyRef, Block, BlockId, Conversation, Message, Origin, Ref, SessionState, TokenEstimator,
+    AnyRef, Block, BlockId, Conversation, Message, Origin, OriginalText, Ref, SessionState,
+    TokenEstimator,
 };
 use serde::{Deserialize, Serialize};
 
@@ -960,9 +961,10 @@ impl Ctx<'_> {
         let mut direct_refs = Vec::with_capacity(plan.direct.len());
         for u in plan.direct.iter().filter_map(|&i| self.units.get(i)) {
             let Some(r) = u.r#ref else { continue };
-            let text =
-                std::str::from_utf8(&u.raw).map_err(|_| CompressError::NotUtf8 { r#ref: r })?;
-            originals.push((r, text.to_owned()));
+            // A slice of the request body, shared rather than copied.
+            let text = OriginalText::from_utf8(u.raw.clone())
+                .map_err(|_| CompressError::NotUtf8 { r#ref: r })?;
+            originals.push((r, text));
             direct_refs.push(r);
         }
         let mut effective: BTreeSet<Ref> = direct_refs.iter().copied().collect();

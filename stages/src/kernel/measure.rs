@@ -13,7 +13,7 @@ use foldwire_core::{Conversation, SessionState, TokenEstimator};
 use foldwire_wire::request;
 use foldwire_wire::tokens::raw_tokens;
 
-use super::prune::{FoldOutcome, fold_view};
+use super::prune::{FoldOutcome, fold_copy};
 use super::units::unit_tokens;
 
 /// A request's estimated tokens, split the way the layout's zones need them.
@@ -104,8 +104,7 @@ pub fn fold_and_measure(
     if state.active_blocks().all(|b| b.effective.is_empty()) {
         return (measure(conversation, estimator).total(), None);
     }
-    let mut folded = conversation.clone();
-    let outcome = fold_view(&mut folded, state);
+    let (folded, outcome) = fold_copy(conversation, state);
     let tokens = measure(&folded, estimator).total();
     (tokens, Some((folded, outcome)))
 }

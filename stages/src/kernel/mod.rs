@@ -43,9 +43,12 @@ pub use compress::{
 pub use inspect::{BlockView, Inspection, RefView, inspect};
 pub use lifecycle::{BlockSync, DEFAULT_OLD_AFTER_TURNS, sync_blocks};
 pub use measure::{RequestTokens, fold_and_measure, folded_request_tokens, measure};
-pub use originals::{OriginalsArchived, archive_originals, original_key};
+pub use originals::{
+    OriginalsArchived, OriginalsInFlight, archive_originals, finish_archiving, original_key,
+    start_archiving,
+};
 pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection, pin_tools};
-pub use prune::{FirstUserPin, FoldOutcome, fold_view};
+pub use prune::{FirstUserPin, FoldOutcome, fold_copy, fold_view};
 pub use ranges::{RangesConfig, compressible_ranges};
 pub use render::{
     ArchivedPart, archived_media_lines, archived_parts, folded_media_warning, media_restore_hint,

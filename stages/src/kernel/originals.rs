@@ -6,7 +6,7 @@
 //! after its own `apply_compression`): the originals are written to the session's
 //! [`MediaArchive`] in one batch ([`MediaArchive::put_contents`]: one pack object named by
 //! its content, create-if-absent, so a retry is harmless), each recorded in the archive
-//! index (`state.archive`, an item with the ref, the key, `"original": true` and its place
+//! index (`state.archive`, an item with the ref, the key, [`ArchivedItem::original`] and its place
 //! in the pack) and on the block that folded it
 //! ([`foldwire_core::Block::archive_keys`], in the order of `Block::direct`), and only then
 //! removed from `state.originals`. A write that fails or times out leaves the original in
@@ -15,19 +15,17 @@
 //! [`original_key`] finds an archived original's key; [`restore_with_archive`]
 //! (in [`super::restore`]) reads it back, checking its SHA-256.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{MediaArchive, Ref, SessionId, SessionState};
+use foldwire_core::{MediaArchive, Ref, SessionId, SessionState, StoreError, StoredPart};
 use serde::{Deserialize, Serialize};
 
 /// The media type archived originals are stored under (the unit's JSON text, as received).
 pub const ORIGINAL_MEDIA_TYPE: &str = "application/vnd.foldwire.original+json";
-
-/// The extra field that marks an archive item as a folded unit's original (not media).
-const ORIGINAL_FIELD: &str = "original";
 
 /// What [`archive_originals`] did.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,10 +50,7 @@ pub fn original_key(state: &SessionState, r: Ref) -> Option<&str> {
 
 /// True for archive items that hold a folded unit's original.
 pub fn is_original(item: &ArchivedItem) -> bool {
-    item.extra
-        .get(ORIGINAL_FIELD)
-        .and_then(serde_json::Value::as_bool)
-        .unwrap_or(false)
+    item.original
 }
 
 /// Moves every original kept in `state.originals` into `archive` under `session`.
@@ -68,27 +63,128 @@ pub async fn archive_originals(
     session: &SessionId,
     timeout: Duration,
 ) -> OriginalsArchived {
-    let mut done = OriginalsArchived::default();
-    let pending: Vec<Ref> = state.originals.keys().copied().collect();
+    let (pending, items) = pending_originals(state, &HashSet::new());
+    if pending.is_empty() {
+        return OriginalsArchived::default();
+    }
+    let answer = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
+        Ok(Ok(parts)) => Ok(parts),
+        Ok(Err(e)) => Err(format!("archive write failed: {e}")),
+        Err(_) => Err(timed_out(timeout)),
+    };
+    record_written(state, pending, answer)
+}
+
+/// A batch of originals being written to the archive on a blocking thread while the turn
+/// goes on ([`start_archiving`]); [`finish_archiving`] records what it stored.
+pub struct OriginalsInFlight {
+    /// The refs of the batch, in the order their payloads were handed over.
+    pending: Vec<Ref>,
+    /// The write: the archive's answer, or why the thread stopped.
+    task: tokio::task::JoinHandle<Result<Vec<StoredPart>, StoreError>>,
+}
+
+/// Starts writing the originals now in `state.originals` on a blocking thread, so that
+/// hashing, packing and storing them overlap what the turn computes next (measuring the
+/// folded request takes as long as the write on a first turn). `None` when there is
+/// nothing to write or no Tokio runtime to write on: [`finish_archiving`] then writes
+/// everything itself.
+///
+/// The state is not touched: the originals stay in it until [`finish_archiving`] sees the
+/// write confirmed, so a turn that fails meanwhile loses nothing.
+pub fn start_archiving(
+    state: &SessionState,
+    archive: &Arc<dyn MediaArchive>,
+    session: &SessionId,
+) -> Option<OriginalsInFlight> {
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
+    let (pending, items) = pending_originals(state, &HashSet::new());
+    if pending.is_empty() {
+        return None;
+    }
+    let archive = Arc::clone(archive);
+    let session = session.clone();
+    // A blocking thread rather than a task: the stage goes on computing without yielding,
+    // so a task would not run until it is done. The archive's own I/O is driven by the
+    // runtime as usual (`Handle::block_on`).
+    let task = tokio::task::spawn_blocking(move || {
+        runtime.block_on(async move { archive.put_contents(&session, items).await })
+    });
+    Some(OriginalsInFlight { pending, task })
+}
+
+/// Waits (at most `timeout`) for the batch [`start_archiving`] began and records what it
+/// stored, then archives the originals folded since it began with [`archive_originals`].
+/// Originals whose write failed stay in the state and are listed, as with
+/// [`archive_originals`]; they are retried next turn, not again now.
+pub async fn finish_archiving(
+    state: &mut SessionState,
+    in_flight: Option<OriginalsInFlight>,
+    archive: &dyn MediaArchive,
+    session: &SessionId,
+    timeout: Duration,
+) -> OriginalsArchived {
+    let Some(in_flight) = in_flight else {
+        return archive_originals(state, archive, session, timeout).await;
+    };
+    let answer = match tokio::time::timeout(timeout, in_flight.task).await {
+        Ok(Ok(Ok(parts))) => Ok(parts),
+        Ok(Ok(Err(e))) => Err(format!("archive write failed: {e}")),
+        Ok(Err(stopped)) => Err(format!("archive write stopped: {stopped}")),
+        Err(_) => Err(timed_out(timeout)),
+    };
+    let tried: HashSet<Ref> = in_flight.pending.iter().copied().collect();
+    let mut done = record_written(state, in_flight.pending, answer);
+    let (pending, items) = pending_originals(state, &tried);
     if pending.is_empty() {
         return done;
     }
-    // One batch: the archive writes the turn's originals as one pack (one object, one PUT),
-    // not one object per folded unit. One copy of each: the state keeps its own until the
-    // write is confirmed.
-    let items: Vec<(String, Bytes)> = state
+    let answer = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
+        Ok(Ok(parts)) => Ok(parts),
+        Ok(Err(e)) => Err(format!("archive write failed: {e}")),
+        Err(_) => Err(timed_out(timeout)),
+    };
+    let rest = record_written(state, pending, answer);
+    done.stored.extend(rest.stored);
+    done.bytes += rest.bytes;
+    done.failed.extend(rest.failed);
+    done
+}
+
+fn timed_out(timeout: Duration) -> String {
+    format!("archive write timed out after {} ms", timeout.as_millis())
+}
+
+/// The originals in the state except those in `skip`: their refs and, in the same order,
+/// each payload to write (shared with the state, which keeps it until the write is
+/// confirmed).
+fn pending_originals(
+    state: &SessionState,
+    skip: &HashSet<Ref>,
+) -> (Vec<Ref>, Vec<(String, Bytes)>) {
+    state
         .originals
-        .values()
-        .map(|raw| {
-            (
-                ORIGINAL_MEDIA_TYPE.to_owned(),
-                Bytes::from(raw.clone().into_bytes()),
-            )
+        .iter()
+        .filter(|(r, _)| !skip.contains(r))
+        .map(|(r, raw)| {
+            // Shared with the state, not copied: the bytes do not change.
+            (*r, (ORIGINAL_MEDIA_TYPE.to_owned(), raw.bytes()))
         })
-        .collect();
-    let written = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
-        Ok(Ok(parts)) if parts.len() == pending.len() => parts,
-        Ok(Ok(parts)) => {
+        .unzip()
+}
+
+/// Records the archive's answer for the originals of `pending`: each stored one gets an
+/// index item (unless the same key is already recorded for its ref) and leaves
+/// `state.originals`; on an error every one stays and is listed with the reason.
+fn record_written(
+    state: &mut SessionState,
+    pending: Vec<Ref>,
+    answer: Result<Vec<StoredPart>, String>,
+) -> OriginalsArchived {
+    let mut done = OriginalsArchived::default();
+    let written = match answer {
+        Ok(parts) if parts.len() == pending.len() => parts,
+        Ok(parts) => {
             let why = format!(
                 "the archive answered {} parts for {} originals",
                 parts.len(),
@@ -97,13 +193,7 @@ pub async fn archive_originals(
             done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
             return done;
         }
-        Ok(Err(e)) => {
-            let why = format!("archive write failed: {e}");
-            done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
-            return done;
-        }
-        Err(_) => {
-            let why = format!("archive write timed out after {} ms", timeout.as_millis());
+        Err(why) => {
             done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
             return done;
         }
@@ -122,10 +212,9 @@ pub async fn archive_originals(
             key: stored.key.clone(),
             media_type: stored.media_type,
             size: stored.size,
+            original: true,
             ..ArchivedItem::default()
         };
-        item.extra
-            .insert(ORIGINAL_FIELD.to_owned(), serde_json::Value::Bool(true));
         if let Some(location) = &part.location {
             foldwire_archive::index::set_location(&mut item, location);
         }

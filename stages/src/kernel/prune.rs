@@ -1,6 +1,7 @@
 //! Folding a conversation: covered units leave the wire and each active block's summary is
 //! rendered once where its range began.
 
+use std::borrow::Borrow;
 use std::collections::HashMap;
 
 use bytes::Bytes;
@@ -57,25 +58,83 @@ pub struct FoldOutcome {
 ///   still waiting for them. A block none of whose units the client sent is not rendered:
 ///   the client dropped that history itself.
 pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldOutcome {
-    let covered = coverage(state);
-    let units = std::mem::take(&mut conversation.messages);
-    let n = units.len();
-    let mut outcome = FoldOutcome {
-        removed: 0,
-        summaries: Vec::new(),
-        kept_for_pairing: 0,
-        first_user: FirstUserPin::NotCovered,
+    let Some(plan) = plan_fold(&conversation.messages, state) else {
+        return FoldOutcome::nothing();
     };
-    if covered.is_empty() {
-        conversation.messages = units;
-        return outcome;
+    let units = std::mem::take(&mut conversation.messages);
+    let kept = units
+        .into_iter()
+        .zip(plan.remove)
+        .filter(|(_, leaves)| !leaves)
+        .map(|(u, _)| u);
+    assemble(conversation, kept, plan.inserts, plan.outcome, state)
+}
+
+/// [`fold_view`] on a copy: the folded conversation and what folding did, with
+/// `conversation` left as it is. Only the units that stay are copied (a first turn folds
+/// most of a long session, whose texts the summarizer has decoded by then).
+pub fn fold_copy(conversation: &Conversation, state: &SessionState) -> (Conversation, FoldOutcome) {
+    let mut folded = Conversation {
+        wire: conversation.wire,
+        source: conversation.source.clone(),
+        messages_span: conversation.messages_span.clone(),
+        entries: conversation.entries.clone(),
+        messages: Vec::new(),
+        overrides: conversation.overrides.clone(),
+        model: conversation.model.clone(),
+        stream: conversation.stream,
+    };
+    let Some(plan) = plan_fold(&conversation.messages, state) else {
+        folded.messages = conversation.messages.clone();
+        return (folded, FoldOutcome::nothing());
+    };
+    let kept = conversation
+        .messages
+        .iter()
+        .zip(plan.remove)
+        .filter(|(_, leaves)| !leaves)
+        .map(|(u, _)| u.clone());
+    let outcome = assemble(&mut folded, kept, plan.inserts, plan.outcome, state);
+    (folded, outcome)
+}
+
+impl FoldOutcome {
+    /// Nothing folded: no block covers a unit.
+    fn nothing() -> Self {
+        FoldOutcome {
+            removed: 0,
+            summaries: Vec::new(),
+            kept_for_pairing: 0,
+            first_user: FirstUserPin::NotCovered,
+        }
     }
+}
+
+/// What a fold does to a conversation, decided on its units before any moves.
+struct FoldPlan {
+    /// Per input unit: it leaves the wire.
+    remove: Vec<bool>,
+    /// Summaries to render: (position among the staying units, anchor, block order, block).
+    inserts: Vec<(usize, usize, usize, BlockId)>,
+    /// The counts and the pin decision (summaries are filled in as they are rendered).
+    outcome: FoldOutcome,
+}
+
+/// Decides what folding `units` with `state`'s active blocks does (see [`fold_view`]);
+/// `None` when no block covers anything.
+fn plan_fold(units: &[Message], state: &SessionState) -> Option<FoldPlan> {
+    let covered = coverage(state);
+    if covered.is_empty() {
+        return None;
+    }
+    let n = units.len();
+    let mut outcome = FoldOutcome::nothing();
     let holder: Vec<Option<BlockId>> = units
         .iter()
         .map(|u| u.r#ref.and_then(|r| covered.get(&r).copied()))
         .collect();
     let mut remove: Vec<bool> = holder.iter().map(Option::is_some).collect();
-    let links = Links::new(&units);
+    let links = Links::new(units);
     for members in links.groups().values() {
         let all = members.iter().all(|&i| remove.get(i) == Some(&true));
         if !all {
@@ -101,7 +160,7 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
                 && !matches!(units.get(*j).map(|u| u.origin), Some(Origin::Summary(_)))
         };
         let next = (f + 1..n).find(survives);
-        let drop_safe = next.is_some_and(|j| leads_as_user_text(&units, &remove, j));
+        let drop_safe = next.is_some_and(|j| leads_as_user_text(units, &remove, j));
         if drop_safe {
             outcome.first_user = FirstUserPin::Dropped;
         } else {
@@ -149,20 +208,21 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
     // chosen after their removal, the walk back over an assistant run would cross runs the
     // fold itself made (`a SR` then `a F4` once `u F1 .. u F3` left) and put a summary of
     // later turns before an earlier reply.
-    let reach_in = call_reach(&units);
+    let reach_in = call_reach(units);
     let input_spot: HashMap<BlockId, usize> = anchor
         .iter()
         .map(|(&b, &a)| {
             (
                 b,
-                safe_position(&units, &reach_in, a, Walk::EntryAndAssistantRun),
+                safe_position(units, &reach_in, a, Walk::EntryAndAssistantRun),
             )
         })
         .collect();
 
-    let mut out: Vec<Message> = Vec::with_capacity(n);
+    // The staying units, where the summaries' spots are checked again.
+    let mut out: Vec<&Message> = Vec::with_capacity(n);
     let mut out_pos_of_input: Vec<usize> = Vec::with_capacity(n + 1);
-    for (i, u) in units.into_iter().enumerate() {
+    for (i, u) in units.iter().enumerate() {
         out_pos_of_input.push(out.len());
         if remove.get(i) == Some(&true) {
             outcome.removed += 1;
@@ -191,7 +251,23 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
         ));
     }
     inserts.sort();
-    let mut rendered: Vec<Message> = Vec::with_capacity(out.len() + inserts.len());
+    Some(FoldPlan {
+        remove,
+        inserts,
+        outcome,
+    })
+}
+
+/// Builds the folded conversation from the staying units (in order) and the plan's
+/// summaries ([`FoldPlan::inserts`]), each rendered where the plan put it.
+fn assemble(
+    conversation: &mut Conversation,
+    kept: impl Iterator<Item = Message>,
+    inserts: Vec<(usize, usize, usize, BlockId)>,
+    mut outcome: FoldOutcome,
+    state: &SessionState,
+) -> FoldOutcome {
+    let mut rendered: Vec<Message> = Vec::with_capacity(kept.size_hint().0 + inserts.len());
     let mut next = inserts.iter().peekable();
     let blocks: HashMap<BlockId, &foldwire_core::Block> =
         state.blocks.iter().map(|b| (b.id, b)).collect();
@@ -214,7 +290,7 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
             next.next();
         }
     };
-    for (pos, u) in out.into_iter().enumerate() {
+    for (pos, u) in kept.enumerate() {
         emit_until(pos, &mut rendered, conversation);
         rendered.push(u);
     }
@@ -225,10 +301,10 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
 
 /// For each position p, the last position of a result whose call sits before p (so a
 /// summary inserted at p would separate them), or `None`.
-fn call_reach(units: &[Message]) -> Vec<Option<usize>> {
+fn call_reach<M: Borrow<Message>>(units: &[M]) -> Vec<Option<usize>> {
     let mut last_result: HashMap<&str, usize> = HashMap::new();
     for (i, u) in units.iter().enumerate() {
-        if let Some(id) = result_id(u) {
+        if let Some(id) = result_id(u.borrow()) {
             last_result.insert(id, i);
         }
     }
@@ -236,7 +312,7 @@ fn call_reach(units: &[Message]) -> Vec<Option<usize>> {
     let mut best: Option<usize> = None;
     for u in units {
         reach.push(best);
-        if let Some(&r) = call_id(u).and_then(|id| last_result.get(id)) {
+        if let Some(&r) = call_id(u.borrow()).and_then(|id| last_result.get(id)) {
             best = Some(best.map_or(r, |b| b.max(r)));
         }
     }
@@ -256,8 +332,8 @@ pub enum Walk {
 /// Moves an insertion point so it never lands inside a wire message, between a tool call
 /// and its result, or (with [`Walk::EntryAndAssistantRun`]) inside a run of assistant
 /// messages.
-pub fn safe_position(
-    units: &[Message],
+pub fn safe_position<M: Borrow<Message>>(
+    units: &[M],
     reach: &[Option<usize>],
     mut p: usize,
     walk: Walk,
@@ -265,9 +341,10 @@ pub fn safe_position(
     let len = units.len();
     for _ in 0..=len + 1 {
         let before = p;
-        while let (Some(prev), Some(cur)) =
-            (p.checked_sub(1).and_then(|i| units.get(i)), units.get(p))
-        {
+        while let (Some(prev), Some(cur)) = (
+            p.checked_sub(1).and_then(|i| units.get(i)).map(M::borrow),
+            units.get(p).map(M::borrow),
+        ) {
             let same_entry = prev.entry == cur.entry;
             let assistant_run = walk == Walk::EntryAndAssistantRun
                 && prev.role == Role::Assistant
@@ -281,7 +358,8 @@ pub fn safe_position(
             && *r >= p
         {
             p = r + 1;
-            while p < len && units.get(p).map(|u| u.entry) == units.get(p - 1).map(|u| u.entry) {
+            let entry = |i: usize| units.get(i).map(|u| u.borrow().entry);
+            while p < len && entry(p) == entry(p - 1) {
                 p += 1;
             }
         }

@@ -88,7 +88,7 @@ pub fn restore(state: &SessionState, block: BlockId, full: bool) -> Result<Resto
     let mut units = Vec::with_capacity(refs.len());
     for r in refs {
         let raw = match state.originals.get(r) {
-            Some(raw) => raw.clone(),
+            Some(raw) => raw.as_str().to_owned(),
             None => return Err(missing(state, block, *r)),
         };
         units.push(RestoredUnit { r#ref: *r, raw });
@@ -121,7 +121,7 @@ pub async fn restore_with_archive(
         if let Some(raw) = state.originals.get(r) {
             units.push(RestoredUnit {
                 r#ref: *r,
-                raw: raw.clone(),
+                raw: raw.as_str().to_owned(),
             });
             continue;
         }
