@@ -198,6 +198,19 @@ fn trim_ascii(bytes: &[u8]) -> std::ops::Range<usize> {
     start..end
 }
 
+/// A generous guess at the size of `state` as JSON, from the sizes of its tables (an entry
+/// of the refs table is about 60 bytes, an archive item about 270, a block 200 plus 60 a
+/// covered ref); room the serializer does not use is never touched.
+fn estimated_json_len(state: &SessionState) -> usize {
+    let blocks: usize = state
+        .blocks
+        .iter()
+        .map(|b| 200 + b.summary.len() + 60 * (b.direct.len() + b.effective.len()))
+        .sum();
+    let originals: usize = state.originals.values().map(|o| o.len() + 32).sum();
+    4096 + 64 * state.refs.len() + 300 * state.archive.len() + blocks + originals
+}
+
 /// The merge level of the `since`th entry after a full one: the largest `l` with
 /// `MERGE_FANOUT^l` dividing it (0: a plain delta).
 fn merge_level(since: u64) -> u32 {
@@ -480,15 +493,14 @@ impl JournalStateStore {
         Ok(Some((state, self.remember(session, pos))))
     }
 
-    /// Creates entry `seq`; `Ok(false)` when another writer created it first.
-    async fn create(
-        &self,
+    /// The first line of entry `seq`, in a buffer with room for `body_len` more bytes.
+    fn header_line(
         session: &SessionId,
         seq: u64,
         kind: Kind,
         from: Option<u64>,
-        body: &[u8],
-    ) -> Result<Option<u64>, StoreError> {
+        body_len: usize,
+    ) -> Result<Vec<u8>, StoreError> {
         let header = Header {
             // Earlier builds read full and delta entries; a merged entry names the format
             // that introduced it, so they refuse it by name rather than misread it.
@@ -501,9 +513,20 @@ impl JournalStateStore {
             kind,
             from,
         };
-        let mut bytes = serde_json::to_vec(&header).map_err(|e| format_error(session, e.into()))?;
+        let mut bytes = Vec::with_capacity(body_len + 96);
+        serde_json::to_writer(&mut bytes, &header).map_err(|e| format_error(session, e.into()))?;
         bytes.push(b'\n');
-        bytes.extend_from_slice(body);
+        Ok(bytes)
+    }
+
+    /// Creates entry `seq` from `bytes` (its header line, then its body); `Ok(None)` when
+    /// another writer created it first.
+    async fn create(
+        &self,
+        session: &SessionId,
+        seq: u64,
+        bytes: Vec<u8>,
+    ) -> Result<Option<u64>, StoreError> {
         let size = bytes.len() as u64;
         let opts = PutOptions {
             mode: PutMode::Create,
@@ -660,7 +683,9 @@ impl JournalStateStore {
             // replay onto: the full write then costs no more than they did.
             if kept_bytes + body.len() as u64 <= p.full_bytes {
                 let from = (kind == Kind::Merged).then_some(link.from);
-                let Some(size) = self.create(session, seq, kind, from, &body).await? else {
+                let mut entry = Self::header_line(session, seq, kind, from, body.len())?;
+                entry.extend_from_slice(&body);
+                let Some(size) = self.create(session, seq, entry).await? else {
                     return Err(conflict(session, expected));
                 };
                 let mut links = kept;
@@ -678,8 +703,15 @@ impl JournalStateStore {
                 ));
             }
         }
-        let body = serde_json::to_vec(state).map_err(|e| format_error(session, e.into()))?;
-        let Some(size) = self.create(session, seq, Kind::Full, None, &body).await? else {
+        // Written straight after the header into a buffer sized for it: a long session's
+        // full state is megabytes, which growing and copying again would touch twice.
+        let room = pos
+            .as_ref()
+            .map_or(0, |p| p.full_bytes as usize)
+            .max(estimated_json_len(state));
+        let mut entry = Self::header_line(session, seq, Kind::Full, None, room)?;
+        serde_json::to_writer(&mut entry, state).map_err(|e| format_error(session, e.into()))?;
+        let Some(size) = self.create(session, seq, entry).await? else {
             return Err(conflict(session, expected));
         };
         let legacy = pos.as_ref().is_some_and(|p| p.legacy);

@@ -46,8 +46,8 @@ use serde::{Deserialize, Serialize};
 use crate::kernel::{
     CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin, FoldOutcome,
     MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression, finish_archiving,
-    fold_and_measure, fold_view, folded_media_warning, start_archiving, summary_runs, summary_text,
-    sync_blocks,
+    fold_and_measure, fold_view, folded_media_warning, start_archiving, start_archiving_units,
+    summary_runs, summary_text, sync_blocks,
 };
 use crate::ranges_build::UsedProtection;
 use crate::strategy_scope::{self, FAILED_CODE, StrategyScope};
@@ -266,8 +266,10 @@ impl Fold {
                     .iter()
                     .filter_map(|&i| folds.turn.ranges.get(i).cloned())
                     .collect();
+                let spans = folds.merged(&picked);
+                folds.start_archiving_spans(&spans);
                 let mut requests = Vec::new();
-                for (start, end) in folds.merged(&picked) {
+                for (start, end) in spans {
                     requests.extend(folds.fresh_request(start, end).await);
                 }
                 folds.apply(&requests);
@@ -464,6 +466,25 @@ impl Folds<'_> {
         self.measured.set(Some(tokens));
         self.view.replace(view);
         tokens
+    }
+
+    /// Starts writing the units of `spans` before they are summarized and folded, so the
+    /// write runs beside the summarizer (on a first turn it is most of the session).
+    fn start_archiving_spans(&mut self, spans: &[(Ref, Ref)]) {
+        if self.in_flight.is_some() {
+            return;
+        }
+        let Some(archive) = self.archive else {
+            return;
+        };
+        let units = self.conversation.messages.as_slice();
+        let pos = |r: Ref| self.conversation.position_of_ref(r);
+        let ranges: Vec<&[Message]> = spans
+            .iter()
+            .filter_map(|(a, b)| units.get(pos(*a)?..=pos(*b)?))
+            .collect();
+        self.in_flight =
+            start_archiving_units(ranges.into_iter().flatten(), archive, &self.turn.session);
     }
 
     /// Starts writing the originals folded so far, unless a write is already under way

@@ -19,7 +19,7 @@ use foldwire_stages::fold::{Fold, FoldConfig};
 use foldwire_stages::kernel::{
     CompressConfig, CompressError, CompressRequest, Protection, RangesConfig, RestoreError,
     apply_compression, archive_originals, compressible_ranges, finish_archiving, original_key,
-    restore, restore_with_archive, start_archiving,
+    restore, restore_with_archive, start_archiving, start_archiving_units,
 };
 use foldwire_stages::layout_head_window::HeadState;
 use foldwire_stages::ranges_build::{RangesBuild, UsedProtection};
@@ -555,9 +555,9 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
 }
 
 /// A batch started early is written on a thread of its own and recorded when it is
-/// finished; originals folded after it began
-/// go in a second batch then; a batch that fails keeps its originals in the state and is
-/// not tried again in the same turn.
+/// finished; originals folded after it began go in a second batch then; a batch written
+/// ahead of the fold records only what the fold kept; a batch that fails keeps its
+/// originals in the state and is not tried again in the same turn.
 #[tokio::test]
 async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
     let mut state = SessionState::new(session());
@@ -591,6 +591,53 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
     assert_eq!(batches.len(), 2);
     assert_ne!(batches[0], std::thread::current().id());
     assert!(original_key(&state, Ref(99)).is_some());
+
+    // Ahead of the fold: the units about to fold, plus one it will not take. Only what the
+    // fold kept as originals is recorded; the other unit's bytes are passed over.
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::Anthropic), &mut state);
+    let ahead: Vec<&foldwire_core::Message> = view
+        .messages
+        .iter()
+        .filter(|u| u.r#ref.is_some_and(|r| (2..=7).contains(&r.0) || r.0 == 9))
+        .collect();
+    let archive = BatchThreads::over(Backends::memory().media);
+    let as_archive: Arc<dyn MediaArchive> = archive.clone();
+    let in_flight = start_archiving_units(ahead, &as_archive, &session());
+    fold_middle(&mut state, &view);
+    let direct = state.blocks[0].direct.clone();
+    assert!(!direct.contains(&Ref(9)));
+    let done = finish_archiving(
+        &mut state,
+        in_flight,
+        as_archive.as_ref(),
+        &session(),
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(done.failed.is_empty(), "{done:?}");
+    let mut stored = done.stored.clone();
+    stored.sort();
+    assert_eq!(stored, direct);
+    assert!(state.originals.is_empty());
+    assert_eq!(
+        original_key(&state, Ref(9)),
+        None,
+        "a unit the fold did not take"
+    );
+    assert_eq!(state.blocks[0].archive_keys.len(), direct.len());
+    let back = restore_with_archive(
+        &state,
+        as_archive.as_ref(),
+        &session(),
+        state.blocks[0].id,
+        false,
+    )
+    .await
+    .unwrap();
+    for unit in back.units {
+        assert_eq!(unit.raw.as_bytes(), raw_of(&view, unit.r#ref).as_slice());
+    }
 
     // Failing: both batches fail once, nothing leaves the state.
     let mut state = SessionState::new(session());

@@ -21,7 +21,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{MediaArchive, Ref, SessionId, SessionState, StoreError, StoredPart};
+use foldwire_core::{
+    MediaArchive, Message, OriginalText, Ref, SessionId, SessionState, StoreError, StoredPart,
+};
 use serde::{Deserialize, Serialize};
 
 /// The media type archived originals are stored under (the unit's JSON text, as received).
@@ -85,10 +87,9 @@ pub struct OriginalsInFlight {
 }
 
 /// Starts writing the originals now in `state.originals` on a blocking thread, so that
-/// hashing, packing and storing them overlap what the turn computes next (measuring the
-/// folded request takes as long as the write on a first turn). `None` when there is
-/// nothing to write or no Tokio runtime to write on: [`finish_archiving`] then writes
-/// everything itself.
+/// hashing, packing and storing them overlap what the turn computes next. `None` when
+/// there is nothing to write or no Tokio runtime to write on: [`finish_archiving`] then
+/// writes everything itself.
 ///
 /// The state is not touched: the originals stay in it until [`finish_archiving`] sees the
 /// write confirmed, so a turn that fails meanwhile loses nothing.
@@ -97,11 +98,42 @@ pub fn start_archiving(
     archive: &Arc<dyn MediaArchive>,
     session: &SessionId,
 ) -> Option<OriginalsInFlight> {
-    let runtime = tokio::runtime::Handle::try_current().ok()?;
     let (pending, items) = pending_originals(state, &HashSet::new());
+    spawn_batch(pending, items, archive, session)
+}
+
+/// Like [`start_archiving`], ahead of the fold: the bytes of `units` about to be folded
+/// (each with a ref and UTF-8 bytes, as [`apply_compression`](super::apply_compression)
+/// keeps them), written while the fold is still summarizing them. [`finish_archiving`]
+/// records only those the fold then kept as originals (a unit it refused leaves unused
+/// bytes in the pack, which nothing points to) and writes any it kept beyond them.
+pub fn start_archiving_units<'a>(
+    units: impl IntoIterator<Item = &'a Message>,
+    archive: &Arc<dyn MediaArchive>,
+    session: &SessionId,
+) -> Option<OriginalsInFlight> {
+    let (pending, items) = units
+        .into_iter()
+        .filter_map(|u| {
+            let r = u.r#ref?;
+            OriginalText::from_utf8(u.raw.clone()).ok()?;
+            Some((r, (ORIGINAL_MEDIA_TYPE.to_owned(), u.raw.clone())))
+        })
+        .unzip();
+    spawn_batch(pending, items, archive, session)
+}
+
+/// Writes a batch on a blocking thread; `None` when it is empty or there is no runtime.
+fn spawn_batch(
+    pending: Vec<Ref>,
+    items: Vec<(String, Bytes)>,
+    archive: &Arc<dyn MediaArchive>,
+    session: &SessionId,
+) -> Option<OriginalsInFlight> {
     if pending.is_empty() {
         return None;
     }
+    let runtime = tokio::runtime::Handle::try_current().ok()?;
     let archive = Arc::clone(archive);
     let session = session.clone();
     // A blocking thread rather than a task: the stage goes on computing without yielding,
@@ -175,13 +207,29 @@ fn pending_originals(
 
 /// Records the archive's answer for the originals of `pending`: each stored one gets an
 /// index item (unless the same key is already recorded for its ref) and leaves
-/// `state.originals`; on an error every one stays and is listed with the reason.
+/// `state.originals`; on an error every one stays and is listed with the reason. Refs of
+/// the batch that are not originals in the state (written ahead of a fold that did not
+/// take them) are passed over.
 fn record_written(
     state: &mut SessionState,
-    pending: Vec<Ref>,
-    answer: Result<Vec<StoredPart>, String>,
+    mut pending: Vec<Ref>,
+    mut answer: Result<Vec<StoredPart>, String>,
 ) -> OriginalsArchived {
     let mut done = OriginalsArchived::default();
+    if pending.iter().any(|r| !state.originals.contains_key(r)) {
+        let kept: Vec<bool> = pending
+            .iter()
+            .map(|r| state.originals.contains_key(r))
+            .collect();
+        if let Ok(parts) = &mut answer
+            && parts.len() == pending.len()
+        {
+            let mut keep = kept.iter();
+            parts.retain(|_| keep.next().copied().unwrap_or(false));
+        }
+        let mut keep = kept.iter();
+        pending.retain(|_| keep.next().copied().unwrap_or(false));
+    }
     let written = match answer {
         Ok(parts) if parts.len() == pending.len() => parts,
         Ok(parts) => {
@@ -198,18 +246,40 @@ fn record_written(
             return done;
         }
     };
-    // The keys already recorded, read once (not once per unit: a first turn folds thousands).
-    let mut recorded: HashMap<Ref, String> = state
-        .archive
-        .iter()
-        .filter(|item| is_original(item))
-        .filter_map(|item| item.r#ref.map(|r| (r, item.key.clone())))
-        .collect();
+    // The refs of the batch whose newest record already has the same key, found in one pass
+    // over the index (not one per unit: a first turn folds thousands); a batch names each
+    // ref once.
+    let skip: HashSet<Ref> = {
+        let new_keys: HashMap<Ref, &str> = pending
+            .iter()
+            .zip(&written)
+            .map(|(r, part)| (*r, part.content.key.as_str()))
+            .collect();
+        let mut newest: HashMap<Ref, &str> = HashMap::new();
+        for item in state.archive.iter().filter(|item| is_original(item)) {
+            if let Some(r) = item.r#ref
+                && new_keys.contains_key(&r)
+            {
+                newest.insert(r, item.key.as_str());
+            }
+        }
+        newest
+            .into_iter()
+            .filter(|(r, key)| new_keys.get(r) == Some(key))
+            .map(|(r, _)| r)
+            .collect()
+    };
     for (r, part) in pending.into_iter().zip(written) {
         let stored = part.content;
+        done.bytes += stored.size;
+        state.originals.remove(&r);
+        done.stored.push(r);
+        if skip.contains(&r) {
+            continue;
+        }
         let mut item = ArchivedItem {
             r#ref: Some(r),
-            key: stored.key.clone(),
+            key: stored.key,
             media_type: stored.media_type,
             size: stored.size,
             original: true,
@@ -218,13 +288,7 @@ fn record_written(
         if let Some(location) = &part.location {
             foldwire_archive::index::set_location(&mut item, location);
         }
-        if recorded.get(&r) != Some(&stored.key) {
-            recorded.insert(r, stored.key.clone());
-            state.archive.push(item);
-        }
-        done.bytes += stored.size;
-        state.originals.remove(&r);
-        done.stored.push(r);
+        state.archive.push(item);
     }
     if !done.stored.is_empty() {
         record_on_blocks(state);
