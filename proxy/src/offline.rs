@@ -386,18 +386,43 @@ fn base_id() -> String {
 }
 
 /// Lengths of the longest common prefix and suffix of `a` and `b` that do not overlap in
-/// either.
+/// either. Compared a block at a time (`memcmp`), then byte by byte inside the first block
+/// that differs: a long session's requests are megabytes that differ by a few kilobytes.
 fn common_ends(a: &[u8], b: &[u8]) -> (usize, usize) {
-    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let prefix = common_len(a.iter(), b.iter(), a.chunks(BLOCK).zip(b.chunks(BLOCK)));
     let room = a.len().min(b.len()) - prefix;
-    let suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(room)
-        .take_while(|(x, y)| x == y)
-        .count();
+    let (a_tail, b_tail) = (&a[a.len() - room..], &b[b.len() - room..]);
+    let suffix = common_len(
+        a_tail.iter().rev(),
+        b_tail.iter().rev(),
+        a_tail.rchunks(BLOCK).zip(b_tail.rchunks(BLOCK)),
+    );
     (prefix, suffix)
+}
+
+/// Bytes compared at once by [`common_ends`].
+const BLOCK: usize = 4096;
+
+/// How many leading items of two byte sequences agree, given the same sequences as
+/// aligned blocks (from the same end): whole equal blocks are skipped, then the rest is
+/// compared byte by byte.
+fn common_len<'a>(
+    a: impl Iterator<Item = &'a u8>,
+    b: impl Iterator<Item = &'a u8>,
+    blocks: impl Iterator<Item = (&'a [u8], &'a [u8])>,
+) -> usize {
+    let mut equal = 0;
+    for (x, y) in blocks {
+        if x != y || x.len() != BLOCK {
+            break;
+        }
+        equal += BLOCK;
+    }
+    equal
+        + a.skip(equal)
+            .zip(b.skip(equal))
+            .take_while(|(x, y)| x == y)
+            .count()
 }
 
 /// Keeps a request `foldwire run` or `foldwire serve` processed as the session's last, so
@@ -539,5 +564,58 @@ pub fn empty_view(wire: Wire) -> Conversation {
         overrides: Vec::new(),
         model: None,
         stream: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The byte-by-byte answer [`common_ends`] must give.
+    fn naive(a: &[u8], b: &[u8]) -> (usize, usize) {
+        let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+        let room = a.len().min(b.len()) - prefix;
+        let suffix = a
+            .iter()
+            .rev()
+            .zip(b.iter().rev())
+            .take(room)
+            .take_while(|(x, y)| x == y)
+            .count();
+        (prefix, suffix)
+    }
+
+    #[test]
+    fn common_ends_agree_with_a_byte_by_byte_compare() {
+        let base: Vec<u8> = (0..3 * BLOCK + 123).map(|i| (i * 7 % 251) as u8).collect();
+        let mut cases: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (base.clone(), base.clone()),
+            (Vec::new(), base.clone()),
+            (base[..10].to_vec(), base.clone()),
+        ];
+        // A change at and around each block edge, from either end, and an insertion.
+        for at in [
+            0,
+            1,
+            BLOCK - 1,
+            BLOCK,
+            BLOCK + 1,
+            2 * BLOCK,
+            base.len() - BLOCK,
+            base.len() - 1,
+        ] {
+            let mut changed = base.clone();
+            changed[at] ^= 0xff;
+            cases.push((base.clone(), changed));
+            let mut grown = base.clone();
+            grown.splice(at..at, b"new turn".iter().copied());
+            cases.push((base.clone(), grown.clone()));
+            cases.push((grown, base.clone()));
+        }
+        // Repetitive bytes, where the ends could overlap.
+        cases.push((vec![b'a'; 2 * BLOCK + 5], vec![b'a'; 3 * BLOCK]));
+        for (a, b) in &cases {
+            assert_eq!(common_ends(a, b), naive(a, b), "{} vs {}", a.len(), b.len());
+        }
     }
 }
