@@ -554,6 +554,22 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     assert_eq!(accepted.blocks_created.len(), 1, "{accepted:?}");
 }
 
+/// [`finish_archiving`] with five seconds to spare.
+async fn finish(
+    state: &mut SessionState,
+    in_flight: Option<foldwire_stages::kernel::OriginalsInFlight>,
+    archive: &dyn MediaArchive,
+) -> foldwire_stages::kernel::OriginalsArchived {
+    finish_archiving(
+        state,
+        in_flight,
+        archive,
+        &session(),
+        Duration::from_secs(5),
+    )
+    .await
+}
+
 /// A batch started early is written on a thread of its own and recorded when it is
 /// finished; originals folded after it began go in a second batch then; a batch written
 /// ahead of the fold records only what the fold kept; a batch that fails keeps its
@@ -575,14 +591,7 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
     assert!(in_flight.is_some());
     // Folded after the batch began: not in it.
     state.originals.insert(Ref(99), r#"{"late":true}"#.into());
-    let done = finish_archiving(
-        &mut state,
-        in_flight,
-        as_archive.as_ref(),
-        &session(),
-        Duration::from_secs(5),
-    )
-    .await;
+    let done = finish(&mut state, in_flight, as_archive.as_ref()).await;
     assert!(done.failed.is_empty(), "{done:?}");
     assert_eq!(done.stored.len(), first_batch + 1);
     assert!(state.originals.is_empty());
@@ -607,14 +616,7 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
     fold_middle(&mut state, &view);
     let direct = state.blocks[0].direct.clone();
     assert!(!direct.contains(&Ref(9)));
-    let done = finish_archiving(
-        &mut state,
-        in_flight,
-        as_archive.as_ref(),
-        &session(),
-        Duration::from_secs(5),
-    )
-    .await;
+    let done = finish(&mut state, in_flight, as_archive.as_ref()).await;
     assert!(done.failed.is_empty(), "{done:?}");
     let mut stored = done.stored.clone();
     stored.sort();
@@ -646,14 +648,7 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
     let before = state.originals.clone();
     let (failing, backends) = failing_backends();
     let in_flight = start_archiving(&state, &backends.media, &session());
-    let done = finish_archiving(
-        &mut state,
-        in_flight,
-        backends.media.as_ref(),
-        &session(),
-        Duration::from_secs(5),
-    )
-    .await;
+    let done = finish(&mut state, in_flight, backends.media.as_ref()).await;
     assert!(done.stored.is_empty());
     assert_eq!(done.failed.len(), before.len());
     assert_eq!(state.originals, before, "nothing may be lost");
