@@ -26,8 +26,11 @@
 //!    `restore` tool and the CLI (`foldwire restore --image-ref`) get it back.
 //! 3. **Originals to the archive**: when the context has an archive, every original still
 //!    kept in the state (this turn's folds, or earlier ones whose write failed) is moved
-//!    there with [`archive_originals`]; a failed write keeps it in the state and is reported
-//!    (`originals_kept_in_state`).
+//!    there; a failed write keeps it in the state and is reported
+//!    (`originals_kept_in_state`). The first round's units start for the archive on a
+//!    blocking thread as soon as the policy picks them ([`start_archiving_units`]), beside
+//!    the summarizer and the measure of the folded request; [`finish_archiving`] records
+//!    what the fold kept and writes the rest.
 //!
 //! Automatic folds are validated with the protection `ranges.build` used this turn (it
 //! leaves it in `turn.extensions`, see [`crate::ranges_build::UsedProtection`]), so the
@@ -336,7 +339,7 @@ impl Fold {
 struct AutoFolded {
     /// The folded view measured last, when the state has not changed since.
     view: Option<(Conversation, FoldOutcome)>,
-    /// The originals write started after the first fold, still under way.
+    /// The originals write started with the first fold, still under way.
     in_flight: Option<OriginalsInFlight>,
 }
 
@@ -451,7 +454,7 @@ struct Folds<'a> {
     view: std::cell::RefCell<Option<(Conversation, FoldOutcome)>>,
     /// Where the originals of folded units go, when the stage has an archive.
     archive: Option<&'a Arc<dyn MediaArchive>>,
-    /// The write of the first batch's originals, started right after it was applied.
+    /// The write of the first round's originals, started when the policy picked them.
     in_flight: Option<OriginalsInFlight>,
 }
 
