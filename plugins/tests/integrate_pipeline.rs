@@ -2,19 +2,24 @@
 //! The whole default pipeline with an archive, folding on its own when the request is over
 //! its window: an old inline image folds off the wire behind a placeholder naming its ref,
 //! the remote image stays, the folded originals end up in the archive (not the state), and
-//! everything comes back byte-identical.
+//! everything comes back byte-identical. The originals' write starts on a thread of its own
+//! before the summarizer is asked for their summary.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use base64::Engine as _;
 use bytes::Bytes;
 use foldwire_archive::{Backends, restore_media};
 use foldwire_core::{
-    Budget, CharEstimator, Params, Pipeline, Ref, Registry, SessionId, SessionState, StageCx, Turn,
-    Wire,
+    Budget, CharEstimator, Component, ComponentKind, Params, Pipeline, Ref, Registry, SessionId,
+    SessionState, StageCx, StrategyError, Summarizer, Summary, SummaryRequest, Turn, Wire,
+    async_trait,
 };
+use foldwire_plugins::summarizer::Extractive;
 use foldwire_stages::kernel::pairing_rules::violations;
 use foldwire_stages::kernel::restore_with_archive;
+use foldwire_test_kit::archive::BatchThreads;
 use foldwire_wire::request;
 
 const REMOTE: &str = "https://example.com/remote-diagram.png";
@@ -58,11 +63,14 @@ fn pipeline(registry: &Registry) -> Pipeline {
         "archive.spill",
         "refs.mint",
         "ranges.build",
-        "fold",
-        "pairing.repair",
     ] {
         b = b.stage_named(name, Params::Null).unwrap();
     }
+    b = b
+        .stage_named("fold", serde_json::json!({"summarizer": WAITING}))
+        .unwrap()
+        .stage_named("pairing.repair", Params::Null)
+        .unwrap();
     b.stage_named(
         "layout.head_window",
         serde_json::json!({"head_tokens": 100, "recent_tokens": 2000}),
@@ -74,13 +82,53 @@ fn pipeline(registry: &Registry) -> Pipeline {
     .unwrap()
 }
 
+/// The name [`WaitsForTheOriginals`] is registered under.
+const WAITING: &str = "test.waits_for_the_originals";
+
+/// The extractive summarizer, after waiting (two seconds at most) until the archive has begun
+/// a batch besides the spilled image's, and noting whether it had: the fold's originals start
+/// for the archive before their summary is written, not after.
+#[derive(Debug)]
+struct WaitsForTheOriginals {
+    batches: Arc<BatchThreads>,
+    saw_them: Arc<AtomicBool>,
+}
+
+#[async_trait]
+impl Summarizer for WaitsForTheOriginals {
+    fn name(&self) -> &'static str {
+        WAITING
+    }
+
+    async fn summarize(&self, request: SummaryRequest<'_>) -> Result<Summary, StrategyError> {
+        for _ in 0..200 {
+            if self.batches.batches().len() >= 2 {
+                self.saw_them.store(true, Ordering::SeqCst);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        Extractive::default().summarize(request).await
+    }
+}
+
 #[tokio::test]
 async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_it_exactly() {
     foldwire_plugins::link();
     let registry = Arc::new(Registry::from_inventory().unwrap());
     let backends = Backends::memory();
     // The same archive, noting which thread wrote each batch.
-    let batches = foldwire_test_kit::archive::BatchThreads::over(backends.media.clone());
+    let batches = BatchThreads::over(backends.media.clone());
+    let saw_them = Arc::new(AtomicBool::new(false));
+    let (noted, saw) = (batches.clone(), saw_them.clone());
+    registry
+        .register(ComponentKind::Summarizer, WAITING, "tests", move |_| {
+            Ok(Component::Summarizer(Arc::new(WaitsForTheOriginals {
+                batches: noted.clone(),
+                saw_them: saw.clone(),
+            })))
+        })
+        .unwrap();
     let cx = StageCx::new(registry.clone())
         .with_archive(batches.clone())
         .with_estimator(Arc::new(CharEstimator));
@@ -118,6 +166,10 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
             .last()
             .is_some_and(|t| *t != std::thread::current().id()),
         "{threads:?}"
+    );
+    assert!(
+        saw_them.load(Ordering::SeqCst),
+        "the originals' write had not begun when their summary was asked for"
     );
 
     // The image unit got a ref and a block folded it.
