@@ -78,39 +78,66 @@ pub struct ArchivedItem {
 /// text (the unit's JSON as received) held as shared bytes, so keeping a slice of the
 /// request body costs a reference count rather than a copy (a first turn folds megabytes).
 /// Serialized as a JSON string.
-#[derive(Clone, PartialEq, Eq, Default)]
-pub struct OriginalText(bytes::Bytes);
+///
+/// A slice keeps the whole body it came from alive; [`OriginalText::detach`] copies it out
+/// when it is to stay in the state beyond the turn (the archive failed, or there is none).
+#[derive(Clone, Default)]
+pub struct OriginalText {
+    bytes: bytes::Bytes,
+    /// True when `bytes` may be a slice of a larger buffer (the request body).
+    borrowed: bool,
+}
 
 impl OriginalText {
-    /// The bytes, when they are UTF-8.
+    /// The bytes, when they are UTF-8: a slice of a request body, say.
     ///
     /// # Errors
     /// Where the bytes stop being UTF-8.
     pub fn from_utf8(bytes: bytes::Bytes) -> Result<Self, std::str::Utf8Error> {
         std::str::from_utf8(&bytes)?;
-        Ok(OriginalText(bytes))
+        Ok(OriginalText {
+            bytes,
+            borrowed: true,
+        })
     }
 
     /// The text (checked UTF-8 when made, so never empty by mistake).
     pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.0).unwrap_or_default()
+        std::str::from_utf8(&self.bytes).unwrap_or_default()
     }
 
     /// The bytes, shared.
     pub fn bytes(&self) -> bytes::Bytes {
-        self.0.clone()
+        self.bytes.clone()
     }
 
     /// Its length in bytes.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.bytes.len()
     }
 
     /// True when it holds no bytes.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.bytes.is_empty()
+    }
+
+    /// Copies the bytes out of the buffer they are a slice of, so that buffer can be freed;
+    /// nothing to do for a text that owns its bytes already.
+    pub fn detach(&mut self) {
+        if self.borrowed {
+            self.bytes = bytes::Bytes::copy_from_slice(&self.bytes);
+            self.borrowed = false;
+        }
     }
 }
+
+impl PartialEq for OriginalText {
+    fn eq(&self, other: &Self) -> bool {
+        self.bytes == other.bytes
+    }
+}
+
+impl Eq for OriginalText {}
 
 impl std::fmt::Debug for OriginalText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -127,13 +154,19 @@ impl Deref for OriginalText {
 
 impl From<String> for OriginalText {
     fn from(text: String) -> Self {
-        OriginalText(bytes::Bytes::from(text.into_bytes()))
+        OriginalText {
+            bytes: bytes::Bytes::from(text.into_bytes()),
+            borrowed: false,
+        }
     }
 }
 
 impl From<&str> for OriginalText {
     fn from(text: &str) -> Self {
-        OriginalText(bytes::Bytes::copy_from_slice(text.as_bytes()))
+        OriginalText {
+            bytes: bytes::Bytes::copy_from_slice(text.as_bytes()),
+            borrowed: false,
+        }
     }
 }
 
@@ -473,6 +506,14 @@ mod tests {
         assert_eq!(back.originals[&Ref(7)], original);
         let bad = OriginalText::from_utf8(bytes::Bytes::from_static(b"ok \xff"));
         assert!(bad.is_err());
+        // Detached: the same text in bytes of its own, so the body can go.
+        let mut kept = original.clone();
+        kept.detach();
+        assert_eq!(kept, original);
+        assert_ne!(kept.bytes().as_ptr(), unit.as_ptr());
+        let at = kept.bytes().as_ptr();
+        kept.detach();
+        assert_eq!(kept.bytes().as_ptr(), at, "copied twice");
     }
 
     #[test]

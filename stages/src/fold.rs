@@ -48,9 +48,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::kernel::{
     CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin, FoldOutcome,
-    MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression, finish_archiving,
-    fold_and_measure, fold_view, folded_media_warning, start_archiving, start_archiving_units,
-    summary_runs, summary_text, sync_blocks,
+    MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression, detach_originals,
+    finish_archiving, fold_and_measure, fold_view, folded_media_warning, start_archiving,
+    start_archiving_units, summary_runs, summary_text, sync_blocks,
 };
 use crate::ranges_build::UsedProtection;
 use crate::strategy_scope::{self, FAILED_CODE, StrategyScope};
@@ -735,6 +735,10 @@ impl Stage for Fold {
                     ),
                 );
             }
+        }
+        if cx.archive.is_none() {
+            // Nowhere to move them: they stay in the state, in bytes of their own.
+            detach_originals(&mut turn.state);
         }
         let Some(conversation) = turn.conversation.as_mut() else {
             return Err(StageError::NotDecoded { stage: NAME });

@@ -165,6 +165,22 @@ async fn a_failing_archive_keeps_the_originals_in_the_state() {
     let view = minted(&history(Wire::Anthropic), &mut state);
     fold_middle(&mut state, &view);
     let before = state.originals.clone();
+
+    // Without an archive the fold stage keeps them, in bytes of their own.
+    let mut turn = turn_for(view.clone(), state.clone());
+    Fold::new(FoldConfig {
+        auto: false,
+        ..FoldConfig::default()
+    })
+    .run(&mut turn, &cx())
+    .await
+    .unwrap();
+    assert_eq!(turn.state.originals, before);
+    for (r, original) in &turn.state.originals {
+        let unit = view.messages.iter().find(|u| u.r#ref == Some(*r)).unwrap();
+        assert_ne!(original.bytes().as_ptr(), unit.raw.as_ptr(), "{r}");
+    }
+
     let (failing, backends) = failing_backends();
     let done = archive_originals(
         &mut state,
@@ -179,6 +195,11 @@ async fn a_failing_archive_keeps_the_originals_in_the_state() {
     assert_eq!(state.originals, before, "nothing may be lost");
     assert!(state.blocks[0].archive_keys.is_empty());
     assert!(failing.refused() > 0);
+    // Staying beyond the turn, they no longer hold on to the request body.
+    for (r, original) in &state.originals {
+        let unit = view.messages.iter().find(|u| u.r#ref == Some(*r)).unwrap();
+        assert_ne!(original.bytes().as_ptr(), unit.raw.as_ptr(), "{r}");
+    }
     // Both restores still work from the state.
     let id = state.blocks[0].id;
     let sync = restore(&state, id, false).unwrap();

@@ -239,10 +239,12 @@ fn record_written(
                 pending.len()
             );
             done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
+            detach_originals(state);
             return done;
         }
         Err(why) => {
             done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
+            detach_originals(state);
             return done;
         }
     };
@@ -294,6 +296,15 @@ fn record_written(
         record_on_blocks(state);
     }
     done
+}
+
+/// Copies every original the state keeps out of the request body it is a slice of, so an
+/// original that stays beyond its turn (its write failed, or there is no archive) does not
+/// keep that whole body in memory. Originals that own their bytes are left as they are.
+pub fn detach_originals(state: &mut SessionState) {
+    for original in state.originals.values_mut() {
+        original.detach();
+    }
 }
 
 /// Refreshes each block's `archive_keys`: the keys of its direct units' archived
