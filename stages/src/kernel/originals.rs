@@ -21,9 +21,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{
-    MediaArchive, Message, OriginalText, Ref, SessionId, SessionState, StoreError, StoredPart,
-};
+use foldwire_core::{MediaArchive, Message, Ref, SessionId, SessionState, StoreError, StoredPart};
 use serde::{Deserialize, Serialize};
 
 /// The media type archived originals are stored under (the unit's JSON text, as received).
@@ -69,12 +67,22 @@ pub async fn archive_originals(
     if pending.is_empty() {
         return OriginalsArchived::default();
     }
-    let answer = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
+    let answer = put_batch(archive, session, items, timeout).await;
+    record_written(state, pending, answer)
+}
+
+/// One batch write within `timeout`; an error says what went wrong.
+async fn put_batch(
+    archive: &dyn MediaArchive,
+    session: &SessionId,
+    items: Vec<(String, Bytes)>,
+    timeout: Duration,
+) -> Result<Vec<StoredPart>, String> {
+    match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
         Ok(Ok(parts)) => Ok(parts),
         Ok(Err(e)) => Err(format!("archive write failed: {e}")),
         Err(_) => Err(timed_out(timeout)),
-    };
-    record_written(state, pending, answer)
+    }
 }
 
 /// A batch of originals being written to the archive on a blocking thread while the turn
@@ -103,10 +111,10 @@ pub fn start_archiving(
 }
 
 /// Like [`start_archiving`], ahead of the fold: the bytes of `units` about to be folded
-/// (each with a ref and UTF-8 bytes, as [`apply_compression`](super::apply_compression)
-/// keeps them), written while the fold is still summarizing them. [`finish_archiving`]
-/// records only those the fold then kept as originals (a unit it refused leaves unused
-/// bytes in the pack, which nothing points to) and writes any it kept beyond them.
+/// (those with a ref), written while the fold is still summarizing them.
+/// [`finish_archiving`] records only those the fold then kept as originals (a unit it
+/// refused, for bytes that are not UTF-8 say, leaves unused bytes in the pack, which nothing
+/// points to) and writes any it kept beyond them.
 pub fn start_archiving_units<'a>(
     units: impl IntoIterator<Item = &'a Message>,
     archive: &Arc<dyn MediaArchive>,
@@ -114,11 +122,7 @@ pub fn start_archiving_units<'a>(
 ) -> Option<OriginalsInFlight> {
     let (pending, items) = units
         .into_iter()
-        .filter_map(|u| {
-            let r = u.r#ref?;
-            OriginalText::from_utf8(u.raw.clone()).ok()?;
-            Some((r, (ORIGINAL_MEDIA_TYPE.to_owned(), u.raw.clone())))
-        })
+        .filter_map(|u| Some((u.r#ref?, (ORIGINAL_MEDIA_TYPE.to_owned(), u.raw.clone()))))
         .unzip();
     spawn_batch(pending, items, archive, session)
 }
@@ -145,8 +149,9 @@ fn spawn_batch(
     Some(OriginalsInFlight { pending, task })
 }
 
-/// Waits (at most `timeout`) for the batch [`start_archiving`] began and records what it
-/// stored, then archives the originals folded since it began with [`archive_originals`].
+/// Waits (at most `timeout`) for the batch [`start_archiving`] (or
+/// [`start_archiving_units`]) began and records what it stored, then writes the originals
+/// the batch did not hold as a second one; without a batch, [`archive_originals`].
 /// Originals whose write failed stay in the state and are listed, as with
 /// [`archive_originals`]; they are retried next turn, not again now.
 pub async fn finish_archiving(
@@ -171,11 +176,7 @@ pub async fn finish_archiving(
     if pending.is_empty() {
         return done;
     }
-    let answer = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
-        Ok(Ok(parts)) => Ok(parts),
-        Ok(Err(e)) => Err(format!("archive write failed: {e}")),
-        Err(_) => Err(timed_out(timeout)),
-    };
+    let answer = put_batch(archive, session, items, timeout).await;
     let rest = record_written(state, pending, answer);
     done.stored.extend(rest.stored);
     done.bytes += rest.bytes;
