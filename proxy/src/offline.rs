@@ -450,19 +450,16 @@ async fn store_last_request_with_id(
     body: &Bytes,
     id: Option<&str>,
 ) -> Result<()> {
-    let mut header = Vec::with_capacity(wire.as_str().len() + 40);
-    header.extend_from_slice(wire.as_str().as_bytes());
+    let mut payload = Vec::with_capacity(wire.as_str().len() + 40 + body.len());
+    payload.extend_from_slice(wire.as_str().as_bytes());
     if let Some(id) = id {
-        header.push(b' ');
-        header.extend_from_slice(id.as_bytes());
+        payload.push(b' ');
+        payload.extend_from_slice(id.as_bytes());
     }
-    header.push(b'\n');
-    // The body goes out as it is, beside its header line, not copied after it: a long
-    // session's request is megabytes (two chunks are two writes on a local store).
-    let payload: foldwire_archive::object_store::PutPayload =
-        [Bytes::from(header), body.clone()].into_iter().collect();
+    payload.push(b'\n');
+    payload.extend_from_slice(body);
     store
-        .put(&last_request_path(session), payload)
+        .put(&last_request_path(session), Bytes::from(payload).into())
         .await
         .with_context(|| format!("keeping the last request of session {session}"))?;
     Ok(())
