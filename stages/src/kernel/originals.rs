@@ -6,8 +6,8 @@
 //! after its own `apply_compression`): the originals are written to the session's
 //! [`MediaArchive`] in one batch ([`MediaArchive::put_contents`]: one pack object named by
 //! its content, create-if-absent, so a retry is harmless), each recorded in the archive
-//! index (`state.archive`, an item with the ref, the key, [`ArchivedItem::original`] and its place
-//! in the pack) and on the block that folded it
+//! index (`state.archive`, an item with the ref, the key, [`ArchivedItem::original`] and
+//! its place in the pack) and on the block that folded it
 //! ([`foldwire_core::Block::archive_keys`], in the order of `Block::direct`), and only then
 //! removed from `state.originals`. A write that fails or times out leaves the original in
 //! the state (nothing is lost) and is reported; the next call retries it.
@@ -63,26 +63,28 @@ pub async fn archive_originals(
     session: &SessionId,
     timeout: Duration,
 ) -> OriginalsArchived {
-    let (pending, items) = pending_originals(state, &HashSet::new());
+    archive_all_but(state, archive, session, timeout, &HashSet::new()).await
+}
+
+/// [`archive_originals`] for the originals not in `skip`, as one batch: one pack (one
+/// object, one PUT), not one object per folded unit.
+async fn archive_all_but(
+    state: &mut SessionState,
+    archive: &dyn MediaArchive,
+    session: &SessionId,
+    timeout: Duration,
+    skip: &HashSet<Ref>,
+) -> OriginalsArchived {
+    let (pending, items) = pending_originals(state, skip);
     if pending.is_empty() {
         return OriginalsArchived::default();
     }
-    let answer = put_batch(archive, session, items, timeout).await;
-    record_written(state, pending, answer)
-}
-
-/// One batch write within `timeout`; an error says what went wrong.
-async fn put_batch(
-    archive: &dyn MediaArchive,
-    session: &SessionId,
-    items: Vec<(String, Bytes)>,
-    timeout: Duration,
-) -> Result<Vec<StoredPart>, String> {
-    match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
+    let answer = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
         Ok(Ok(parts)) => Ok(parts),
         Ok(Err(e)) => Err(format!("archive write failed: {e}")),
         Err(_) => Err(timed_out(timeout)),
-    }
+    };
+    record_written(state, pending, answer)
 }
 
 /// A batch of originals being written to the archive on a blocking thread while the turn
@@ -172,18 +174,14 @@ pub async fn finish_archiving(
     };
     let tried: HashSet<Ref> = in_flight.pending.iter().copied().collect();
     let mut done = record_written(state, in_flight.pending, answer);
-    let (pending, items) = pending_originals(state, &tried);
-    if pending.is_empty() {
-        return done;
-    }
-    let answer = put_batch(archive, session, items, timeout).await;
-    let rest = record_written(state, pending, answer);
+    let rest = archive_all_but(state, archive, session, timeout, &tried).await;
     done.stored.extend(rest.stored);
     done.bytes += rest.bytes;
     done.failed.extend(rest.failed);
     done
 }
 
+/// Why a write that took too long failed.
 fn timed_out(timeout: Duration) -> String {
     format!("archive write timed out after {} ms", timeout.as_millis())
 }
