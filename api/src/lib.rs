@@ -81,7 +81,7 @@ pub use block::{Block, Generation};
 pub use budget::{Budget, CharEstimator, TokenEstimator};
 pub use component::{BuildError, ComponentKind, Params, RegistryError, StrategyUse};
 pub use config::ComponentConfig;
-pub use conversation::{Conversation, Entry, FieldOverride};
+pub use conversation::{Conversation, Entry, FieldOverride, LastDecode};
 pub use extensions::{Extensions, SharedExtensions};
 pub use ids::{AnyRef, BlockId, IdParseError, Ref, SessionId, SessionIdError};
 pub use message::{

@@ -68,6 +68,31 @@ impl Text {
         }
     }
 
+    /// The bytes a deferred text decodes from (`None` for held text).
+    pub fn source(&self) -> Option<&Bytes> {
+        match &self.0 {
+            Repr::Held(_) => None,
+            Repr::Deferred { source, .. } => Some(source),
+        }
+    }
+
+    /// The same text read from `source` instead, which holds the same bytes as
+    /// [`Self::source`] (the next request resent them): a decoder reusing an earlier decode
+    /// points its texts at the new body, so no earlier body stays in memory through them.
+    /// Held text is cloned.
+    pub fn with_source(&self, source: Bytes) -> Text {
+        match &self.0 {
+            Repr::Held(s) => Text(Repr::Held(s.clone())),
+            Repr::Deferred {
+                decode, decoded, ..
+            } => Text(Repr::Deferred {
+                source,
+                decode: *decode,
+                decoded: decoded.clone(),
+            }),
+        }
+    }
+
     /// The text as an owned string.
     pub fn into_string(self) -> String {
         match self.0 {

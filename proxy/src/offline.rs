@@ -12,6 +12,7 @@ use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _};
 use foldwire_core::{
     Conversation, Registry, SessionId, SessionState, StageCx, StateVersion, Turn, Wire,
 };
+use foldwire_wire::shared_bytes::{common_prefix_len, common_suffix_len};
 use futures::{StreamExt as _, TryStreamExt as _};
 use serde::{Deserialize, Serialize};
 
@@ -386,43 +387,12 @@ fn base_id() -> String {
 }
 
 /// Lengths of the longest common prefix and suffix of `a` and `b` that do not overlap in
-/// either. Compared a block at a time (`memcmp`), then byte by byte inside the first block
-/// that differs: a long session's requests are megabytes that differ by a few kilobytes.
+/// either.
 fn common_ends(a: &[u8], b: &[u8]) -> (usize, usize) {
-    let prefix = common_len(a.iter(), b.iter(), a.chunks(BLOCK).zip(b.chunks(BLOCK)));
+    let prefix = common_prefix_len(a, b);
     let room = a.len().min(b.len()) - prefix;
-    let (a_tail, b_tail) = (&a[a.len() - room..], &b[b.len() - room..]);
-    let suffix = common_len(
-        a_tail.iter().rev(),
-        b_tail.iter().rev(),
-        a_tail.rchunks(BLOCK).zip(b_tail.rchunks(BLOCK)),
-    );
+    let suffix = common_suffix_len(&a[a.len() - room..], &b[b.len() - room..]);
     (prefix, suffix)
-}
-
-/// Bytes compared at once by [`common_ends`].
-const BLOCK: usize = 4096;
-
-/// How many leading items of two byte sequences agree, given the same sequences as
-/// aligned blocks (from the same end): whole equal blocks are skipped, then the rest is
-/// compared byte by byte.
-fn common_len<'a>(
-    a: impl Iterator<Item = &'a u8>,
-    b: impl Iterator<Item = &'a u8>,
-    blocks: impl Iterator<Item = (&'a [u8], &'a [u8])>,
-) -> usize {
-    let mut equal = 0;
-    for (x, y) in blocks {
-        if x != y || x.len() != BLOCK {
-            break;
-        }
-        equal += BLOCK;
-    }
-    equal
-        + a.skip(equal)
-            .zip(b.skip(equal))
-            .take_while(|(x, y)| x == y)
-            .count()
 }
 
 /// Keeps a request `foldwire run` or `foldwire serve` processed as the session's last, so
@@ -570,6 +540,7 @@ pub fn empty_view(wire: Wire) -> Conversation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use foldwire_wire::shared_bytes::BLOCK;
 
     /// The byte-by-byte answer [`common_ends`] must give.
     fn naive(a: &[u8], b: &[u8]) -> (usize, usize) {

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use foldwire_core::{
-    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, Stage, StageCx,
-    StageError, Turn, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, LastDecode,
+    Stage, StageCx, StageError, Turn, async_trait,
 };
 use foldwire_wire::request;
 use serde::{Deserialize, Serialize};
@@ -33,17 +33,39 @@ impl Stage for WireDecode {
         // (`TurnRequest::decoded`): the body is not decoded twice.
         let conv = match turn.conversation.take() {
             Some(conv) if conv.wire == turn.wire => conv,
-            _ => request::decode(turn.wire, turn.body.clone()).map_err(|e| {
-                StageError::Malformed {
-                    stage: DECODE,
-                    message: e.to_string(),
-                }
-            })?,
+            _ => decode(turn)?,
         };
         turn.report.count("wire.entries", conv.entries.len() as u64);
         turn.report.count("wire.units", conv.messages.len() as u64);
         turn.conversation = Some(conv);
         Ok(())
+    }
+}
+
+/// Decodes the turn's body, starting from the session's last decode when the turn carries
+/// one, and leaves this decode for the next turn in its place.
+fn decode(turn: &mut Turn) -> Result<Conversation, StageError> {
+    let last = turn.extensions.remove::<LastDecode>();
+    let decoded = match &last {
+        Some(LastDecode(prior)) => request::decode_after(turn.wire, turn.body.clone(), prior),
+        None => request::decode(turn.wire, turn.body.clone()).map(|conv| (conv, 0)),
+    };
+    match decoded {
+        Ok((conv, reused)) => {
+            turn.report.count("wire.reused_entries", reused as u64);
+            turn.extensions.insert(LastDecode(Arc::new(conv.clone())));
+            Ok(conv)
+        }
+        Err(e) => {
+            // A body that does not decode leaves the last good decode for the next turn.
+            if let Some(last) = last {
+                turn.extensions.insert(last);
+            }
+            Err(StageError::Malformed {
+                stage: DECODE,
+                message: e.to_string(),
+            })
+        }
     }
 }
 
@@ -203,6 +225,74 @@ mod tests {
                 stage: "wire.encode"
             }
         ));
+    }
+
+    /// Three requests of one session, each resending the last one's history.
+    const GROWING: [&str; 3] = [
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":5}"#,
+        BODY,
+        r#"{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"text","text":"yo"}]},{"role":"user","content":"go on"}],"max_tokens":5}"#,
+    ];
+
+    #[tokio::test]
+    async fn decode_starts_from_the_last_decode_and_leaves_its_own() {
+        let prior = request::decode(Wire::Anthropic, Bytes::from(GROWING[0])).unwrap();
+        let mut t = turn(Wire::Anthropic, BODY);
+        t.extensions.insert(LastDecode(Arc::new(prior.clone())));
+        WireDecode.run(&mut t, &cx()).await.unwrap();
+        assert_eq!(t.report.counter("wire.reused_entries"), 1);
+        let fresh = request::decode(Wire::Anthropic, Bytes::from(BODY)).unwrap();
+        assert_eq!(t.conversation.as_ref(), Some(&fresh));
+        // The turn's own decode, untouched by later stages, is left for the next turn.
+        t.conversation.as_mut().unwrap().messages.clear();
+        let left = t.extensions.get::<LastDecode>().unwrap();
+        assert_eq!(left.0.as_ref(), &fresh);
+        // A body that does not decode keeps the last good decode.
+        let mut bad = turn(Wire::Anthropic, "{\"messages\":[");
+        bad.extensions.insert(LastDecode(Arc::new(prior.clone())));
+        assert!(WireDecode.run(&mut bad, &cx()).await.is_err());
+        assert_eq!(
+            bad.extensions.get::<LastDecode>().unwrap().0.as_ref(),
+            &prior
+        );
+    }
+
+    #[tokio::test]
+    async fn the_session_carries_the_last_decode_from_turn_to_turn() {
+        let registry = Arc::new(Registry::empty());
+        let pipeline = foldwire_core::Pipeline::builder(&registry)
+            .name("codec")
+            .stage(WireDecode)
+            .stage(WireEncode)
+            .build()
+            .unwrap();
+        let store = Arc::new(foldwire_core::MemoryStateStore::new());
+        let engine = foldwire_core::Engine::builder(pipeline, store, registry)
+            .start()
+            .unwrap();
+        let one = SessionId::new("one").unwrap();
+        let other = SessionId::new("other").unwrap();
+        let run = |session: SessionId, body: &'static str| {
+            let engine = &engine;
+            async move {
+                let request = foldwire_core::TurnRequest::new(Wire::Anthropic, Bytes::from(body));
+                engine.run_turn(&session, request).await.unwrap()
+            }
+        };
+        let first = run(one.clone(), GROWING[0]).await;
+        assert_eq!(first.report.counter("wire.reused_entries"), 0);
+        let second = run(one.clone(), GROWING[1]).await;
+        assert_eq!(second.report.counter("wire.reused_entries"), 1);
+        assert_eq!(second.output, Bytes::from(GROWING[1]));
+        // A request that fails to decode is forwarded as sent and breaks nothing.
+        let broken = run(one.clone(), "{\"messages\":[").await;
+        assert!(broken.report.fail_open.is_some());
+        let third = run(one.clone(), GROWING[2]).await;
+        assert_eq!(third.report.counter("wire.reused_entries"), 2);
+        assert_eq!(third.output, Bytes::from(GROWING[2]));
+        // Another session starts from nothing.
+        let elsewhere = run(other, GROWING[2]).await;
+        assert_eq!(elsewhere.report.counter("wire.reused_entries"), 0);
     }
 
     #[test]

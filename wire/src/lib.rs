@@ -8,5 +8,6 @@
 pub mod dialect;
 pub mod image_size;
 pub mod request;
+pub mod shared_bytes;
 pub mod stream;
 pub mod tokens;

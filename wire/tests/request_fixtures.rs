@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Every request fixture: decode → encode is byte-identical; edits leave untouched entries
-//! and the frame verbatim; ids survive from one turn to the next.
+//! and the frame verbatim; ids survive from one turn to the next; a decode that starts from
+//! the request before gives exactly a fresh decode.
 
 use std::path::PathBuf;
 
@@ -9,6 +10,8 @@ use foldwire_core::{
     Conversation, Message, MessageKind, Origin, Role, ToolLink, UnitSlot, Wire, fixtures,
 };
 use foldwire_wire::request::{decode, encode};
+
+mod resume_support;
 
 fn wire_dirs() -> [(Wire, &'static str); 4] {
     [
@@ -412,4 +415,51 @@ fn duplicate_units_get_ordered_suffixes_and_ids_track_content() {
     .unwrap();
     assert_ne!(changed.messages[1].id, c.messages[1].id);
     assert_eq!(changed.messages[0].id, c.messages[0].id);
+}
+
+#[test]
+fn every_request_fixture_decodes_the_same_after_each_shorter_history() {
+    let mut resumed = 0;
+    for (wire, path) in all_request_fixtures() {
+        let (body, full) = load(wire, &path);
+        let derived = |c: &Conversation| {
+            c.messages.iter().any(|m| {
+                m.tool
+                    .as_ref()
+                    .is_some_and(|t| t.call_id.starts_with("gemini:"))
+            })
+        };
+        for keep in 0..=full.entries.len() {
+            let prior_body = resume_support::history_prefix(&full, keep);
+            let prior = decode(wire, Bytes::from(prior_body)).unwrap();
+            let reused = resume_support::check_resume(wire, &prior, &body);
+            let resumable = full.source.get(full.messages_span.start) == Some(&b'[')
+                && !(wire == Wire::Gemini && derived(&prior));
+            assert_eq!(
+                reused,
+                if resumable { keep } else { 0 },
+                "{}: history cut after {keep}",
+                path.display()
+            );
+            resumed += usize::from(reused > 0);
+        }
+        // The next request changed the last message or broke the tail: still what a fresh
+        // decode says (a conversation or the same error).
+        for at in [
+            body.len() / 2,
+            body.len() * 3 / 4,
+            body.len() - 2,
+            body.len() - 1,
+        ] {
+            let mut other = body.to_vec();
+            other[at] = b'x';
+            resume_support::check_resume(wire, &full, &other);
+            resume_support::check_resume(wire, &full, &body[..at]);
+        }
+    }
+    if fixtures::dir().is_some() {
+        assert!(resumed > 50, "only {resumed} decodes reused anything");
+    } else {
+        println!("shared fixtures not found; the resume check over fixtures did not run");
+    }
 }

@@ -1,12 +1,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Property tests: arbitrary conversations of each wire round-trip byte-identical, random
-//! unit removals still encode to valid JSON that decodes again, and no input panics.
+//! unit removals still encode to valid JSON that decodes again, no input panics, and a
+//! decode that starts from an earlier request's decode gives exactly a fresh decode.
 
 use bytes::Bytes;
 use foldwire_core::{UnitSlot, Wire};
 use foldwire_wire::request::{decode, encode};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+
+mod resume_support;
 
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![
@@ -231,5 +234,34 @@ proptest! {
         if let Ok(conv) = decode(wire, Bytes::from(body.clone())) {
             prop_assert_eq!(encode(&conv).unwrap(), Bytes::from(body));
         }
+    }
+
+    #[test]
+    fn decoding_after_an_earlier_request_equals_decoding_afresh(
+        (wire, body) in wire_and_body(),
+        keep in any::<prop::sample::Index>(),
+        at in any::<prop::sample::Index>(),
+        byte in any::<u8>(),
+        change in 0u8..3,
+    ) {
+        let full = decode(wire, Bytes::from(body.clone())).unwrap();
+        let keep = keep.index(full.entries.len() + 1);
+        let prior = decode(wire, Bytes::from(resume_support::history_prefix(&full, keep))).unwrap();
+        // The history grew: every message of the earlier request is reused (a string
+        // `input` is not an array, and Gemini's derived call ids are not carried over).
+        let reused = resume_support::check_resume(wire, &prior, &body);
+        let resumable = full.source.get(full.messages_span.start) == Some(&b'[')
+            && !(wire == Wire::Gemini
+                && prior.messages.iter().any(|m| m.tool.as_ref().is_some_and(|t| t.call_id.starts_with("gemini:"))));
+        prop_assert_eq!(reused, if resumable { keep } else { 0 });
+        // Anything else: a byte changed or cut anywhere, or the same body again.
+        let mut other = body.clone();
+        let i = at.index(other.len());
+        match change {
+            0 => other[i] = byte,
+            1 => other.truncate(i),
+            _ => {}
+        }
+        resume_support::check_resume(wire, &full, &other);
     }
 }

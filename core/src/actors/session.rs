@@ -8,7 +8,7 @@ use bytes::Bytes;
 use super::chain::{ChainError, StageChain};
 use crate::archive::{StateStore, StateVersion, StoreError};
 use crate::budget::Budget;
-use crate::conversation::Conversation;
+use crate::conversation::{Conversation, LastDecode};
 use crate::ids::SessionId;
 use crate::report::TurnReport;
 use crate::stage::StageError;
@@ -153,6 +153,8 @@ pub struct SessionActor {
     chains: ChainSlot,
     worker: usize,
     loaded: Loaded,
+    /// The last turn's decode, for the next turn's decoder to start from.
+    last_decode: Option<LastDecode>,
 }
 
 impl SessionActor {
@@ -169,6 +171,7 @@ impl SessionActor {
             chains,
             worker,
             loaded: None,
+            last_decode: None,
         }
     }
 
@@ -200,12 +203,46 @@ async fn load(
     }
 }
 
+/// The state a session actor carries from one turn to the next.
+struct Carried {
+    loaded: Loaded,
+    last_decode: Option<LastDecode>,
+}
+
+/// Runs a turn, keeping the last decode the chain left (see [`LastDecode`]).
 async fn execute_turn(
+    store: Arc<dyn StateStore>,
+    session: SessionId,
+    chain: Option<StageChain>,
+    carried: Carried,
+    request: TurnRequest,
+) -> (Carried, Result<TurnOutcome, HostError>) {
+    let mut last_decode = carried.last_decode;
+    let (loaded, result) = run_turn(
+        store,
+        session,
+        chain,
+        carried.loaded,
+        request,
+        &mut last_decode,
+    )
+    .await;
+    (
+        Carried {
+            loaded,
+            last_decode,
+        },
+        result,
+    )
+}
+
+async fn run_turn(
     store: Arc<dyn StateStore>,
     session: SessionId,
     chain: Option<StageChain>,
     loaded: Loaded,
     mut request: TurnRequest,
+    last_decode: &mut Option<LastDecode>,
 ) -> (Loaded, Result<TurnOutcome, HostError>) {
     let Some(chain) = chain else {
         return (
@@ -234,14 +271,19 @@ async fn execute_turn(
         // Used by the first attempt only: a turn run again after a lost write decodes
         // afresh (the stages changed the conversation they were given).
         turn.conversation = request.decoded.take();
+        if let Some(last) = last_decode.take() {
+            turn.extensions.insert(last);
+        }
         turn.report.turn = before.turns + 1;
         let (mut next, report, output, conversation) = match chain.run(turn).await {
             Ok(mut turn) => {
+                *last_decode = turn.extensions.remove::<LastDecode>();
                 let output = turn.outgoing();
                 let conversation = turn.conversation.take().map(Arc::new);
                 (turn.state, turn.report, output, conversation)
             }
-            Err(ChainError::Stage(failed)) => {
+            Err(ChainError::Stage(mut failed)) => {
+                *last_decode = failed.turn.extensions.remove::<LastDecode>();
                 // Nothing the client sent is lost: the original body goes on unchanged and
                 // the half-applied state is discarded.
                 let mut report = failed.turn.report;
@@ -353,16 +395,21 @@ impl Handler<RunTurn> for SessionActor {
     type Result = AtomicResponse<Self, Result<TurnOutcome, HostError>>;
 
     fn handle(&mut self, msg: RunTurn, _ctx: &mut Self::Context) -> Self::Result {
+        let carried = Carried {
+            loaded: self.loaded.take(),
+            last_decode: self.last_decode.take(),
+        };
         let fut = execute_turn(
             Arc::clone(&self.store),
             self.session.clone(),
             self.chain(),
-            self.loaded.take(),
+            carried,
             msg.0,
         );
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(
-            |(loaded, result), act, _| {
-                act.loaded = loaded;
+            |(carried, result), act, _| {
+                act.loaded = carried.loaded;
+                act.last_decode = carried.last_decode;
                 result
             },
         )))

@@ -14,9 +14,20 @@ pub(crate) fn decode_messages(
     span: &Range<usize>,
 ) -> Result<(), WireError> {
     let items = cx.items(path, span)?;
+    decode_items(cx, path, &items, 0)
+}
+
+/// Decodes the wire messages `items` of the messages array at `path`, the first being item
+/// `first` of the array (a decode that reused the ones before it starts further in).
+pub(crate) fn decode_items(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    items: &[Range<usize>],
+    first: usize,
+) -> Result<(), WireError> {
     cx.reserve(items.len());
     for (i, item) in items.iter().enumerate() {
-        let mpath = path.index(i);
+        let mpath = path.index(first + i);
         let fields = cx.fields(&mpath, item)?;
         let role = match cx.req_str(&mpath, &fields, "role")?.as_ref() {
             "user" => Role::User,

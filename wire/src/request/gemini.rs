@@ -22,11 +22,23 @@ pub(crate) fn decode_contents(
     span: &Range<usize>,
 ) -> Result<(), WireError> {
     let items = cx.items(path, span)?;
+    decode_items(cx, path, &items, 0)
+}
+
+/// Decodes the contents `items` of the array at `path`, the first being item `first` of the
+/// array. A decode that starts further in must have no derived call id before `first` (see
+/// [`derives_ids`]): their pairing state is not carried over.
+pub(crate) fn decode_items(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    items: &[Range<usize>],
+    first: usize,
+) -> Result<(), WireError> {
     cx.reserve(items.len());
     // Derived call ids not yet answered, per function name, oldest first.
     let mut pending: HashMap<String, VecDeque<String>> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
-        let cpath = path.index(i);
+        let cpath = path.index(first + i);
         let fields = cx.fields(&cpath, item)?;
         let role = match cx.opt_str(&cpath, &fields, "role")?.as_deref() {
             None | Some("user") => Role::User,
@@ -164,6 +176,15 @@ fn decode_part(
         tool,
         span: span.clone(),
     })
+}
+
+/// Whether a decoded unit carries a call id the codec derived (or one a client wrote in that
+/// form): a decode cannot resume after such a unit without the pairing state it left.
+pub(crate) fn derives_ids(message: &foldwire_core::Message) -> bool {
+    message
+        .tool
+        .as_ref()
+        .is_some_and(|t| t.call_id.starts_with(DERIVED_ID_PREFIX))
 }
 
 /// The role name a new Gemini content gets.

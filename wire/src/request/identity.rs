@@ -40,6 +40,12 @@ fn digest(role: Role, slot: UnitSlot, raw: &[u8]) -> [u8; ID_HEX_LEN / 2] {
     xxh3_64_with_seed(raw, seed).to_be_bytes()
 }
 
+/// The digest an id was made from: its first [`ID_HEX_LEN`] hex digits.
+fn digest_of_id(id: &MessageId) -> Option<[u8; ID_HEX_LEN / 2]> {
+    let digits = id.0.get(..ID_HEX_LEN)?;
+    u64::from_str_radix(digits, 16).ok().map(u64::to_be_bytes)
+}
+
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2 + 3);
@@ -53,8 +59,19 @@ fn hex(bytes: &[u8]) -> String {
 /// Gives every unit its fingerprint; the second and later copies of an identical unit in one
 /// request get `#2`, `#3`, … in order, so ids are unique and still stable across turns.
 pub(crate) fn assign_ids(messages: &mut [Message]) {
+    assign_ids_after(messages, 0);
+}
+
+/// [`assign_ids`] for units after the first `kept`, whose ids are already assigned (a decode
+/// that reused them): their digests are read back from their ids, not hashed again.
+pub(crate) fn assign_ids_after(messages: &mut [Message], kept: usize) {
     let mut seen: HashMap<[u8; ID_HEX_LEN / 2], u32> = HashMap::with_capacity(messages.len());
-    for m in messages.iter_mut() {
+    let (kept, new) = messages.split_at_mut(kept.min(messages.len()));
+    for m in kept.iter() {
+        let d = digest_of_id(&m.id).unwrap_or_else(|| digest(m.role, m.slot, &m.raw));
+        *seen.entry(d).or_insert(0) += 1;
+    }
+    for m in new.iter_mut() {
         let d = digest(m.role, m.slot, &m.raw);
         let n = seen.entry(d).or_insert(0);
         *n += 1;

@@ -79,11 +79,7 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
         return Err(cx.shape_msg(&root, &format!("a `{key}` field"), "none"));
     };
     let messages_span = messages.value.clone();
-    let model = scan::field(&top, "model")
-        .and_then(|f| scan::string_value(src, &f.value))
-        .map(Cow::into_owned);
-    let stream =
-        scan::field(&top, "stream").is_some_and(|f| src.get(f.value.clone()) == Some("true"));
+    let (model, stream) = model_and_stream(src, &top);
     let path = root.key(key);
     match wire {
         Wire::Anthropic => anthropic::decode_messages(&mut cx, &path, &messages_span)?,
@@ -107,6 +103,183 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
         model,
         stream,
     })
+}
+
+/// The `model` and `stream` fields of a body's top-level fields.
+fn model_and_stream(src: &str, top: &[Field<'_>]) -> (Option<String>, bool) {
+    let model = scan::field(top, "model")
+        .and_then(|f| scan::string_value(src, &f.value))
+        .map(Cow::into_owned);
+    let stream =
+        scan::field(top, "stream").is_some_and(|f| src.get(f.value.clone()) == Some("true"));
+    (model, stream)
+}
+
+/// Decodes `body` like [`decode`], reusing what `prior` (the decode of an earlier body of
+/// the same wire, as [`decode`] returned it) found in the bytes both bodies start with.
+///
+/// An agent resends its whole history and appends to it, so almost every wire message of a
+/// request lies in bytes the last request already had: those are taken from `prior` (their
+/// spans point into `body`), and only the rest of the body is validated, scanned and cut
+/// into units. The result is exactly `decode(wire, body)`; the second value is how many wire
+/// messages were reused (0 when nothing could be, and the body was decoded afresh).
+pub fn decode_after(
+    wire: Wire,
+    body: Bytes,
+    prior: &Conversation,
+) -> Result<(Conversation, usize), WireError> {
+    match resume(wire, &body, prior) {
+        Some(Ok(done)) => Ok(done),
+        // A failed or impossible resume decodes afresh, so errors are exactly `decode`'s.
+        Some(Err(_)) | None => decode(wire, body).map(|conv| (conv, 0)),
+    }
+}
+
+/// The decode of `body` that starts after the wire messages it shares with `prior`, or
+/// `None` when it shares none that can be reused.
+fn resume(
+    wire: Wire,
+    body: &Bytes,
+    prior: &Conversation,
+) -> Option<Result<(Conversation, usize), WireError>> {
+    let old = &prior.source;
+    if prior.wire != wire || old.get(prior.messages_span.start) != Some(&b'[') {
+        return None;
+    }
+    let shared = crate::shared_bytes::common_prefix_len(old, body);
+    // The wire messages lying wholly in the shared bytes: `body` has them at the same
+    // offsets, inside the same array, after the same bytes.
+    let mut kept_entries = 0;
+    let mut kept_units = 0;
+    let mut resume_at = 0;
+    for entry in &prior.entries {
+        let Some(span) = entry.raw.as_ref().and_then(|raw| offset_in(old, raw)) else {
+            break;
+        };
+        if span.end > shared {
+            break;
+        }
+        kept_entries += 1;
+        kept_units += entry.unit_count;
+        resume_at = span.end;
+    }
+    let kept = prior.messages.get(..kept_units)?;
+    if kept_entries == 0
+        || kept.iter().any(|m| m.entry >= kept_entries)
+        || (wire == Wire::Gemini && kept.iter().any(gemini::derives_ids))
+    {
+        return None;
+    }
+    let src = std::str::from_utf8(body).ok()?;
+    let mut entries = Vec::with_capacity(prior.entries.len() + 1);
+    for e in prior.entries.get(..kept_entries)? {
+        entries.push(Entry {
+            role: e.role,
+            raw: Some(rebase(e.raw.as_ref()?, old, body)?),
+            unit_count: e.unit_count,
+        });
+    }
+    let mut messages = Vec::with_capacity(prior.messages.len() + 2);
+    for m in kept {
+        let text = match m.text.source() {
+            Some(source) => m.text.with_source(rebase(source, old, body)?),
+            None => m.text.clone(),
+        };
+        messages.push(Message {
+            raw: rebase(&m.raw, old, body)?,
+            text,
+            ..m.clone()
+        });
+    }
+    Some(decode_rest(
+        wire,
+        src,
+        body,
+        prior.messages_span.start,
+        resume_at,
+        (entries, messages),
+    ))
+}
+
+/// Decodes the wire messages after `resume_at` (the end of the last one in `kept`) and the
+/// rest of the body, with `kept` already decoded.
+fn decode_rest(
+    wire: Wire,
+    src: &str,
+    body: &Bytes,
+    array_start: usize,
+    resume_at: usize,
+    kept: (Vec<Entry>, Vec<Message>),
+) -> Result<(Conversation, usize), WireError> {
+    let bytes = src.as_bytes();
+    let root = Path::root();
+    let key = messages_key(wire);
+    let path = root.key(key);
+    let syntax = |e: Syntax| WireError::Syntax {
+        wire,
+        path: scan::path_at(src, e.at),
+        at: e.at,
+        expected: e.expected,
+    };
+    // Items sit at depth 2: the body is depth 0, its messages array depth 1.
+    let (items, array_end, tape) = scan::array_rest_indexed(bytes, resume_at, 2).map_err(syntax)?;
+    let end = scan::object_rest(bytes, array_end).map_err(syntax)?;
+    let trailing = scan::skip_ws(bytes, end);
+    if trailing != bytes.len() {
+        return Err(syntax(Syntax {
+            at: trailing,
+            expected: "the end of the body after the top-level object",
+        }));
+    }
+    let messages_span = array_start..array_end;
+    let (top, _) =
+        scan::frame_fields(src, scan::skip_ws(bytes, 0), &messages_span).map_err(syntax)?;
+    let (model, stream) = model_and_stream(src, &top);
+    let (kept_entries, kept_units) = (kept.0.len(), kept.1.len());
+    let mut cx = Cx::new(wire, src, body, &tape);
+    (cx.entries, cx.messages) = kept;
+    match wire {
+        Wire::Anthropic => anthropic::decode_items(&mut cx, &path, &items, kept_entries)?,
+        Wire::OpenAiChat => openai_chat::decode_items(&mut cx, &path, &items, kept_entries)?,
+        Wire::OpenAiResponses => {
+            openai_responses::decode_items(&mut cx, &path, &items, kept_entries)?
+        }
+        Wire::Gemini => gemini::decode_items(&mut cx, &path, &items, kept_entries)?,
+    }
+    let Cx {
+        entries,
+        mut messages,
+        ..
+    } = cx;
+    identity::assign_ids_after(&mut messages, kept_units);
+    let conv = Conversation {
+        wire,
+        source: body.clone(),
+        messages_span,
+        entries,
+        messages,
+        overrides: Vec::new(),
+        model,
+        stream,
+    };
+    Ok((conv, kept_entries))
+}
+
+/// Where `part` (a slice of `whole`) sits in `whole`.
+fn offset_in(whole: &Bytes, part: &Bytes) -> Option<Range<usize>> {
+    let start = part.as_ptr().addr().checked_sub(whole.as_ptr().addr())?;
+    let end = start.checked_add(part.len())?;
+    (end <= whole.len()).then_some(start..end)
+}
+
+/// The slice of `new` at the offsets `part` has in `old`. An empty `part` (which holds no
+/// bytes, whatever it points at) stays as it is; `None` when `part` is not in `old`.
+fn rebase(part: &Bytes, old: &Bytes, new: &Bytes) -> Option<Bytes> {
+    if part.is_empty() {
+        return Some(Bytes::new());
+    }
+    let span = offset_in(old, part)?;
+    (span.end <= new.len()).then(|| new.slice(span))
 }
 
 /// A JSON path, built on the stack while decoding and rendered only for errors.

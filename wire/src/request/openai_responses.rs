@@ -24,9 +24,20 @@ pub(crate) fn decode_input(
         return Err(cx.shape(path, "a string or an array of items", span));
     }
     let items = cx.items(path, span)?;
+    decode_items(cx, path, &items, 0)
+}
+
+/// Decodes the wire messages `items` of the messages array at `path`, the first being item
+/// `first` of the array (a decode that reused the ones before it starts further in).
+pub(crate) fn decode_items(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    items: &[Range<usize>],
+    first: usize,
+) -> Result<(), WireError> {
     cx.reserve(items.len());
     for (i, item) in items.iter().enumerate() {
-        decode_item(cx, &path.index(i), item)?;
+        decode_item(cx, &path.index(first + i), item)?;
     }
     Ok(())
 }

@@ -141,8 +141,49 @@ pub(crate) fn value_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
 /// index down to [`INDEX_DEPTH`].
 pub(crate) fn value_end_indexed(src: &[u8], start: usize) -> Result<(usize, Tape), Syntax> {
     let mut tape = Tape::for_body(src.len());
-    let end = scan_value(src, start, string_end, Some(&mut tape))?;
+    let end = scan_value(src, start, string_end, Some(&mut tape), 0)?;
     Ok((end, tape))
+}
+
+/// Validates and indexes the rest of an array from `after`, the end of one of its items at
+/// `depth` in the body: the remaining items (their spans, indexed as [`value_end_indexed`]
+/// would have indexed them) and the array's end. For a body whose start is known valid.
+pub(crate) fn array_rest_indexed(
+    src: &[u8],
+    after: usize,
+    depth: usize,
+) -> Result<(Vec<Range<usize>>, usize, Tape), Syntax> {
+    let mut tape = Tape::for_body(src.len().saturating_sub(after));
+    let mut items = Vec::new();
+    let mut pos = skip_ws(src, after);
+    loop {
+        match src.get(pos) {
+            Some(b']') => return Ok((items, pos + 1, tape)),
+            Some(b',') => {
+                let start = skip_ws(src, pos + 1);
+                let end = scan_value(src, start, string_end, Some(&mut tape), depth)?;
+                items.push(start..end);
+                pos = skip_ws(src, end);
+            }
+            _ => return syntax(pos, "',' or ']'"),
+        }
+    }
+}
+
+/// Validates the rest of an object from `after`, the end of one of its values, and returns
+/// the object's end.
+pub(crate) fn object_rest(src: &[u8], after: usize) -> Result<usize, Syntax> {
+    let mut pos = skip_ws(src, after);
+    loop {
+        match src.get(pos) {
+            Some(b'}') => return Ok(pos + 1),
+            Some(b',') => {
+                let value = key_and_colon(src, skip_ws(src, pos + 1), string_end, None, 0)?;
+                pos = skip_ws(src, value_end(src, value)?);
+            }
+            _ => return syntax(pos, "',' or '}'"),
+        }
+    }
 }
 
 /// How strictly strings are scanned.
@@ -156,26 +197,31 @@ pub(crate) enum Mode {
 
 fn value_end_mode(src: &[u8], start: usize, mode: Mode) -> Result<usize, Syntax> {
     match mode {
-        Mode::Validate => scan_value(src, start, string_end, None),
-        Mode::Trusted => scan_value(src, start, string_end_trusted, None),
+        Mode::Validate => scan_value(src, start, string_end, None, 0),
+        Mode::Trusted => scan_value(src, start, string_end_trusted, None, 0),
     }
 }
 
 type StringEnd = fn(&[u8], usize) -> Result<usize, Syntax>;
 
 /// The iterative scanner behind every mode; indexes values into `tape` when given one.
+/// `depth` is how deep the value at `start` sits in the body (the index stops at
+/// [`INDEX_DEPTH`] counted from the body's root).
 fn scan_value(
     src: &[u8],
     start: usize,
     string_end: StringEnd,
     mut tape: Option<&mut Tape>,
+    depth: usize,
 ) -> Result<usize, Syntax> {
     // Open containers, innermost last, with their index slot (when indexed).
     let mut stack: Vec<(u8, Option<usize>)> = Vec::new();
     let mut pos = start;
     'value: loop {
         // Parse one value at `pos`, at depth `stack.len()`.
-        let indexed = tape.as_deref_mut().filter(|_| stack.len() <= INDEX_DEPTH);
+        let indexed = tape
+            .as_deref_mut()
+            .filter(|_| depth + stack.len() <= INDEX_DEPTH);
         let at = pos;
         match src.get(pos) {
             Some(b'"') => pos = string_end(src, pos)?,
@@ -186,8 +232,13 @@ fn scan_value(
                     let slot = indexed.map(|t| t.open(at));
                     stack.push((open, slot));
                     if open == b'{' {
-                        pos =
-                            key_and_colon(src, pos, string_end, tape.as_deref_mut(), stack.len())?;
+                        pos = key_and_colon(
+                            src,
+                            pos,
+                            string_end,
+                            tape.as_deref_mut(),
+                            depth + stack.len(),
+                        )?;
                     }
                     continue 'value;
                 }
@@ -199,7 +250,10 @@ fn scan_value(
             Some(b'-' | b'0'..=b'9') => pos = number_end(src, pos)?,
             _ => return syntax(pos, "a JSON value"),
         }
-        if let Some(t) = tape.as_deref_mut().filter(|_| stack.len() <= INDEX_DEPTH) {
+        if let Some(t) = tape
+            .as_deref_mut()
+            .filter(|_| depth + stack.len() <= INDEX_DEPTH)
+        {
             t.leaf(at..pos);
         }
         // After a value: close containers or move to the next element.
@@ -215,7 +269,7 @@ fn scan_value(
                         skip_ws(src, pos + 1),
                         string_end,
                         tape.as_deref_mut(),
-                        stack.len(),
+                        depth + stack.len(),
                     )?;
                     continue 'value;
                 }
