@@ -18,7 +18,7 @@
 //!   exact bytes of every folded unit in the session state, so this stage only requires a
 //!   decoded conversation and pipelines without media stages still build.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 use std::sync::Arc;
 
 use foldwire_core::{

@@ -22,7 +22,9 @@
 //! Params: `min_chars` (4000), `head_chars` (1200), `tail_chars` (600), `payback_turns`
 //! (20; 0 trims only on turns rewritten anyway).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
+
+use foldhash::{HashMap, HashMapExt as _, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;

@@ -1,6 +1,8 @@
 //! The compress operation: turning ranges of refs into blocks.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashSet};
 
 use foldwire_core::{
     AnyRef, Block, BlockId, Conversation, Message, Origin, OriginalText, Ref, SessionState,

@@ -7,7 +7,7 @@
 //! Nothing here removes a block: an old or out-of-view block stays in the state, and
 //! restore and search still find it.
 
-use std::collections::HashSet;
+use foldhash::HashSet;
 
 use foldwire_core::{BlockId, Conversation, Generation, Origin, Ref, SessionState};
 use serde::{Deserialize, Serialize};

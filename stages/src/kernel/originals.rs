@@ -15,7 +15,7 @@
 //! [`original_key`] finds an archived original's key; [`restore_with_archive`]
 //! (in [`super::restore`]) reads it back, checking its SHA-256.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
 use std::sync::Arc;
 use std::time::Duration;
 

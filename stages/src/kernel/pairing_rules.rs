@@ -12,7 +12,7 @@
 //! Everywhere: every result answers a call that precedes it, one result per call, and the
 //! units of one wire message stay contiguous.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
 
 use foldwire_core::{Message, MessageKind, Role, Wire};
 use foldwire_wire::dialect::WireDialect;

@@ -1,7 +1,7 @@
 //! What may not fold this turn: the protected zone at the tail of the conversation, the
 //! protected tools, and the head window at its start.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashSet, HashSetExt as _};
 
 use foldwire_core::{
     BlockId, Conversation, Message, MessageId, MessageKind, Origin, Pin, Ref, Role, SessionState,

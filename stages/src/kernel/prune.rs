@@ -2,7 +2,8 @@
 //! rendered once where its range began.
 
 use std::borrow::Borrow;
-use std::collections::HashMap;
+
+use foldhash::{HashMap, HashMapExt as _};
 
 use bytes::Bytes;
 use foldwire_core::{BlockId, Conversation, Message, MessageKind, Origin, Role, SessionState};

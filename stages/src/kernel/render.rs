@@ -32,7 +32,7 @@
 //! images). The lines come from the archive index `archive.spill` records, which only grows,
 //! so they are stable across turns too.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use foldwire_archive::index::MediaRecord;
 use foldwire_core::{Block, BlockId, MessageId, Ref, SessionState};

@@ -1,7 +1,7 @@
 //! Pairing repair: every tool call immediately followed by its result in the shape the wire
 //! requires, however far away the result was.
 
-use std::collections::{HashMap, HashSet};
+use foldhash::{HashMap, HashMapExt as _, HashSet};
 
 use bytes::Bytes;
 use foldwire_core::{Conversation, Message, MessageKind, Origin, Role, ToolLink};

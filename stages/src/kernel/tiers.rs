@@ -6,7 +6,7 @@
 //! fresh units that may fold anyway: compressing it by block ids (`b3..b9`) makes one block of
 //! the next tier that consumes them all, and restores down to every original.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use foldwire_core::{BlockId, Conversation, Origin, RangeInfo, SessionState, TokenEstimator};
 

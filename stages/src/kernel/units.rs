@@ -2,7 +2,7 @@
 //! which units must travel together (a call with its results, reasoning with its act), token
 //! sizes and tool-name globs.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use foldwire_core::{
     BlockId, MediaClass, Message, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,

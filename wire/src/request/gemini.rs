@@ -5,7 +5,9 @@
 //! id-less response the oldest unanswered derived id of its name, so a call and its response
 //! always share a `call_id`.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt as _};
 use std::ops::Range;
 
 use foldwire_core::{MessageKind, Role, Text, ToolLink, UnitSlot};

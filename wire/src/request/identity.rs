@@ -1,7 +1,7 @@
 //! Message identity: a content fingerprint that is the same whenever a client resends the
 //! same unit, so refs and blocks stay attached to it across turns.
 
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 use foldwire_core::{Message, MessageId, Role, UnitSlot};
 use xxhash_rust::xxh3::xxh3_64_with_seed;
