@@ -75,9 +75,8 @@ impl Conversation {
 }
 
 /// The conversation `wire.decode` made on a session's last turn, before any stage changed
-/// it. The session actor keeps it between turns (in memory only, never saved) and puts it in
-/// the next turn's [`crate::Extensions`], so the decoder reuses the wire messages a client
-/// resends instead of decoding its whole history again; `wire.decode` replaces it with the
-/// turn's own.
+/// it, carried to the next turn ([`crate::Turn::carry`]) so the decoder reuses the wire
+/// messages a client resends instead of decoding its whole history again; `wire.decode`
+/// replaces it with the turn's own.
 #[derive(Debug, Clone)]
 pub struct LastDecode(pub std::sync::Arc<Conversation>);

@@ -165,6 +165,11 @@ pub struct Turn {
     /// round trip, no key to misspell; e.g. the protection `ranges.build` used, which `fold`
     /// reuses). Never persisted.
     pub extensions: Extensions,
+    /// Values stages leave for the session's next turn: what this turn decoded, classified,
+    /// … so a next request that resends it is not worked through again. The session actor
+    /// hands them from turn to turn in memory only (never persisted, gone when the actor
+    /// retires), so each is a cache: a stage gives the same result without it.
+    pub carry: Extensions,
 }
 
 impl Turn {
@@ -187,6 +192,7 @@ impl Turn {
             output: None,
             ranges: Vec::new(),
             extensions: Extensions::new(),
+            carry: Extensions::new(),
         }
     }
 

@@ -18,9 +18,10 @@ use memchr::memmem::Finder;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use foldhash::{HashMap, HashMapExt as _};
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef,
-    Message, Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
+    Message, MessageId, Origin, Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
 };
 use foldwire_wire::dialect::{MediaSink, WireDialect};
 
@@ -71,8 +72,37 @@ impl Stage for MediaClassify {
         };
         let wire = conversation.wire;
         let (mut archivable, mut unrecoverable, mut pinned) = (0u64, 0u64, 0u64);
+        let mut last = turn
+            .carry
+            .remove::<LastClassified>()
+            .filter(|last| last.wire == wire)
+            .map(|last| last.media)
+            .unwrap_or_default();
+        let mut next = LastClassified {
+            wire,
+            media: HashMap::with_capacity(conversation.messages.len()),
+        };
+        let mut searched = 0u64;
         for (index, message) in conversation.messages.iter_mut().enumerate() {
-            match classify_unit(wire, message) {
+            // A client unit's id is a fingerprint of its bytes: one the last turn classified
+            // is not searched again.
+            let client = message.origin == Origin::Client;
+            let known = client.then(|| last.remove(&message.id)).flatten();
+            let classified = match known {
+                Some(media) => {
+                    message.media = media;
+                    pin_unrecoverable(message);
+                    Ok(())
+                }
+                None => {
+                    searched += 1;
+                    classify_unit(wire, message)
+                }
+            };
+            if client && classified.is_ok() {
+                next.media.insert(message.id.clone(), message.media.clone());
+            }
+            match classified {
                 Ok(()) => {}
                 Err(why) => {
                     turn.report.warn(
@@ -99,8 +129,19 @@ impl Stage for MediaClassify {
         turn.report.count("media.archivable", archivable);
         turn.report.count("media.unrecoverable", unrecoverable);
         turn.report.count("media.units_pinned", pinned);
+        turn.report.count("media.units_searched", searched);
+        turn.carry.insert(next);
         Ok(())
     }
+}
+
+/// What `media.classify` found in each client unit of the session's last turn, by unit id,
+/// carried to the next turn ([`Turn::carry`]): units a client resends are not searched
+/// again (the search reads every byte of every unit).
+#[derive(Debug)]
+struct LastClassified {
+    wire: Wire,
+    media: HashMap<MessageId, Vec<MediaRef>>,
 }
 
 /// Classifies one unit: fills `message.media` and pins it when any payload is unrecoverable.
@@ -112,6 +153,12 @@ pub fn classify_unit(wire: Wire, message: &mut Message) -> Result<(), String> {
     let value: Value = serde_json::from_slice(&message.raw)
         .map_err(|e| format!("its raw bytes are not JSON: {e}"))?;
     message.media = find_media(wire, &value);
+    pin_unrecoverable(message);
+    Ok(())
+}
+
+/// Pins a unit whose media includes an unrecoverable payload.
+fn pin_unrecoverable(message: &mut Message) {
     let reasons: Vec<&str> = message
         .media
         .iter()
@@ -124,7 +171,6 @@ pub fn classify_unit(wire: Wire, message: &mut Message) -> Result<(), String> {
     if !reasons.is_empty() && message.pin.is_none() {
         message.pin = Some(Pin::UnrecoverableMedia(reasons.join("; ")));
     }
-    Ok(())
 }
 
 /// A cheap scan that rules out units that cannot hold media, so most text units are never

@@ -45,7 +45,7 @@ impl Stage for WireDecode {
 /// Decodes the turn's body, starting from the session's last decode when the turn carries
 /// one, and leaves this decode for the next turn in its place.
 fn decode(turn: &mut Turn) -> Result<Conversation, StageError> {
-    let last = turn.extensions.remove::<LastDecode>();
+    let last = turn.carry.remove::<LastDecode>();
     let decoded = match &last {
         Some(LastDecode(prior)) => request::decode_after(turn.wire, turn.body.clone(), prior),
         None => request::decode(turn.wire, turn.body.clone()).map(|conv| (conv, 0)),
@@ -53,13 +53,13 @@ fn decode(turn: &mut Turn) -> Result<Conversation, StageError> {
     match decoded {
         Ok((conv, reused)) => {
             turn.report.count("wire.reused_entries", reused as u64);
-            turn.extensions.insert(LastDecode(Arc::new(conv.clone())));
+            turn.carry.insert(LastDecode(Arc::new(conv.clone())));
             Ok(conv)
         }
         Err(e) => {
             // A body that does not decode leaves the last good decode for the next turn.
             if let Some(last) = last {
-                turn.extensions.insert(last);
+                turn.carry.insert(last);
             }
             Err(StageError::Malformed {
                 stage: DECODE,
@@ -238,23 +238,20 @@ mod tests {
     async fn decode_starts_from_the_last_decode_and_leaves_its_own() {
         let prior = request::decode(Wire::Anthropic, Bytes::from(GROWING[0])).unwrap();
         let mut t = turn(Wire::Anthropic, BODY);
-        t.extensions.insert(LastDecode(Arc::new(prior.clone())));
+        t.carry.insert(LastDecode(Arc::new(prior.clone())));
         WireDecode.run(&mut t, &cx()).await.unwrap();
         assert_eq!(t.report.counter("wire.reused_entries"), 1);
         let fresh = request::decode(Wire::Anthropic, Bytes::from(BODY)).unwrap();
         assert_eq!(t.conversation.as_ref(), Some(&fresh));
         // The turn's own decode, untouched by later stages, is left for the next turn.
         t.conversation.as_mut().unwrap().messages.clear();
-        let left = t.extensions.get::<LastDecode>().unwrap();
+        let left = t.carry.get::<LastDecode>().unwrap();
         assert_eq!(left.0.as_ref(), &fresh);
         // A body that does not decode keeps the last good decode.
         let mut bad = turn(Wire::Anthropic, "{\"messages\":[");
-        bad.extensions.insert(LastDecode(Arc::new(prior.clone())));
+        bad.carry.insert(LastDecode(Arc::new(prior.clone())));
         assert!(WireDecode.run(&mut bad, &cx()).await.is_err());
-        assert_eq!(
-            bad.extensions.get::<LastDecode>().unwrap().0.as_ref(),
-            &prior
-        );
+        assert_eq!(bad.carry.get::<LastDecode>().unwrap().0.as_ref(), &prior);
     }
 
     #[tokio::test]

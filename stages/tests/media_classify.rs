@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use foldwire_core::{
-    Conversation, Entry, MediaClass, Message, MessageId, MessageKind, Origin, Pin, Registry, Role,
-    SessionId, SessionState, Stage, StageCx, Turn, UnitSlot, Wire,
+    Conversation, Entry, Extensions, MediaClass, Message, MessageId, MessageKind, Origin, Pin,
+    Registry, Role, SessionId, SessionState, Stage, StageCx, Turn, UnitSlot, Wire,
 };
 use foldwire_stages::media_classify::MediaClassify;
 
@@ -33,6 +33,11 @@ fn unit(entry: usize, raw: &str) -> Message {
 }
 
 async fn classify(wire: Wire, raws: &[&str]) -> Turn {
+    classify_after(wire, raws, Extensions::new()).await
+}
+
+/// Classifies with what an earlier turn carried.
+async fn classify_after(wire: Wire, raws: &[&str], carry: Extensions) -> Turn {
     let conversation = Conversation {
         wire,
         source: Bytes::new(),
@@ -58,6 +63,7 @@ async fn classify(wire: Wire, raws: &[&str]) -> Turn {
         SessionState::new(session),
     );
     turn.conversation = Some(conversation);
+    turn.carry = carry;
     let cx = StageCx::new(Arc::new(Registry::empty()));
     MediaClassify.run(&mut turn, &cx).await.unwrap();
     turn
@@ -338,4 +344,42 @@ async fn a_unit_that_is_not_json_is_reported_not_guessed() {
     assert_eq!(turn.report.warnings.len(), 1);
     assert_eq!(turn.report.warnings[0].code, "media_unparsed");
     assert!(turn.report.warnings[0].message.contains("unit #0"));
+}
+
+#[tokio::test]
+async fn units_the_last_turn_classified_are_not_searched_again() {
+    let inline = format!(
+        r#"{{"type":"image","source":{{"type":"base64","media_type":"image/png","data":"{PNG_B64}"}}}}"#
+    );
+    let remote = r#"{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}"#;
+    let text = r#"{"type":"text","text":"the data file"}"#;
+    let first = classify(Wire::Anthropic, &[&inline, remote, text]).await;
+    assert_eq!(first.report.counter("media.units_searched"), 3);
+    // The next request resends the three units and adds one.
+    let later = r#"{"type":"image","source":{"type":"url","url":"https://example.com/b.png"}}"#;
+    let raws = [inline.as_str(), remote, text, later];
+    let mut first = first;
+    let second = classify_after(Wire::Anthropic, &raws, std::mem::take(&mut first.carry)).await;
+    assert_eq!(second.report.counter("media.units_searched"), 1);
+    // Exactly what classifying afresh gives: media, pins and counts.
+    let fresh = classify(Wire::Anthropic, &raws).await;
+    for i in 0..raws.len() {
+        assert_eq!(summary(&second, i), summary(&fresh, i), "unit {i}");
+        assert_eq!(pin_reason(&second, i), pin_reason(&fresh, i), "unit {i}");
+    }
+    assert!(pin_reason(&second, 1).is_some() && pin_reason(&second, 3).is_some());
+    for counter in [
+        "media.archivable",
+        "media.unrecoverable",
+        "media.units_pinned",
+    ] {
+        assert_eq!(
+            second.report.counter(counter),
+            fresh.report.counter(counter)
+        );
+    }
+    // What one wire found is not taken for another's units.
+    let mut second = second;
+    let other = classify_after(Wire::OpenAiChat, &raws, std::mem::take(&mut second.carry)).await;
+    assert_eq!(other.report.counter("media.units_searched"), 4);
 }

@@ -132,17 +132,24 @@ fn responses_body() -> impl Strategy<Value = Value> {
     ]
 }
 
+fn tool_name() -> impl Strategy<Value = String> {
+    prop::sample::select(vec!["read".to_owned(), "grep".to_owned()])
+}
+
 fn gemini_body() -> impl Strategy<Value = Value> {
     let part = prop_oneof![
         text().prop_map(|t| json!({"text":t})),
         (text(), id()).prop_map(|(t, s)| json!({"text":t,"thought":true,"thoughtSignature":s})),
         "[A-Za-z0-9]{0,10}".prop_map(|d| json!({"inlineData":{"mimeType":"image/png","data":d}})),
-        (id(), small_json(), prop::option::of(id())).prop_map(|(n, a, i)| match i {
+        // Few names, so id-less calls and responses pair up, also across contents.
+        (tool_name(), small_json(), prop::option::of(id())).prop_map(|(n, a, i)| match i {
             Some(i) => json!({"functionCall":{"id":i,"name":n,"args":a}}),
             None => json!({"functionCall":{"name":n,"args":a}}),
         }),
-        (id(), small_json())
-            .prop_map(|(n, r)| json!({"functionResponse":{"name":n,"response":{"r":r}}})),
+        (tool_name(), small_json(), prop::option::of(id())).prop_map(|(n, r, i)| match i {
+            Some(i) => json!({"functionResponse":{"id":i,"name":n,"response":{"r":r}}}),
+            None => json!({"functionResponse":{"name":n,"response":{"r":r}}}),
+        }),
     ];
     let content = (
         prop::sample::select(vec!["user", "model"]),
@@ -248,11 +255,9 @@ proptest! {
         let keep = keep.index(full.entries.len() + 1);
         let prior = decode(wire, Bytes::from(resume_support::history_prefix(&full, keep))).unwrap();
         // The history grew: every message of the earlier request is reused (a string
-        // `input` is not an array, and Gemini's derived call ids are not carried over).
+        // `input` is not an array).
         let reused = resume_support::check_resume(wire, &prior, &body);
-        let resumable = full.source.get(full.messages_span.start) == Some(&b'[')
-            && !(wire == Wire::Gemini
-                && prior.messages.iter().any(|m| m.tool.as_ref().is_some_and(|t| t.call_id.starts_with("gemini:"))));
+        let resumable = full.source.get(full.messages_span.start) == Some(&b'[');
         prop_assert_eq!(reused, if resumable { keep } else { 0 });
         // Anything else: a byte changed or cut anywhere, or the same body again.
         let mut other = body.clone();

@@ -8,7 +8,8 @@ use bytes::Bytes;
 use super::chain::{ChainError, StageChain};
 use crate::archive::{StateStore, StateVersion, StoreError};
 use crate::budget::Budget;
-use crate::conversation::{Conversation, LastDecode};
+use crate::conversation::Conversation;
+use crate::extensions::Extensions;
 use crate::ids::SessionId;
 use crate::report::TurnReport;
 use crate::stage::StageError;
@@ -153,8 +154,8 @@ pub struct SessionActor {
     chains: ChainSlot,
     worker: usize,
     loaded: Loaded,
-    /// The last turn's decode, for the next turn's decoder to start from.
-    last_decode: Option<LastDecode>,
+    /// What the last turn's stages left for the next ([`Turn::carry`]).
+    carry: Extensions,
 }
 
 impl SessionActor {
@@ -171,7 +172,7 @@ impl SessionActor {
             chains,
             worker,
             loaded: None,
-            last_decode: None,
+            carry: Extensions::new(),
         }
     }
 
@@ -206,10 +207,10 @@ async fn load(
 /// The state a session actor carries from one turn to the next.
 struct Carried {
     loaded: Loaded,
-    last_decode: Option<LastDecode>,
+    carry: Extensions,
 }
 
-/// Runs a turn, keeping the last decode the chain left (see [`LastDecode`]).
+/// Runs a turn, keeping what its stages left for the next ([`Turn::carry`]).
 async fn execute_turn(
     store: Arc<dyn StateStore>,
     session: SessionId,
@@ -217,23 +218,10 @@ async fn execute_turn(
     carried: Carried,
     request: TurnRequest,
 ) -> (Carried, Result<TurnOutcome, HostError>) {
-    let mut last_decode = carried.last_decode;
-    let (loaded, result) = run_turn(
-        store,
-        session,
-        chain,
-        carried.loaded,
-        request,
-        &mut last_decode,
-    )
-    .await;
-    (
-        Carried {
-            loaded,
-            last_decode,
-        },
-        result,
-    )
+    let mut carry = carried.carry;
+    let (loaded, result) =
+        run_turn(store, session, chain, carried.loaded, request, &mut carry).await;
+    (Carried { loaded, carry }, result)
 }
 
 async fn run_turn(
@@ -242,7 +230,7 @@ async fn run_turn(
     chain: Option<StageChain>,
     loaded: Loaded,
     mut request: TurnRequest,
-    last_decode: &mut Option<LastDecode>,
+    carry: &mut Extensions,
 ) -> (Loaded, Result<TurnOutcome, HostError>) {
     let Some(chain) = chain else {
         return (
@@ -271,19 +259,17 @@ async fn run_turn(
         // Used by the first attempt only: a turn run again after a lost write decodes
         // afresh (the stages changed the conversation they were given).
         turn.conversation = request.decoded.take();
-        if let Some(last) = last_decode.take() {
-            turn.extensions.insert(last);
-        }
+        turn.carry = std::mem::take(carry);
         turn.report.turn = before.turns + 1;
         let (mut next, report, output, conversation) = match chain.run(turn).await {
             Ok(mut turn) => {
-                *last_decode = turn.extensions.remove::<LastDecode>();
+                *carry = std::mem::take(&mut turn.carry);
                 let output = turn.outgoing();
                 let conversation = turn.conversation.take().map(Arc::new);
                 (turn.state, turn.report, output, conversation)
             }
             Err(ChainError::Stage(mut failed)) => {
-                *last_decode = failed.turn.extensions.remove::<LastDecode>();
+                *carry = std::mem::take(&mut failed.turn.carry);
                 // Nothing the client sent is lost: the original body goes on unchanged and
                 // the half-applied state is discarded.
                 let mut report = failed.turn.report;
@@ -397,7 +383,7 @@ impl Handler<RunTurn> for SessionActor {
     fn handle(&mut self, msg: RunTurn, _ctx: &mut Self::Context) -> Self::Result {
         let carried = Carried {
             loaded: self.loaded.take(),
-            last_decode: self.last_decode.take(),
+            carry: std::mem::take(&mut self.carry),
         };
         let fut = execute_turn(
             Arc::clone(&self.store),
@@ -409,7 +395,7 @@ impl Handler<RunTurn> for SessionActor {
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(
             |(carried, result), act, _| {
                 act.loaded = carried.loaded;
-                act.last_decode = carried.last_decode;
+                act.carry = carried.carry;
                 result
             },
         )))

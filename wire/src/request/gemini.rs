@@ -24,21 +24,23 @@ pub(crate) fn decode_contents(
     span: &Range<usize>,
 ) -> Result<(), WireError> {
     let items = cx.items(path, span)?;
-    decode_items(cx, path, &items, 0)
+    decode_items(cx, path, &items, 0, Pending::new())
 }
 
+/// Derived call ids not yet answered, per function name, oldest first.
+pub(crate) type Pending = HashMap<String, VecDeque<String>>;
+
 /// Decodes the contents `items` of the array at `path`, the first being item `first` of the
-/// array. A decode that starts further in must have no derived call id before `first` (see
-/// [`derives_ids`]): their pairing state is not carried over.
+/// array, with the derived call ids the items before it left unanswered (see
+/// [`pending_after`]).
 pub(crate) fn decode_items(
     cx: &mut Cx<'_>,
     path: &Path<'_>,
     items: &[Range<usize>],
     first: usize,
+    mut pending: Pending,
 ) -> Result<(), WireError> {
     cx.reserve(items.len());
-    // Derived call ids not yet answered, per function name, oldest first.
-    let mut pending: HashMap<String, VecDeque<String>> = HashMap::new();
     for (i, item) in items.iter().enumerate() {
         let cpath = path.index(first + i);
         let fields = cx.fields(&cpath, item)?;
@@ -180,13 +182,49 @@ fn decode_part(
     })
 }
 
-/// Whether a decoded unit carries a call id the codec derived (or one a client wrote in that
-/// form): a decode cannot resume after such a unit without the pairing state it left.
-pub(crate) fn derives_ids(message: &foldwire_core::Message) -> bool {
-    message
-        .tool
-        .as_ref()
-        .is_some_and(|t| t.call_id.starts_with(DERIVED_ID_PREFIX))
+/// The derived call ids still unanswered after `units` (decoded in order from the start of
+/// the contents array), as [`decode_items`] had them there: replayed from the units whose
+/// call or response has no `id` of its own. `None` when a unit cannot be read back.
+pub(crate) fn pending_after(units: &[foldwire_core::Message]) -> Option<Pending> {
+    let mut pending = Pending::new();
+    for unit in units {
+        let Some(tool) = &unit.tool else { continue };
+        let (key, is_call) = match unit.kind {
+            MessageKind::ToolCall => ("functionCall", true),
+            MessageKind::ToolResult => ("functionResponse", false),
+            _ => continue,
+        };
+        // A derived id always has the prefix; one without it came from the client.
+        if !tool.call_id.starts_with(DERIVED_ID_PREFIX) || has_own_id(&unit.raw, key)? {
+            continue;
+        }
+        let name = tool.name.clone()?;
+        if is_call {
+            pending
+                .entry(name)
+                .or_default()
+                .push_back(tool.call_id.clone());
+        } else if let Some(queue) = pending.get_mut(&name) {
+            queue.pop_front();
+        }
+    }
+    Some(pending)
+}
+
+/// Whether the part `raw` gives its `key` object (`functionCall`, `functionResponse`) an
+/// `id`; `None` when the part does not read as that shape.
+fn has_own_id(raw: &[u8], key: &str) -> Option<bool> {
+    // Most parts never say `"id"` (nor escape a key that could spell it): no need to read
+    // their fields.
+    let finder = |needle: &[u8]| memchr::memmem::find(raw, needle).is_some();
+    if !finder(b"\"id\"") && !finder(b"\\u") {
+        return Some(false);
+    }
+    let src = std::str::from_utf8(raw).ok()?;
+    let part = scan::object_fields_mode(src, &(0..src.len()), scan::Mode::Trusted).ok()?;
+    let inner = scan::field(&part, key)?;
+    let fields = scan::object_fields_mode(src, &inner.value, scan::Mode::Trusted).ok()?;
+    Some(scan::field(&fields, "id").is_some())
 }
 
 /// The role name a new Gemini content gets.

@@ -164,12 +164,15 @@ fn resume(
         resume_at = span.end;
     }
     let kept = prior.messages.get(..kept_units)?;
-    if kept_entries == 0
-        || kept.iter().any(|m| m.entry >= kept_entries)
-        || (wire == Wire::Gemini && kept.iter().any(gemini::derives_ids))
-    {
+    if kept_entries == 0 || kept.iter().any(|m| m.entry >= kept_entries) {
         return None;
     }
+    // Gemini pairs id-less calls and responses across contents: the decode resumes with the
+    // derived ids the kept units left unanswered.
+    let pending = match wire {
+        Wire::Gemini => gemini::pending_after(kept)?,
+        _ => gemini::Pending::default(),
+    };
     let src = std::str::from_utf8(body).ok()?;
     let mut entries = Vec::with_capacity(prior.entries.len() + 1);
     for e in prior.entries.get(..kept_entries)? {
@@ -198,6 +201,7 @@ fn resume(
         prior.messages_span.start,
         resume_at,
         (entries, messages),
+        pending,
     ))
 }
 
@@ -210,6 +214,7 @@ fn decode_rest(
     array_start: usize,
     resume_at: usize,
     kept: (Vec<Entry>, Vec<Message>),
+    pending: gemini::Pending,
 ) -> Result<(Conversation, usize), WireError> {
     let bytes = src.as_bytes();
     let root = Path::root();
@@ -244,7 +249,7 @@ fn decode_rest(
         Wire::OpenAiResponses => {
             openai_responses::decode_items(&mut cx, &path, &items, kept_entries)?
         }
-        Wire::Gemini => gemini::decode_items(&mut cx, &path, &items, kept_entries)?,
+        Wire::Gemini => gemini::decode_items(&mut cx, &path, &items, kept_entries, pending)?,
     }
     let Cx {
         entries,
