@@ -79,4 +79,4 @@ impl Conversation {
 /// messages a client resends instead of decoding its whole history again; `wire.decode`
 /// replaces it with the turn's own.
 #[derive(Debug, Clone)]
-pub struct LastDecode(pub std::sync::Arc<Conversation>);
+pub struct LastDecode(pub Conversation);

@@ -76,20 +76,13 @@ impl Text {
         }
     }
 
-    /// The same text read from `source` instead, which holds the same bytes as
+    /// Reads a deferred text from `source` instead, which holds the same bytes as
     /// [`Self::source`] (the next request resent them): a decoder reusing an earlier decode
     /// points its texts at the new body, so no earlier body stays in memory through them.
-    /// Held text is cloned.
-    pub fn with_source(&self, source: Bytes) -> Text {
-        match &self.0 {
-            Repr::Held(s) => Text(Repr::Held(s.clone())),
-            Repr::Deferred {
-                decode, decoded, ..
-            } => Text(Repr::Deferred {
-                source,
-                decode: *decode,
-                decoded: decoded.clone(),
-            }),
+    /// Held text has no source and stays as it is.
+    pub fn replace_source(&mut self, source: Bytes) {
+        if let Repr::Deferred { source: old, .. } = &mut self.0 {
+            *old = source;
         }
     }
 

@@ -45,28 +45,20 @@ impl Stage for WireDecode {
 /// Decodes the turn's body, starting from the session's last decode when the turn carries
 /// one, and leaves this decode for the next turn in its place.
 fn decode(turn: &mut Turn) -> Result<Conversation, StageError> {
-    let last = turn.carry.remove::<LastDecode>();
-    let decoded = match &last {
+    let decoded = match turn.carry.remove::<LastDecode>() {
         Some(LastDecode(prior)) => request::decode_after(turn.wire, turn.body.clone(), prior),
         None => request::decode(turn.wire, turn.body.clone()).map(|conv| (conv, 0)),
     };
-    match decoded {
-        Ok((conv, reused)) => {
-            turn.report.count("wire.reused_entries", reused as u64);
-            turn.carry.insert(LastDecode(Arc::new(conv.clone())));
-            Ok(conv)
-        }
-        Err(e) => {
-            // A body that does not decode leaves the last good decode for the next turn.
-            if let Some(last) = last {
-                turn.carry.insert(last);
-            }
-            Err(StageError::Malformed {
-                stage: DECODE,
-                message: e.to_string(),
-            })
-        }
-    }
+    // The decode is kept as made for the next turn; the stages work on a copy. (A body that
+    // does not decode leaves nothing: the next turn decodes afresh.)
+    let (conv, reused) = decoded.map_err(|e| StageError::Malformed {
+        stage: DECODE,
+        message: e.to_string(),
+    })?;
+    turn.report.count("wire.reused_entries", reused as u64);
+    let copy = conv.clone();
+    turn.carry.insert(LastDecode(conv));
+    Ok(copy)
 }
 
 /// Encodes `turn.conversation` into `turn.output`.
@@ -238,7 +230,7 @@ mod tests {
     async fn decode_starts_from_the_last_decode_and_leaves_its_own() {
         let prior = request::decode(Wire::Anthropic, Bytes::from(GROWING[0])).unwrap();
         let mut t = turn(Wire::Anthropic, BODY);
-        t.carry.insert(LastDecode(Arc::new(prior.clone())));
+        t.carry.insert(LastDecode(prior.clone()));
         WireDecode.run(&mut t, &cx()).await.unwrap();
         assert_eq!(t.report.counter("wire.reused_entries"), 1);
         let fresh = request::decode(Wire::Anthropic, Bytes::from(BODY)).unwrap();
@@ -246,12 +238,16 @@ mod tests {
         // The turn's own decode, untouched by later stages, is left for the next turn.
         t.conversation.as_mut().unwrap().messages.clear();
         let left = t.carry.get::<LastDecode>().unwrap();
-        assert_eq!(left.0.as_ref(), &fresh);
-        // A body that does not decode keeps the last good decode.
+        assert_eq!(&left.0, &fresh);
+        // A body that does not decode is the same error as without a last decode, and
+        // leaves none.
         let mut bad = turn(Wire::Anthropic, "{\"messages\":[");
-        bad.carry.insert(LastDecode(Arc::new(prior.clone())));
-        assert!(WireDecode.run(&mut bad, &cx()).await.is_err());
-        assert_eq!(bad.carry.get::<LastDecode>().unwrap().0.as_ref(), &prior);
+        bad.carry.insert(LastDecode(prior));
+        let err = WireDecode.run(&mut bad, &cx()).await.unwrap_err();
+        let mut alone = turn(Wire::Anthropic, "{\"messages\":[");
+        let without = WireDecode.run(&mut alone, &cx()).await.unwrap_err();
+        assert_eq!(err.to_string(), without.to_string());
+        assert!(bad.carry.get::<LastDecode>().is_none());
     }
 
     #[tokio::test]
@@ -282,11 +278,17 @@ mod tests {
         assert_eq!(second.report.counter("wire.reused_entries"), 1);
         assert_eq!(second.output, Bytes::from(GROWING[1]));
         // A request that fails to decode is forwarded as sent and breaks nothing.
-        let broken = run(one.clone(), "{\"messages\":[").await;
-        assert!(broken.report.fail_open.is_some());
         let third = run(one.clone(), GROWING[2]).await;
         assert_eq!(third.report.counter("wire.reused_entries"), 2);
         assert_eq!(third.output, Bytes::from(GROWING[2]));
+        // A request that fails to decode is forwarded as sent; the next one is decoded
+        // afresh.
+        let broken = run(one.clone(), "{\"messages\":[").await;
+        assert!(broken.report.fail_open.is_some());
+        assert_eq!(broken.output, Bytes::from("{\"messages\":["));
+        let again = run(one.clone(), GROWING[2]).await;
+        assert_eq!(again.report.counter("wire.reused_entries"), 0);
+        assert_eq!(again.output, Bytes::from(GROWING[2]));
         // Another session starts from nothing.
         let elsewhere = run(other, GROWING[2]).await;
         assert_eq!(elsewhere.report.counter("wire.reused_entries"), 0);

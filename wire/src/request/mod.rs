@@ -119,14 +119,15 @@ fn model_and_stream(src: &str, top: &[Field<'_>]) -> (Option<String>, bool) {
 /// the same wire, as [`decode`] returned it) found in the bytes both bodies start with.
 ///
 /// An agent resends its whole history and appends to it, so almost every wire message of a
-/// request lies in bytes the last request already had: those are taken from `prior` (their
-/// spans point into `body`), and only the rest of the body is validated, scanned and cut
-/// into units. The result is exactly `decode(wire, body)`; the second value is how many wire
-/// messages were reused (0 when nothing could be, and the body was decoded afresh).
+/// request lies in bytes the last request already had: those are taken from `prior` (moved,
+/// not copied, their spans pointed at `body`), and only the rest of the body is validated,
+/// scanned and cut into units. The result is exactly `decode(wire, body)`; the second value
+/// is how many wire messages were reused (0 when nothing could be, and the body was decoded
+/// afresh).
 pub fn decode_after(
     wire: Wire,
     body: Bytes,
-    prior: &Conversation,
+    prior: Conversation,
 ) -> Result<(Conversation, usize), WireError> {
     match resume(wire, &body, prior) {
         Some(Ok(done)) => Ok(done),
@@ -140,20 +141,20 @@ pub fn decode_after(
 fn resume(
     wire: Wire,
     body: &Bytes,
-    prior: &Conversation,
+    mut prior: Conversation,
 ) -> Option<Result<(Conversation, usize), WireError>> {
-    let old = &prior.source;
+    let old = prior.source.clone();
     if prior.wire != wire || old.get(prior.messages_span.start) != Some(&b'[') {
         return None;
     }
-    let shared = crate::shared_bytes::common_prefix_len(old, body);
+    let shared = crate::shared_bytes::common_prefix_len(&old, body);
     // The wire messages lying wholly in the shared bytes: `body` has them at the same
     // offsets, inside the same array, after the same bytes.
     let mut kept_entries = 0;
     let mut kept_units = 0;
     let mut resume_at = 0;
     for entry in &prior.entries {
-        let Some(span) = entry.raw.as_ref().and_then(|raw| offset_in(old, raw)) else {
+        let Some(span) = entry.raw.as_ref().and_then(|raw| offset_in(&old, raw)) else {
             break;
         };
         if span.end > shared {
@@ -174,25 +175,17 @@ fn resume(
         _ => gemini::Pending::default(),
     };
     let src = std::str::from_utf8(body).ok()?;
-    let mut entries = Vec::with_capacity(prior.entries.len() + 1);
-    for e in prior.entries.get(..kept_entries)? {
-        entries.push(Entry {
-            role: e.role,
-            raw: Some(rebase(e.raw.as_ref()?, old, body)?),
-            unit_count: e.unit_count,
-        });
+    prior.entries.truncate(kept_entries);
+    prior.messages.truncate(kept_units);
+    for entry in &mut prior.entries {
+        entry.raw = Some(rebase(entry.raw.as_ref()?, &old, body)?);
     }
-    let mut messages = Vec::with_capacity(prior.messages.len() + 2);
-    for m in kept {
-        let text = match m.text.source() {
-            Some(source) => m.text.with_source(rebase(source, old, body)?),
-            None => m.text.clone(),
-        };
-        messages.push(Message {
-            raw: rebase(&m.raw, old, body)?,
-            text,
-            ..m.clone()
-        });
+    for unit in &mut prior.messages {
+        unit.raw = rebase(&unit.raw, &old, body)?;
+        if let Some(source) = unit.text.source() {
+            let moved = rebase(source, &old, body)?;
+            unit.text.replace_source(moved);
+        }
     }
     Some(decode_rest(
         wire,
@@ -200,7 +193,7 @@ fn resume(
         body,
         prior.messages_span.start,
         resume_at,
-        (entries, messages),
+        (prior.entries, prior.messages),
         pending,
     ))
 }

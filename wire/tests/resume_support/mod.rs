@@ -38,7 +38,7 @@ pub fn history_prefix(conv: &Conversation, keep: usize) -> Vec<u8> {
 pub fn check_resume(wire: Wire, prior: &Conversation, body: &[u8]) -> usize {
     let body = Bytes::copy_from_slice(body);
     let fresh = decode(wire, body.clone());
-    match (decode_after(wire, body.clone(), prior), fresh) {
+    match (decode_after(wire, body.clone(), prior.clone()), fresh) {
         (Ok((conv, reused)), Ok(fresh)) => {
             assert_eq!(conv, fresh, "a resumed decode differs from a fresh one");
             assert_eq!(conv.source, body);
