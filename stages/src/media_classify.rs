@@ -21,9 +21,10 @@ use serde_json::{Map, Value};
 use foldhash::{HashMap, HashMapExt as _};
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef,
-    Message, MessageId, Origin, Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
+    Message, Origin, Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
 };
 use foldwire_wire::dialect::{MediaSink, WireDialect};
+use foldwire_wire::request::content_digest;
 
 use crate::inline_payload::{InlinePayload, is_data_url};
 
@@ -72,7 +73,7 @@ impl Stage for MediaClassify {
         };
         let wire = conversation.wire;
         let (mut archivable, mut unrecoverable, mut pinned) = (0u64, 0u64, 0u64);
-        let mut last = turn
+        let last = turn
             .carry
             .remove::<LastClassified>()
             .filter(|last| last.wire == wire)
@@ -84,10 +85,12 @@ impl Stage for MediaClassify {
         };
         let mut searched = 0u64;
         for (index, message) in conversation.messages.iter_mut().enumerate() {
-            // A client unit's id is a fingerprint of its bytes: one the last turn classified
-            // is not searched again.
-            let client = message.origin == Origin::Client;
-            let known = client.then(|| last.remove(&message.id)).flatten();
+            // A client unit's id is a fingerprint of its bytes: bytes the last turn classified
+            // are not searched again.
+            let digest = (message.origin == Origin::Client)
+                .then(|| content_digest(&message.id))
+                .flatten();
+            let known = digest.and_then(|d| last.get(&d)).cloned();
             let classified = match known {
                 Some(media) => {
                     message.media = media;
@@ -99,8 +102,8 @@ impl Stage for MediaClassify {
                     classify_unit(wire, message)
                 }
             };
-            if client && classified.is_ok() {
-                next.media.insert(message.id.clone(), message.media.clone());
+            if let (Some(d), Ok(())) = (digest, &classified) {
+                next.media.insert(d, message.media.clone());
             }
             match classified {
                 Ok(()) => {}
@@ -135,13 +138,14 @@ impl Stage for MediaClassify {
     }
 }
 
-/// What `media.classify` found in each client unit of the session's last turn, by unit id,
-/// carried to the next turn ([`Turn::carry`]): units a client resends are not searched
-/// again (the search reads every byte of every unit).
+/// What `media.classify` found in each client unit of the session's last turn, by the
+/// digest of the unit's bytes ([`content_digest`]), carried to the next turn
+/// ([`Turn::carry`]): units a client resends are not searched again (the search reads every
+/// byte of every unit).
 #[derive(Debug)]
 struct LastClassified {
     wire: Wire,
-    media: HashMap<MessageId, Vec<MediaRef>>,
+    media: HashMap<u64, Vec<MediaRef>>,
 }
 
 /// Classifies one unit: fills `message.media` and pins it when any payload is unrecoverable.

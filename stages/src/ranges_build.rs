@@ -21,12 +21,15 @@
 
 use std::sync::Arc;
 
+use foldhash::{HashMap, HashMapExt as _};
 use foldwire_core::{
-    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Extensions, Fact, Stage,
-    StageCx, StageError, Turn, async_trait,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Extensions, Fact,
+    MediaClass, Origin, Stage, StageCx, StageError, TokenEstimator, Turn, Wire, async_trait,
 };
+use foldwire_wire::request::content_digest;
 
-use crate::kernel::{Protection, RangesConfig, compressible_ranges};
+use crate::kernel::units::unit_tokens;
+use crate::kernel::{Protection, RangesConfig, compressible_ranges_with};
 use crate::layout_head_window::{default_head_tokens, with_first_head};
 
 /// Stage name.
@@ -102,15 +105,82 @@ impl Stage for RangesBuild {
             .count("ranges.first_turn_head", u64::from(first_head.is_some()));
         let state = first_head.as_ref().unwrap_or(&turn.state);
         let config = self.config_for(turn.budget);
-        turn.ranges = compressible_ranges(conversation, state, &config, cx.estimator.as_ref());
+        let estimator = cx.estimator.as_ref();
+        let last = turn.carry.remove::<LastEstimates>();
+        let (tokens, next) = estimate_units(conversation, estimator, last);
+        let estimated = tokens.len() - next.reused;
+        turn.carry.insert(next);
+        turn.ranges = compressible_ranges_with(conversation, state, &config, estimator, &tokens);
         turn.extensions
             .insert(UsedProtection(config.protection.clone()));
         let n = turn.ranges.len() as u64;
         let tokens = turn.ranges.iter().map(|r| r.tokens).sum();
+        turn.report
+            .count("ranges.units_estimated", estimated as u64);
         turn.report.count("ranges.compressible", n);
         turn.report.count("ranges.compressible_tokens", tokens);
         Ok(())
     }
+}
+
+/// The token estimates of the last turn's client units without media, by the digest of
+/// their bytes ([`content_digest`]), carried to the next turn ([`Turn::carry`]): a unit a
+/// client resends is not estimated again (estimating reads every byte, looking for inline
+/// images). Valid for one wire and one estimator.
+#[derive(Debug)]
+struct LastEstimates {
+    wire: Wire,
+    estimator: (&'static str, usize),
+    tokens: HashMap<u64, u64>,
+    /// How many of this turn's estimates came from the last turn's.
+    reused: usize,
+}
+
+/// Each unit's [`unit_tokens`], taken from `last` for the bytes it estimated, and what to
+/// carry to the next turn. Units with media are estimated afresh (their price depends on
+/// what `media.classify` found).
+fn estimate_units(
+    conversation: &Conversation,
+    estimator: &dyn TokenEstimator,
+    last: Option<LastEstimates>,
+) -> (Vec<u64>, LastEstimates) {
+    let wire = conversation.wire;
+    let which = (
+        estimator.name(),
+        std::ptr::from_ref(estimator).cast::<()>().addr(),
+    );
+    let last = last
+        .filter(|l| l.wire == wire && l.estimator == which)
+        .map(|l| l.tokens)
+        .unwrap_or_default();
+    let mut next = LastEstimates {
+        wire,
+        estimator: which,
+        tokens: HashMap::with_capacity(conversation.messages.len()),
+        reused: 0,
+    };
+    let tokens = conversation
+        .messages
+        .iter()
+        .map(|u| {
+            let plain = u.origin == Origin::Client
+                && u.media.iter().all(|m| m.class == MediaClass::Archivable)
+                && !u.raw.is_empty();
+            let Some(digest) = plain.then(|| content_digest(&u.id)).flatten() else {
+                return unit_tokens(wire, u, estimator);
+            };
+            let tokens = match last.get(&digest) {
+                Some(&t) => {
+                    next.reused += 1;
+                    t
+                }
+                None => unit_tokens(wire, u, estimator),
+            };
+            next.tokens.insert(digest, tokens);
+            tokens
+        })
+        .collect();
+    (tokens, next)
 }
 
 /// The share of the available budget the newest tokens may protect at most: the layout's
@@ -182,7 +252,65 @@ foldwire_core::register_config!(RangesConfig);
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use foldwire_core::CharEstimator;
+
+    /// An Anthropic conversation of `n` user texts and a remote image, classified.
+    fn conversation(wire: Wire, n: usize) -> Conversation {
+        let mut messages: Vec<String> = (0..n)
+            .map(|i| {
+                format!(
+                    r#"{{"role":"user","content":"message {i} {}"}}"#,
+                    "x".repeat(i)
+                )
+            })
+            .collect();
+        messages.insert(
+            1,
+            r#"{"role":"user","content":[{"type":"image","source":{"type":"url","url":"https://example.com/a.png"}}]}"#
+                .to_owned(),
+        );
+        let body = format!(r#"{{"messages":[{}]}}"#, messages.join(","));
+        let mut conv = foldwire_wire::request::decode(wire, body.into()).unwrap();
+        for m in &mut conv.messages {
+            crate::media_classify::classify_unit(wire, m).unwrap();
+        }
+        conv
+    }
+
+    #[test]
+    fn estimates_of_resent_units_come_from_the_last_turn() {
+        // Estimators live in the stage context behind an `Arc`, one allocation each.
+        let estimator: Arc<dyn TokenEstimator> = Arc::new(CharEstimator);
+        let estimator = estimator.as_ref();
+        let fresh = |conv: &Conversation| -> Vec<u64> {
+            conv.messages
+                .iter()
+                .map(|u| unit_tokens(conv.wire, u, estimator))
+                .collect()
+        };
+        let first = conversation(Wire::Anthropic, 5);
+        let (tokens, carried) = estimate_units(&first, estimator, None);
+        assert_eq!(tokens, fresh(&first));
+        assert_eq!(carried.reused, 0);
+        // The next request resends the six units and adds three: only the new ones and the
+        // one with a remote image (priced by what classify found) are estimated.
+        let second = conversation(Wire::Anthropic, 8);
+        let (tokens, carried) = estimate_units(&second, estimator, Some(carried));
+        assert_eq!(tokens, fresh(&second));
+        assert_eq!(carried.reused, 5);
+        // Another estimator (another instance) or another wire starts over.
+        let other: Arc<dyn TokenEstimator> = Arc::new(CharEstimator);
+        let other = other.as_ref();
+        let (_, after_other) = estimate_units(&second, other, Some(carried));
+        assert_eq!(after_other.reused, 0);
+        let (_, again) = estimate_units(&second, other, Some(after_other));
+        assert_eq!(again.reused, 8);
+        let chat = conversation(Wire::OpenAiChat, 8);
+        let (_, on_chat) = estimate_units(&chat, other, Some(again));
+        assert_eq!(on_chat.reused, 0);
+    }
 
     /// A small window protects one latest read and a smaller recent window (every fold
     /// rewrites what is protected); from an 80,000 window on the settings stand.

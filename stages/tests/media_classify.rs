@@ -16,7 +16,7 @@ const PNG_B64: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42
 
 fn unit(entry: usize, raw: &str) -> Message {
     Message {
-        id: MessageId(format!("fp{entry}")),
+        id: MessageId(format!("{entry:016x}")),
         r#ref: None,
         entry,
         slot: UnitSlot::Content(0),

@@ -49,7 +49,7 @@ pub use originals::{
 };
 pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection, pin_tools};
 pub use prune::{FirstUserPin, FoldOutcome, fold_copy, fold_view};
-pub use ranges::{RangesConfig, compressible_ranges};
+pub use ranges::{RangesConfig, compressible_ranges, compressible_ranges_with};
 pub use render::{
     ArchivedPart, archived_media_lines, archived_parts, folded_media_warning, media_restore_hint,
     rendered_text, summary_text,

@@ -9,7 +9,7 @@ use foldwire_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::units::{Links, glob_match, unit_tokens};
+use super::units::{Links, name_matcher, unit_tokens};
 
 /// The tools whose latest calls stay verbatim by default: the usual read/inspect tools of
 /// agent harnesses and editors (patterns are case-insensitive, so `read` also covers
@@ -132,15 +132,14 @@ impl Protection {
     /// text of the act). Range building, folding and the compress operation all exclude
     /// these, so an explicit `compress` over them leaves them out with a warning.
     pub fn protected_tools(&self, units: &[Message], links: &Links) -> HashSet<usize> {
+        let mut protected = name_matcher(&self.protected_tools);
         let mut roots: HashSet<usize> = units
             .iter()
             .enumerate()
-            .filter(|(_, u)| {
-                name_of(u)
-                    .is_some_and(|name| self.protected_tools.iter().any(|p| glob_match(p, name)))
-            })
+            .filter(|(_, u)| name_of(u).is_some_and(&mut protected))
             .map(|(i, _)| links.root(i))
             .collect();
+        let mut latest_tool = name_matcher(&self.latest_tools);
         // The newest calls, in conversation order; a result without a name is reached
         // through its call's link group.
         let latest = units
@@ -148,9 +147,7 @@ impl Protection {
             .enumerate()
             .rev()
             .filter(|(_, u)| {
-                u.kind == MessageKind::ToolCall
-                    && name_of(u)
-                        .is_some_and(|name| self.latest_tools.iter().any(|p| glob_match(p, name)))
+                u.kind == MessageKind::ToolCall && name_of(u).is_some_and(&mut latest_tool)
             })
             .take(self.latest_count)
             .map(|(i, _)| links.root(i));

@@ -53,6 +53,23 @@ pub fn compressible_ranges(
     config: &RangesConfig,
     estimator: &dyn TokenEstimator,
 ) -> Vec<RangeInfo> {
+    let tokens: Vec<u64> = conversation
+        .messages
+        .iter()
+        .map(|u| unit_tokens(conversation.wire, u, estimator))
+        .collect();
+    compressible_ranges_with(conversation, state, config, estimator, &tokens)
+}
+
+/// [`compressible_ranges`] with every unit's estimate made already (`tokens[i]` is unit
+/// `i`'s [`unit_tokens`]; a caller that remembers them across turns passes them in).
+pub fn compressible_ranges_with(
+    conversation: &Conversation,
+    state: &SessionState,
+    config: &RangesConfig,
+    estimator: &dyn TokenEstimator,
+    tokens: &[u64],
+) -> Vec<RangeInfo> {
     let units = &conversation.messages;
     let covered = coverage(state);
     let links = Links::new(units);
@@ -72,10 +89,6 @@ pub fn compressible_ranges(
         })
         .collect();
     let groups = links.groups();
-    let tokens: Vec<u64> = units
-        .iter()
-        .map(|u| unit_tokens(wire, u, estimator))
-        .collect();
     // A cut before `i` is clean when every group that starts before `i` ends before it.
     let mut clean_cut = Vec::with_capacity(units.len());
     let mut reach = 0;
@@ -86,7 +99,7 @@ pub fn compressible_ranges(
     let cuts = Cuts {
         split_at_user_after: config.split_at_user_after,
         max_tokens: config.max_tokens,
-        tokens: &tokens,
+        tokens,
         clean: &clean_cut,
     };
     loop {

@@ -77,6 +77,9 @@ pub fn unit_tokens(wire: Wire, unit: &Message, estimator: &dyn TokenEstimator) -
         .iter()
         .filter(|m| m.kind == "image" && matches!(m.class, MediaClass::Unrecoverable { .. }))
         .count() as u64;
+    if referenced == 0 {
+        return own;
+    }
     own + referenced * default_image_tokens(wire)
 }
 
@@ -210,6 +213,18 @@ impl Links {
     }
 }
 
+/// A test of tool names against glob `patterns` ([`glob_match`]) that remembers each
+/// distinct name's answer: an agent calls a handful of tools thousands of times.
+pub fn name_matcher<'n>(patterns: &'n [String]) -> impl FnMut(&'n str) -> bool {
+    let mut seen: HashMap<&'n str, bool> = HashMap::new();
+    move |name| {
+        !patterns.is_empty()
+            && *seen
+                .entry(name)
+                .or_insert_with(|| patterns.iter().any(|p| glob_match(p, name)))
+    }
+}
+
 /// Case-insensitive glob match of a tool name: `*` matches any run, `?` one character.
 pub fn glob_match(pattern: &str, name: &str) -> bool {
     // Tool names and patterns are ASCII in practice: matched byte by byte, nothing
@@ -306,6 +321,20 @@ mod tests {
 
     #[test]
     fn globs_are_case_insensitive_with_wildcards() {
+        let patterns = vec!["mcp_*".to_owned(), "Skill".to_owned()];
+        let mut matcher = name_matcher(&patterns);
+        for name in [
+            "MCP_search",
+            "skill",
+            "read",
+            "MCP_search",
+            "read",
+            "search_mcp",
+        ] {
+            let expected = patterns.iter().any(|p| glob_match(p, name));
+            assert_eq!(matcher(name), expected, "{name}");
+        }
+        assert!(!name_matcher(&[])("anything"));
         assert!(glob_match("mcp_*", "MCP_search"));
         assert!(glob_match("Skill", "skill"));
         assert!(glob_match("re?d", "read"));

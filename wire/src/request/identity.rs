@@ -42,8 +42,18 @@ fn digest(role: Role, slot: UnitSlot, raw: &[u8]) -> [u8; ID_HEX_LEN / 2] {
 
 /// The digest an id was made from: its first [`ID_HEX_LEN`] hex digits.
 fn digest_of_id(id: &MessageId) -> Option<[u8; ID_HEX_LEN / 2]> {
+    content_digest(id).map(u64::to_be_bytes)
+}
+
+/// The fingerprint of a unit's role, slot shape and bytes that its id was made from, which
+/// every copy of those bytes shares (`#2`, `#3` copies included): a key for facts that
+/// depend on the bytes alone. `None` for ids the decoder did not make.
+pub fn content_digest(id: &MessageId) -> Option<u64> {
     let digits = id.0.get(..ID_HEX_LEN)?;
-    u64::from_str_radix(digits, 16).ok().map(u64::to_be_bytes)
+    match id.0.as_bytes().get(ID_HEX_LEN) {
+        None | Some(b'#') => u64::from_str_radix(digits, 16).ok(),
+        Some(_) => None,
+    }
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -81,5 +91,26 @@ pub(crate) fn assign_ids_after(messages: &mut [Message], kept: usize) {
             id.push_str(&n.to_string());
         }
         m.id = MessageId(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+    use super::*;
+
+    #[test]
+    fn copies_share_the_content_digest_and_other_ids_have_none() {
+        let id = fingerprint(Role::User, UnitSlot::Whole, b"{\"a\":1}");
+        let digest = content_digest(&id).unwrap();
+        assert_eq!(
+            content_digest(&MessageId(format!("{}#2", id.0))),
+            Some(digest)
+        );
+        let other = fingerprint(Role::Assistant, UnitSlot::Whole, b"{\"a\":1}");
+        assert_ne!(content_digest(&other), Some(digest));
+        for made_elsewhere in ["foldwire.added", "", "0123456789abcdefX", "0123"] {
+            assert_eq!(content_digest(&MessageId(made_elsewhere.into())), None);
+        }
     }
 }

@@ -31,7 +31,7 @@ use foldwire_core::{
 
 pub use detect::detect;
 pub use error::{DetectError, WireError};
-pub use identity::fingerprint;
+pub use identity::{content_digest, fingerprint};
 pub use rebuild::{MessageSize, encode, frame, message_sizes};
 
 use scan::{Field, Mode, Syntax};
