@@ -6,6 +6,7 @@
 //! `tools.inject` with the handlers of the model's calls ([`tool_loop`]).
 
 pub mod archive_spill;
+mod digest_memo;
 pub mod fold;
 pub mod head_record;
 pub mod inline_payload;

@@ -18,7 +18,7 @@ use memchr::memmem::Finder;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use foldhash::{HashMap, HashMapExt as _};
+use crate::digest_memo::DigestMemo;
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef,
     Message, Origin, Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
@@ -73,38 +73,50 @@ impl Stage for MediaClassify {
         };
         let wire = conversation.wire;
         let (mut archivable, mut unrecoverable, mut pinned) = (0u64, 0u64, 0u64);
-        let last = turn
+        let mut memo = turn
             .carry
             .remove::<LastClassified>()
             .filter(|last| last.wire == wire)
-            .map(|last| last.media)
-            .unwrap_or_default();
-        let mut next = LastClassified {
-            wire,
-            media: HashMap::with_capacity(conversation.messages.len()),
-        };
+            .unwrap_or(LastClassified {
+                wire,
+                media: DigestMemo::default(),
+            });
+        memo.media.begin_turn();
         let mut searched = 0u64;
         for (index, message) in conversation.messages.iter_mut().enumerate() {
-            // A client unit's id is a fingerprint of its bytes: bytes the last turn classified
-            // are not searched again.
+            // A client unit's id is a fingerprint of its bytes: bytes an earlier turn
+            // classified are not searched again.
             let digest = (message.origin == Origin::Client)
                 .then(|| content_digest(&message.id))
                 .flatten();
-            let known = digest.and_then(|d| last.get(&d)).cloned();
-            let classified = match known {
-                Some(media) => {
+            let mut searched_now = None;
+            let known = match digest {
+                Some(d) => memo
+                    .media
+                    .get_or(d, || {
+                        let result = classify_unit(wire, message);
+                        let media = result.is_ok().then(|| message.media.clone());
+                        searched_now = Some(result);
+                        media
+                    })
+                    .cloned(),
+                None => {
+                    searched_now = Some(classify_unit(wire, message));
+                    None
+                }
+            };
+            let classified = match (searched_now, known) {
+                (Some(result), _) => {
+                    searched += 1;
+                    result
+                }
+                (None, Some(media)) => {
                     message.media = media;
                     pin_unrecoverable(message);
                     Ok(())
                 }
-                None => {
-                    searched += 1;
-                    classify_unit(wire, message)
-                }
+                (None, None) => Ok(()),
             };
-            if let (Some(d), Ok(())) = (digest, &classified) {
-                next.media.insert(d, message.media.clone());
-            }
             match classified {
                 Ok(()) => {}
                 Err(why) => {
@@ -133,7 +145,8 @@ impl Stage for MediaClassify {
         turn.report.count("media.unrecoverable", unrecoverable);
         turn.report.count("media.units_pinned", pinned);
         turn.report.count("media.units_searched", searched);
-        turn.carry.insert(next);
+        memo.media.end_turn();
+        turn.carry.insert(memo);
         Ok(())
     }
 }
@@ -145,7 +158,7 @@ impl Stage for MediaClassify {
 #[derive(Debug)]
 struct LastClassified {
     wire: Wire,
-    media: HashMap<u64, Vec<MediaRef>>,
+    media: DigestMemo<Vec<MediaRef>>,
 }
 
 /// Classifies one unit: fills `message.media` and pins it when any payload is unrecoverable.

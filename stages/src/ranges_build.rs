@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-use foldhash::{HashMap, HashMapExt as _};
+use crate::digest_memo::DigestMemo;
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Extensions, Fact,
     MediaClass, Origin, Stage, StageCx, StageError, TokenEstimator, Turn, Wire, async_trait,
@@ -107,8 +107,7 @@ impl Stage for RangesBuild {
         let config = self.config_for(turn.budget);
         let estimator = cx.estimator.as_ref();
         let last = turn.carry.remove::<LastEstimates>();
-        let (tokens, next) = estimate_units(conversation, estimator, last);
-        let estimated = tokens.len() - next.reused;
+        let (tokens, next, estimated) = estimate_units(conversation, estimator, last);
         turn.carry.insert(next);
         turn.ranges = compressible_ranges_with(conversation, state, &config, estimator, &tokens);
         turn.extensions
@@ -123,41 +122,42 @@ impl Stage for RangesBuild {
     }
 }
 
-/// The token estimates of the last turn's client units without media, by the digest of
-/// their bytes ([`content_digest`]), carried to the next turn ([`Turn::carry`]): a unit a
-/// client resends is not estimated again (estimating reads every byte, looking for inline
-/// images). Valid for one wire and one estimator.
+/// The token estimates of client units without referenced images, by the digest of their
+/// bytes, carried from turn to turn ([`Turn::carry`]): a unit a client resends is not
+/// estimated again (estimating reads every byte, looking for inline images). Valid for one
+/// wire and one estimator.
 #[derive(Debug)]
 struct LastEstimates {
     wire: Wire,
     estimator: (&'static str, usize),
-    tokens: HashMap<u64, u64>,
-    /// How many of this turn's estimates came from the last turn's.
-    reused: usize,
+    tokens: DigestMemo<u64>,
 }
 
-/// Each unit's [`unit_tokens`], taken from `last` for the bytes it estimated, and what to
-/// carry to the next turn. Units with media are estimated afresh (their price depends on
-/// what `media.classify` found).
+/// Each unit's [`unit_tokens`], from `last` for bytes an earlier turn estimated; the memo
+/// to carry on and how many units were estimated afresh. Units that reference images are
+/// always estimated (their price depends on what `media.classify` found).
 fn estimate_units(
     conversation: &Conversation,
     estimator: &dyn TokenEstimator,
     last: Option<LastEstimates>,
-) -> (Vec<u64>, LastEstimates) {
+) -> (Vec<u64>, LastEstimates, usize) {
     let wire = conversation.wire;
     let which = (
         estimator.name(),
         std::ptr::from_ref(estimator).cast::<()>().addr(),
     );
-    let last = last
+    let mut memo = last
         .filter(|l| l.wire == wire && l.estimator == which)
-        .map(|l| l.tokens)
-        .unwrap_or_default();
-    let mut next = LastEstimates {
-        wire,
-        estimator: which,
-        tokens: HashMap::with_capacity(conversation.messages.len()),
-        reused: 0,
+        .unwrap_or(LastEstimates {
+            wire,
+            estimator: which,
+            tokens: DigestMemo::default(),
+        });
+    memo.tokens.begin_turn();
+    let mut estimated = 0;
+    let mut estimate = |u| {
+        estimated += 1;
+        unit_tokens(wire, u, estimator)
     };
     let tokens = conversation
         .messages
@@ -166,21 +166,18 @@ fn estimate_units(
             let plain = u.origin == Origin::Client
                 && u.media.iter().all(|m| m.class == MediaClass::Archivable)
                 && !u.raw.is_empty();
-            let Some(digest) = plain.then(|| content_digest(&u.id)).flatten() else {
-                return unit_tokens(wire, u, estimator);
-            };
-            let tokens = match last.get(&digest) {
-                Some(&t) => {
-                    next.reused += 1;
-                    t
-                }
-                None => unit_tokens(wire, u, estimator),
-            };
-            next.tokens.insert(digest, tokens);
-            tokens
+            match plain.then(|| content_digest(&u.id)).flatten() {
+                Some(digest) => memo
+                    .tokens
+                    .get_or(digest, || Some(estimate(u)))
+                    .copied()
+                    .unwrap_or_default(),
+                None => estimate(u),
+            }
         })
         .collect();
-    (tokens, next)
+    memo.tokens.end_turn();
+    (tokens, memo, estimated)
 }
 
 /// The share of the available budget the newest tokens may protect at most: the layout's
@@ -291,25 +288,25 @@ mod tests {
                 .collect()
         };
         let first = conversation(Wire::Anthropic, 5);
-        let (tokens, carried) = estimate_units(&first, estimator, None);
+        let (tokens, carried, estimated) = estimate_units(&first, estimator, None);
         assert_eq!(tokens, fresh(&first));
-        assert_eq!(carried.reused, 0);
+        assert_eq!(estimated, 6);
         // The next request resends the six units and adds three: only the new ones and the
         // one with a remote image (priced by what classify found) are estimated.
         let second = conversation(Wire::Anthropic, 8);
-        let (tokens, carried) = estimate_units(&second, estimator, Some(carried));
+        let (tokens, carried, estimated) = estimate_units(&second, estimator, Some(carried));
         assert_eq!(tokens, fresh(&second));
-        assert_eq!(carried.reused, 5);
+        assert_eq!(estimated, 4);
         // Another estimator (another instance) or another wire starts over.
         let other: Arc<dyn TokenEstimator> = Arc::new(CharEstimator);
         let other = other.as_ref();
-        let (_, after_other) = estimate_units(&second, other, Some(carried));
-        assert_eq!(after_other.reused, 0);
-        let (_, again) = estimate_units(&second, other, Some(after_other));
-        assert_eq!(again.reused, 8);
+        let (_, after_other, estimated) = estimate_units(&second, other, Some(carried));
+        assert_eq!(estimated, 9);
+        let (_, again, estimated) = estimate_units(&second, other, Some(after_other));
+        assert_eq!(estimated, 1);
         let chat = conversation(Wire::OpenAiChat, 8);
-        let (_, on_chat) = estimate_units(&chat, other, Some(again));
-        assert_eq!(on_chat.reused, 0);
+        let (_, _, estimated) = estimate_units(&chat, other, Some(again));
+        assert_eq!(estimated, 9);
     }
 
     /// A small window protects one latest read and a smaller recent window (every fold
