@@ -250,8 +250,8 @@ mod tests {
         assert!(bad.carry.get::<LastDecode>().is_none());
     }
 
-    #[tokio::test]
-    async fn the_session_carries_the_last_decode_from_turn_to_turn() {
+    /// An engine running decode then encode, dropping a session's carry after `forget`.
+    fn codec_engine(forget: Option<std::time::Duration>) -> foldwire_core::Engine {
         let registry = Arc::new(Registry::empty());
         let pipeline = foldwire_core::Pipeline::builder(&registry)
             .name("codec")
@@ -260,9 +260,37 @@ mod tests {
             .build()
             .unwrap();
         let store = Arc::new(foldwire_core::MemoryStateStore::new());
-        let engine = foldwire_core::Engine::builder(pipeline, store, registry)
+        foldwire_core::Engine::builder(pipeline, store, registry)
+            .forget_carry_after(forget)
             .start()
-            .unwrap();
+            .unwrap()
+    }
+
+    async fn codec_turn(
+        engine: &foldwire_core::Engine,
+        session: &SessionId,
+        body: &'static str,
+    ) -> foldwire_core::TurnOutcome {
+        let request = foldwire_core::TurnRequest::new(Wire::Anthropic, Bytes::from(body));
+        engine.run_turn(session, request).await.unwrap()
+    }
+
+    #[tokio::test]
+    async fn an_idle_session_gives_its_carry_back() {
+        let engine = codec_engine(Some(std::time::Duration::from_millis(150)));
+        let session = SessionId::new("idle").unwrap();
+        codec_turn(&engine, &session, GROWING[0]).await;
+        let soon = codec_turn(&engine, &session, GROWING[1]).await;
+        assert_eq!(soon.report.counter("wire.reused_entries"), 1);
+        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        let later = codec_turn(&engine, &session, GROWING[2]).await;
+        assert_eq!(later.report.counter("wire.reused_entries"), 0);
+        assert_eq!(later.output, Bytes::from(GROWING[2]));
+    }
+
+    #[tokio::test]
+    async fn the_session_carries_the_last_decode_from_turn_to_turn() {
+        let engine = codec_engine(None);
         let one = SessionId::new("one").unwrap();
         let other = SessionId::new("other").unwrap();
         let run = |session: SessionId, body: &'static str| {

@@ -30,11 +30,18 @@ pub struct EngineBuilder {
     cx: StageCx,
     workers: usize,
     idle_after: Option<Duration>,
+    carry_idle_after: Option<Duration>,
 }
 
 /// How long a session may sit idle before its actor (and the state it holds in memory) is
 /// retired, by default. Its state is in the store; the next turn loads it again.
 pub const DEFAULT_IDLE_AFTER: Duration = Duration::from_secs(15 * 60);
+
+/// How long a session's actor keeps what its last turn carried for the next
+/// ([`crate::Turn::carry`]: the last body's decode, per-unit facts) once no turn has come,
+/// by default. An agent at work sends a request every few seconds to a minute; a session
+/// left alone gives the memory back well before its actor retires.
+pub const DEFAULT_CARRY_IDLE_AFTER: Duration = Duration::from_secs(120);
 
 impl EngineBuilder {
     /// Sets the stage context (archive, estimator, clock, registry).
@@ -54,6 +61,14 @@ impl EngineBuilder {
     /// every one of them would stay in memory.
     pub fn retire_idle_sessions(mut self, after: Option<Duration>) -> Self {
         self.idle_after = after;
+        self
+    }
+
+    /// Drops what a session's last turn carried for the next ([`crate::Turn::carry`]) once
+    /// no turn has come for `after` (`None`: kept while the actor lives). The next turn then
+    /// starts from nothing: the same result, computed in full.
+    pub fn forget_carry_after(mut self, after: Option<Duration>) -> Self {
+        self.carry_idle_after = after;
         self
     }
 
@@ -96,6 +111,7 @@ impl EngineBuilder {
                 chains: Arc::new(RwLock::new(Arc::new(chains))),
                 sessions,
                 hasher: std::collections::hash_map::RandomState::new(),
+                carry_idle_after: self.carry_idle_after,
             }),
         })
     }
@@ -118,6 +134,7 @@ struct Inner {
     chains: ChainSlot,
     sessions: Directory,
     hasher: std::collections::hash_map::RandomState,
+    carry_idle_after: Option<Duration>,
 }
 
 /// Live sessions: each one's actor and its lease.
@@ -277,6 +294,7 @@ impl Engine {
             cx: StageCx::new(registry),
             workers,
             idle_after: Some(DEFAULT_IDLE_AFTER),
+            carry_idle_after: Some(DEFAULT_CARRY_IDLE_AFTER),
         }
     }
 
@@ -411,7 +429,8 @@ fn start_session(inner: &Inner, session: &SessionId, worker: usize) -> Live {
         Arc::clone(&inner.store),
         Arc::clone(&inner.chains),
         worker,
-    );
+    )
+    .forget_carry_after(inner.carry_idle_after);
     // `worker` is always in range: the builder keeps at least one arbiter and the index is
     // taken modulo their count.
     let arbiter = &inner.arbiters[worker % inner.arbiters.len()];
