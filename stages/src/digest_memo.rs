@@ -7,6 +7,8 @@
 //! last used them; once the memo holds twice as many as the turn used, the stale ones go, so
 //! it never holds much more than one request's units.
 
+use std::collections::hash_map::Entry;
+
 use foldhash::{HashMap, HashMapExt as _};
 
 /// Facts by content digest, with the turn that last used each.
@@ -43,13 +45,12 @@ impl<V> DigestMemo<V> {
         compute: impl FnOnce() -> Option<V>,
     ) -> Option<&V> {
         let turn = self.turn;
-        let fresh = !self.facts.contains_key(&digest);
-        if fresh {
-            let value = compute()?;
-            self.facts.insert(digest, (value, turn));
-        }
-        let (value, stamp) = self.facts.get_mut(&digest)?;
-        if *stamp != turn || fresh {
+        let (value, stamp) = match self.facts.entry(digest) {
+            Entry::Occupied(known) => known.into_mut(),
+            // Stamped as unused so far: the use below counts it.
+            Entry::Vacant(slot) => slot.insert((compute()?, turn.wrapping_sub(1))),
+        };
+        if *stamp != turn {
             *stamp = turn;
             self.used += 1;
         }
