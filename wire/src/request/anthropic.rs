@@ -7,64 +7,48 @@ use foldwire_core::{MessageKind, Role, Text, ToolLink, UnitSlot};
 
 use super::{Cx, Path, UnitSpec, WireError, scan};
 
-/// Decodes the `messages` array at `span`.
-pub(crate) fn decode_messages(
+/// Decodes one wire message, `item` of the `messages` array, at `mpath`.
+pub(crate) fn decode_message(
     cx: &mut Cx<'_>,
-    path: &Path<'_>,
-    span: &Range<usize>,
+    mpath: &Path<'_>,
+    item: &Range<usize>,
 ) -> Result<(), WireError> {
-    let items = cx.items(path, span)?;
-    decode_items(cx, path, &items, 0)
-}
-
-/// Decodes the wire messages `items` of the messages array at `path`, the first being item
-/// `first` of the array (a decode that reused the ones before it starts further in).
-pub(crate) fn decode_items(
-    cx: &mut Cx<'_>,
-    path: &Path<'_>,
-    items: &[Range<usize>],
-    first: usize,
-) -> Result<(), WireError> {
-    cx.reserve(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let mpath = path.index(first + i);
-        let fields = cx.fields(&mpath, item)?;
-        let role = match cx.req_str(&mpath, &fields, "role")?.as_ref() {
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            "system" => Role::System,
-            other => {
-                return Err(cx.shape_msg(
-                    &mpath.key("role"),
-                    "\"user\" or \"assistant\"",
-                    &format!("{other:?}"),
-                ));
-            }
-        };
-        let entry = cx.begin_entry(role, item);
-        let Some(content) = scan::field(&fields, "content") else {
+    let fields = cx.fields(mpath, item)?;
+    let role = match cx.req_str(mpath, &fields, "role")?.as_ref() {
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "system" => Role::System,
+        other => {
             return Err(cx.shape_msg(
-                &mpath.key("content"),
-                "a string or an array of blocks",
-                "no such field",
+                &mpath.key("role"),
+                "\"user\" or \"assistant\"",
+                &format!("{other:?}"),
             ));
-        };
-        let cpath = mpath.key("content");
-        match cx.bytes().get(content.value.start) {
-            Some(b'"') => cx.string_content(entry, role, &content.value),
-            Some(b'[') => {
-                let blocks = cx.items(&cpath, &content.value)?;
-                if blocks.is_empty() {
-                    // Nothing to cut: the whole message is one unit so it is never lost.
-                    cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
-                }
-                for (j, block) in blocks.iter().enumerate() {
-                    let spec = decode_block(cx, &cpath.index(j), block, role, j)?;
-                    cx.unit(entry, spec);
-                }
-            }
-            _ => return Err(cx.shape(&cpath, "a string or an array of blocks", &content.value)),
         }
+    };
+    let entry = cx.begin_entry(role, item);
+    let Some(content) = scan::field(&fields, "content") else {
+        return Err(cx.shape_msg(
+            &mpath.key("content"),
+            "a string or an array of blocks",
+            "no such field",
+        ));
+    };
+    let cpath = mpath.key("content");
+    match cx.bytes().get(content.value.start) {
+        Some(b'"') => cx.string_content(entry, role, &content.value),
+        Some(b'[') => {
+            let blocks = cx.items(&cpath, &content.value)?;
+            if blocks.is_empty() {
+                // Nothing to cut: the whole message is one unit so it is never lost.
+                cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
+            }
+            for (j, block) in blocks.iter().enumerate() {
+                let spec = decode_block(cx, &cpath.index(j), block, role, j)?;
+                cx.unit(entry, spec);
+            }
+        }
+        _ => return Err(cx.shape(&cpath, "a string or an array of blocks", &content.value)),
     }
     Ok(())
 }

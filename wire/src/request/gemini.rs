@@ -17,69 +17,53 @@ use super::{Cx, Path, UnitSpec, WireError, scan};
 /// The prefix of derived call ids; the encoder omits such ids when it writes a response.
 pub(crate) const DERIVED_ID_PREFIX: &str = "gemini:";
 
-/// Decodes the `contents` array at `span`.
-pub(crate) fn decode_contents(
-    cx: &mut Cx<'_>,
-    path: &Path<'_>,
-    span: &Range<usize>,
-) -> Result<(), WireError> {
-    let items = cx.items(path, span)?;
-    decode_items(cx, path, &items, 0, Pending::new())
-}
-
 /// Derived call ids not yet answered, per function name, oldest first.
 pub(crate) type Pending = HashMap<String, VecDeque<String>>;
 
-/// Decodes the contents `items` of the array at `path`, the first being item `first` of the
-/// array, with the derived call ids the items before it left unanswered (see
-/// [`pending_after`]).
-pub(crate) fn decode_items(
+/// Decodes one content, `item` of the `contents` array, at `cpath`, with the derived call ids
+/// the contents before it left unanswered.
+pub(crate) fn decode_content(
     cx: &mut Cx<'_>,
-    path: &Path<'_>,
-    items: &[Range<usize>],
-    first: usize,
-    mut pending: Pending,
+    cpath: &Path<'_>,
+    item: &Range<usize>,
+    pending: &mut Pending,
 ) -> Result<(), WireError> {
-    cx.reserve(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let cpath = path.index(first + i);
-        let fields = cx.fields(&cpath, item)?;
-        let role = match cx.opt_str(&cpath, &fields, "role")?.as_deref() {
-            None | Some("user") => Role::User,
-            Some("model") => Role::Assistant,
-            Some("function" | "tool") => Role::Tool,
-            Some("system") => Role::System,
-            Some(other) => {
-                return Err(cx.shape_msg(
-                    &cpath.key("role"),
-                    "\"user\" or \"model\"",
-                    &format!("{other:?}"),
-                ));
-            }
-        };
-        let entry = cx.begin_entry(role, item);
-        let ppath = cpath.key("parts");
-        let parts = match scan::field(&fields, "parts") {
-            Some(p) => cx.items(&ppath, &p.value)?,
-            None => Vec::new(),
-        };
-        if parts.is_empty() {
-            cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
+    let fields = cx.fields(cpath, item)?;
+    let role = match cx.opt_str(cpath, &fields, "role")?.as_deref() {
+        None | Some("user") => Role::User,
+        Some("model") => Role::Assistant,
+        Some("function" | "tool") => Role::Tool,
+        Some("system") => Role::System,
+        Some(other) => {
+            return Err(cx.shape_msg(
+                &cpath.key("role"),
+                "\"user\" or \"model\"",
+                &format!("{other:?}"),
+            ));
         }
-        let mut calls_by_name: HashMap<String, usize> = HashMap::new();
-        for (j, part) in parts.iter().enumerate() {
-            let spec = decode_part(
-                cx,
-                &ppath.index(j),
-                part,
-                role,
-                j,
-                entry,
-                &mut calls_by_name,
-                &mut pending,
-            )?;
-            cx.unit(entry, spec);
-        }
+    };
+    let entry = cx.begin_entry(role, item);
+    let ppath = cpath.key("parts");
+    let parts = match scan::field(&fields, "parts") {
+        Some(p) => cx.items(&ppath, &p.value)?,
+        None => Vec::new(),
+    };
+    if parts.is_empty() {
+        cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
+    }
+    let mut calls_by_name: HashMap<String, usize> = HashMap::new();
+    for (j, part) in parts.iter().enumerate() {
+        let spec = decode_part(
+            cx,
+            &ppath.index(j),
+            part,
+            role,
+            j,
+            entry,
+            &mut calls_by_name,
+            pending,
+        )?;
+        cx.unit(entry, spec);
     }
     Ok(())
 }
@@ -93,7 +77,7 @@ fn decode_part(
     index: usize,
     entry: usize,
     calls_by_name: &mut HashMap<String, usize>,
-    pending: &mut HashMap<String, VecDeque<String>>,
+    pending: &mut Pending,
 ) -> Result<UnitSpec, WireError> {
     let fields = cx.fields(path, span)?;
     let thought = scan::field(&fields, "thought").is_some_and(|f| cx.text(&f.value) == "true");

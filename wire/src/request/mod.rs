@@ -81,11 +81,11 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
     let messages_span = messages.value.clone();
     let (model, stream) = model_and_stream(src, &top);
     let path = root.key(key);
-    match wire {
-        Wire::Anthropic => anthropic::decode_messages(&mut cx, &path, &messages_span)?,
-        Wire::OpenAiChat => openai_chat::decode_messages(&mut cx, &path, &messages_span)?,
-        Wire::OpenAiResponses => openai_responses::decode_input(&mut cx, &path, &messages_span)?,
-        Wire::Gemini => gemini::decode_contents(&mut cx, &path, &messages_span)?,
+    let string_input = wire == Wire::OpenAiResponses
+        && openai_responses::decode_string_input(&mut cx, &path, &messages_span)?;
+    if !string_input {
+        let items = cx.items(&path, &messages_span)?;
+        decode_items(&mut cx, &path, &items, 0, gemini::Pending::default())?;
     }
     let Cx {
         entries,
@@ -236,14 +236,7 @@ fn decode_rest(
     let (kept_entries, kept_units) = (kept.0.len(), kept.1.len());
     let mut cx = Cx::new(wire, src, body, &tape);
     (cx.entries, cx.messages) = kept;
-    match wire {
-        Wire::Anthropic => anthropic::decode_items(&mut cx, &path, &items, kept_entries)?,
-        Wire::OpenAiChat => openai_chat::decode_items(&mut cx, &path, &items, kept_entries)?,
-        Wire::OpenAiResponses => {
-            openai_responses::decode_items(&mut cx, &path, &items, kept_entries)?
-        }
-        Wire::Gemini => gemini::decode_items(&mut cx, &path, &items, kept_entries, pending)?,
-    }
+    decode_items(&mut cx, &path, &items, kept_entries, pending)?;
     let Cx {
         entries,
         mut messages,
@@ -261,6 +254,29 @@ fn decode_rest(
         stream,
     };
     Ok((conv, kept_entries))
+}
+
+/// Decodes the wire messages `items` of the messages array at `path`, the first being item
+/// `first` of the array (a decode that reused the ones before it starts further in), with
+/// the derived Gemini call ids the items before it left unanswered.
+fn decode_items(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    items: &[Range<usize>],
+    first: usize,
+    mut pending: gemini::Pending,
+) -> Result<(), WireError> {
+    cx.reserve(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let path = path.index(first + i);
+        match cx.wire {
+            Wire::Anthropic => anthropic::decode_message(cx, &path, item)?,
+            Wire::OpenAiChat => openai_chat::decode_message(cx, &path, item)?,
+            Wire::OpenAiResponses => openai_responses::decode_item(cx, &path, item)?,
+            Wire::Gemini => gemini::decode_content(cx, &path, item, &mut pending)?,
+        }
+    }
+    Ok(())
 }
 
 /// Where `part` (a slice of `whole`) sits in `whole`.

@@ -8,113 +8,97 @@ use foldwire_core::{MessageKind, Role, Text, ToolLink, UnitSlot};
 
 use super::{Cx, Path, UnitSpec, WireError, scan};
 
-/// Decodes the `messages` array at `span`.
-pub(crate) fn decode_messages(
+/// Decodes one wire message, `item` of the `messages` array, at `mpath`.
+pub(crate) fn decode_message(
     cx: &mut Cx<'_>,
-    path: &Path<'_>,
-    span: &Range<usize>,
+    mpath: &Path<'_>,
+    item: &Range<usize>,
 ) -> Result<(), WireError> {
-    let items = cx.items(path, span)?;
-    decode_items(cx, path, &items, 0)
-}
-
-/// Decodes the wire messages `items` of the messages array at `path`, the first being item
-/// `first` of the array (a decode that reused the ones before it starts further in).
-pub(crate) fn decode_items(
-    cx: &mut Cx<'_>,
-    path: &Path<'_>,
-    items: &[Range<usize>],
-    first: usize,
-) -> Result<(), WireError> {
-    cx.reserve(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let mpath = path.index(first + i);
-        let fields = cx.fields(&mpath, item)?;
-        let role_name = cx.req_str(&mpath, &fields, "role")?;
-        let role = match role_name.as_ref() {
-            "system" | "developer" => Role::System,
-            "user" => Role::User,
-            "assistant" => Role::Assistant,
-            "tool" | "function" => Role::Tool,
-            other => {
-                return Err(cx.shape_msg(
-                    &mpath.key("role"),
-                    "one of \"system\", \"developer\", \"user\", \"assistant\", \"tool\"",
-                    &format!("{other:?}"),
-                ));
-            }
+    let fields = cx.fields(mpath, item)?;
+    let role_name = cx.req_str(mpath, &fields, "role")?;
+    let role = match role_name.as_ref() {
+        "system" | "developer" => Role::System,
+        "user" => Role::User,
+        "assistant" => Role::Assistant,
+        "tool" | "function" => Role::Tool,
+        other => {
+            return Err(cx.shape_msg(
+                &mpath.key("role"),
+                "one of \"system\", \"developer\", \"user\", \"assistant\", \"tool\"",
+                &format!("{other:?}"),
+            ));
+        }
+    };
+    let entry = cx.begin_entry(role, item);
+    let content = scan::field(&fields, "content");
+    if role == Role::Tool {
+        let call_id = match cx.opt_str(mpath, &fields, "tool_call_id")? {
+            Some(id) => id.into_owned(),
+            // Legacy `role: function` results carry only the function name.
+            None => cx
+                .opt_str(mpath, &fields, "name")?
+                .map(|n| n.into_owned())
+                .unwrap_or_default(),
         };
-        let entry = cx.begin_entry(role, item);
-        let content = scan::field(&fields, "content");
-        if role == Role::Tool {
-            let call_id = match cx.opt_str(&mpath, &fields, "tool_call_id")? {
-                Some(id) => id.into_owned(),
-                // Legacy `role: function` results carry only the function name.
-                None => cx
-                    .opt_str(&mpath, &fields, "name")?
-                    .map(|n| n.into_owned())
-                    .unwrap_or_default(),
-            };
-            let name = cx.opt_str(&mpath, &fields, "name")?.map(|n| n.into_owned());
-            let text = content
-                .map(|c| cx.content_text(&c.value))
-                .unwrap_or_default();
-            let tool = Some(ToolLink { call_id, name });
-            cx.whole(entry, role, MessageKind::ToolResult, text, tool, item);
-            continue;
-        }
-        let before = cx.messages.len();
-        if let Some(reasoning) = scan::field(&fields, "reasoning_content")
-            && cx.bytes().get(reasoning.value.start) == Some(&b'"')
-        {
-            let text = cx.string_text(&reasoning.value);
-            cx.unit(
-                entry,
-                UnitSpec {
-                    slot: UnitSlot::ReasoningField,
-                    role,
-                    kind: MessageKind::Reasoning,
-                    text,
-                    tool: None,
-                    span: reasoning.value.clone(),
-                },
-            );
-        }
-        if let Some(content) = content {
-            let cpath = mpath.key("content");
-            match cx.bytes().get(content.value.start) {
-                Some(b'"') => cx.string_content(entry, role, &content.value),
-                Some(b'[') => {
-                    let parts = cx.items(&cpath, &content.value)?;
-                    for (j, part) in parts.iter().enumerate() {
-                        let spec = decode_part(cx, &cpath.index(j), part, role, j)?;
-                        cx.unit(entry, spec);
-                    }
-                }
-                Some(b'n') => {}
-                _ => {
-                    return Err(cx.shape(
-                        &cpath,
-                        "a string, an array of parts or null",
-                        &content.value,
-                    ));
-                }
-            }
-        }
-        if let Some(calls) = scan::field(&fields, "tool_calls") {
-            let tpath = mpath.key("tool_calls");
-            if cx.bytes().get(calls.value.start) != Some(&b'n') {
-                let calls = cx.items(&tpath, &calls.value)?;
-                for (j, call) in calls.iter().enumerate() {
-                    let spec = decode_tool_call(cx, &tpath.index(j), call, role, j)?;
+        let name = cx.opt_str(mpath, &fields, "name")?.map(|n| n.into_owned());
+        let text = content
+            .map(|c| cx.content_text(&c.value))
+            .unwrap_or_default();
+        let tool = Some(ToolLink { call_id, name });
+        cx.whole(entry, role, MessageKind::ToolResult, text, tool, item);
+        return Ok(());
+    }
+    let before = cx.messages.len();
+    if let Some(reasoning) = scan::field(&fields, "reasoning_content")
+        && cx.bytes().get(reasoning.value.start) == Some(&b'"')
+    {
+        let text = cx.string_text(&reasoning.value);
+        cx.unit(
+            entry,
+            UnitSpec {
+                slot: UnitSlot::ReasoningField,
+                role,
+                kind: MessageKind::Reasoning,
+                text,
+                tool: None,
+                span: reasoning.value.clone(),
+            },
+        );
+    }
+    if let Some(content) = content {
+        let cpath = mpath.key("content");
+        match cx.bytes().get(content.value.start) {
+            Some(b'"') => cx.string_content(entry, role, &content.value),
+            Some(b'[') => {
+                let parts = cx.items(&cpath, &content.value)?;
+                for (j, part) in parts.iter().enumerate() {
+                    let spec = decode_part(cx, &cpath.index(j), part, role, j)?;
                     cx.unit(entry, spec);
                 }
             }
+            Some(b'n') => {}
+            _ => {
+                return Err(cx.shape(
+                    &cpath,
+                    "a string, an array of parts or null",
+                    &content.value,
+                ));
+            }
         }
-        if cx.messages.len() == before {
-            // Nothing to cut (e.g. an empty assistant turn): keep the message as one unit.
-            cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
+    }
+    if let Some(calls) = scan::field(&fields, "tool_calls") {
+        let tpath = mpath.key("tool_calls");
+        if cx.bytes().get(calls.value.start) != Some(&b'n') {
+            let calls = cx.items(&tpath, &calls.value)?;
+            for (j, call) in calls.iter().enumerate() {
+                let spec = decode_tool_call(cx, &tpath.index(j), call, role, j)?;
+                cx.unit(entry, spec);
+            }
         }
+    }
+    if cx.messages.len() == before {
+        // Nothing to cut (e.g. an empty assistant turn): keep the message as one unit.
+        cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
     }
     Ok(())
 }

@@ -9,37 +9,22 @@ use foldwire_core::{MessageKind, Pin, Role, Text, ToolLink, UnitSlot};
 
 use super::{Cx, Path, UnitSpec, WireError, scan, text_of_content};
 
-/// Decodes the `input` value at `span` (a string or an array of items).
-pub(crate) fn decode_input(
+/// Decodes the `input` value at `span` when it is a string (one user text) and says so;
+/// `false` for an array of items (each decoded by [`decode_item`]), an error otherwise.
+pub(crate) fn decode_string_input(
     cx: &mut Cx<'_>,
     path: &Path<'_>,
     span: &Range<usize>,
-) -> Result<(), WireError> {
+) -> Result<bool, WireError> {
     if cx.bytes().get(span.start) == Some(&b'"') {
         let entry = cx.begin_entry(Role::User, span);
         cx.string_content(entry, Role::User, span);
-        return Ok(());
+        return Ok(true);
     }
     if cx.bytes().get(span.start) != Some(&b'[') {
         return Err(cx.shape(path, "a string or an array of items", span));
     }
-    let items = cx.items(path, span)?;
-    decode_items(cx, path, &items, 0)
-}
-
-/// Decodes the wire messages `items` of the messages array at `path`, the first being item
-/// `first` of the array (a decode that reused the ones before it starts further in).
-pub(crate) fn decode_items(
-    cx: &mut Cx<'_>,
-    path: &Path<'_>,
-    items: &[Range<usize>],
-    first: usize,
-) -> Result<(), WireError> {
-    cx.reserve(items.len());
-    for (i, item) in items.iter().enumerate() {
-        decode_item(cx, &path.index(first + i), item)?;
-    }
-    Ok(())
+    Ok(false)
 }
 
 fn parse_role(cx: &Cx<'_>, path: &Path<'_>, name: &str) -> Result<Role, WireError> {
@@ -55,7 +40,12 @@ fn parse_role(cx: &Cx<'_>, path: &Path<'_>, name: &str) -> Result<Role, WireErro
     }
 }
 
-fn decode_item(cx: &mut Cx<'_>, path: &Path<'_>, span: &Range<usize>) -> Result<(), WireError> {
+/// Decodes one item of the `input` array at `path`.
+pub(crate) fn decode_item(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    span: &Range<usize>,
+) -> Result<(), WireError> {
     let fields = cx.fields(path, span)?;
     let ty = cx.opt_str(path, &fields, "type")?;
     let role_field = cx.opt_str(path, &fields, "role")?;
