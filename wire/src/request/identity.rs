@@ -66,14 +66,10 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// Gives every unit its fingerprint; the second and later copies of an identical unit in one
-/// request get `#2`, `#3`, … in order, so ids are unique and still stable across turns.
-pub(crate) fn assign_ids(messages: &mut [Message]) {
-    assign_ids_after(messages, 0);
-}
-
-/// [`assign_ids`] for units after the first `kept`, whose ids are already assigned (a decode
-/// that reused them): their digests are read back from their ids, not hashed again.
+/// Gives every unit after the first `kept` its fingerprint; the second and later copies of an
+/// identical unit in one request get `#2`, `#3`, … in order, so ids are unique and still
+/// stable across turns. The first `kept` units have theirs already (a decode that reused
+/// them): their digests are read back from their ids, not hashed again.
 pub(crate) fn assign_ids_after(messages: &mut [Message], kept: usize) {
     let mut seen: HashMap<[u8; ID_HEX_LEN / 2], u32> = HashMap::with_capacity(messages.len());
     let (kept, new) = messages.split_at_mut(kept.min(messages.len()));

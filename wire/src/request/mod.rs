@@ -87,22 +87,35 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
         let items = cx.items(&path, &messages_span)?;
         decode_items(&mut cx, &path, &items, 0, gemini::Pending::default())?;
     }
+    Ok(finish(cx, body.clone(), messages_span, (model, stream), 0))
+}
+
+/// The conversation a decode made, its units given their ids (all but the first
+/// `kept_units`, which a resumed decode took over with theirs).
+fn finish(
+    cx: Cx<'_>,
+    source: Bytes,
+    messages_span: Range<usize>,
+    (model, stream): (Option<String>, bool),
+    kept_units: usize,
+) -> Conversation {
     let Cx {
+        wire,
         entries,
         mut messages,
         ..
     } = cx;
-    identity::assign_ids(&mut messages);
-    Ok(Conversation {
+    identity::assign_ids_after(&mut messages, kept_units);
+    Conversation {
         wire,
-        source: body,
+        source,
         messages_span,
         entries,
         messages,
         overrides: Vec::new(),
         model,
         stream,
-    })
+    }
 }
 
 /// The `model` and `stream` fields of a body's top-level fields.
@@ -237,22 +250,7 @@ fn decode_rest(
     let mut cx = Cx::new(wire, src, body, &tape);
     (cx.entries, cx.messages) = kept;
     decode_items(&mut cx, &path, &items, kept_entries, pending)?;
-    let Cx {
-        entries,
-        mut messages,
-        ..
-    } = cx;
-    identity::assign_ids_after(&mut messages, kept_units);
-    let conv = Conversation {
-        wire,
-        source: body.clone(),
-        messages_span,
-        entries,
-        messages,
-        overrides: Vec::new(),
-        model,
-        stream,
-    };
+    let conv = finish(cx, body.clone(), messages_span, (model, stream), kept_units);
     Ok((conv, kept_entries))
 }
 
