@@ -286,6 +286,12 @@ mod tests {
         let later = codec_turn(&engine, &session, GROWING[2]).await;
         assert_eq!(later.report.counter("wire.reused_entries"), 0);
         assert_eq!(later.output, Bytes::from(GROWING[2]));
+        // A session at work keeps it however long it works: each turn counts from itself.
+        for _ in 0..8 {
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            let busy = codec_turn(&engine, &session, GROWING[2]).await;
+            assert_eq!(busy.report.counter("wire.reused_entries"), 3);
+        }
     }
 
     #[tokio::test]

@@ -1,7 +1,7 @@
 //! `Engine`: the actor system on its own thread, reached from any tokio runtime.
 
 use std::hash::BuildHasher;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -12,8 +12,8 @@ use dashmap::DashMap;
 
 use super::chain::StageChain;
 use super::session::{
-    ChainSlot, HostError, RunTurn, SessionActor, Snapshot, StateUpdate, TurnOutcome, TurnRequest,
-    Update,
+    ChainSlot, ForgetCarry, HostError, RunTurn, SessionActor, Snapshot, StateUpdate, TurnOutcome,
+    TurnRequest, Update,
 };
 use crate::archive::StateStore;
 use crate::ids::SessionId;
@@ -97,8 +97,12 @@ impl EngineBuilder {
             .map_err(|e| HostError::Start { source: e.into() })?;
         let chains = start_chains(&self.pipeline, &self.cx, &arbiters);
         let sessions = Arc::new(DashMap::new());
-        if let (Some(after), Some(arbiter)) = (self.idle_after, arbiters.first()) {
-            arbiter.spawn(retire_idle(Arc::downgrade(&sessions), after));
+        let idle = Idle {
+            retire_after: self.idle_after,
+            forget_carry_after: self.carry_idle_after,
+        };
+        if let (Some(period), Some(arbiter)) = (idle.sweep_period(), arbiters.first()) {
+            arbiter.spawn(sweep_idle(Arc::downgrade(&sessions), idle, period));
         }
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -111,7 +115,6 @@ impl EngineBuilder {
                 chains: Arc::new(RwLock::new(Arc::new(chains))),
                 sessions,
                 hasher: std::collections::hash_map::RandomState::new(),
-                carry_idle_after: self.carry_idle_after,
             }),
         })
     }
@@ -134,7 +137,6 @@ struct Inner {
     chains: ChainSlot,
     sessions: Directory,
     hasher: std::collections::hash_map::RandomState,
-    carry_idle_after: Option<Duration>,
 }
 
 /// Live sessions: each one's actor and its lease.
@@ -152,6 +154,8 @@ struct Lease {
     in_flight: AtomicUsize,
     /// Milliseconds after `born` of the latest request.
     last_used_ms: AtomicU64,
+    /// Set once the actor was told to drop its carry; a request clears it.
+    carry_forgotten: AtomicBool,
 }
 
 impl Lease {
@@ -160,6 +164,7 @@ impl Lease {
             born: Instant::now(),
             in_flight: AtomicUsize::new(0),
             last_used_ms: AtomicU64::new(0),
+            carry_forgotten: AtomicBool::new(false),
         }
     }
 
@@ -177,6 +182,7 @@ impl InFlight {
         lease.in_flight.fetch_add(1, Ordering::AcqRel);
         let now = u64::try_from(lease.born.elapsed().as_millis()).unwrap_or(u64::MAX);
         lease.last_used_ms.fetch_max(now, Ordering::AcqRel);
+        lease.carry_forgotten.store(false, Ordering::Release);
         InFlight(Arc::clone(lease))
     }
 }
@@ -189,21 +195,52 @@ impl Drop for InFlight {
     }
 }
 
-/// Drops idle sessions from the directory every quarter of `after`. An actor stops once the
-/// last address to it is gone, so a request that took an address before the sweep still
-/// completes on it; leases are taken under the directory's shard lock, which the sweep's
-/// `retain` also holds, so a session is never dropped between lookup and lease.
-async fn retire_idle(directory: Weak<DashMap<SessionId, Live>>, after: Duration) {
-    let period = (after / 4).clamp(Duration::from_millis(5), Duration::from_secs(30));
+/// What the idle sweep does to sessions no request has touched for a while.
+#[derive(Debug, Clone, Copy)]
+struct Idle {
+    /// Retire the actor after this long.
+    retire_after: Option<Duration>,
+    /// Tell the actor to drop its carry after this long.
+    forget_carry_after: Option<Duration>,
+}
+
+impl Idle {
+    /// A quarter of the shorter wait, within 5 ms and 30 s; `None` when nothing is timed.
+    fn sweep_period(self) -> Option<Duration> {
+        let shorter = match (self.retire_after, self.forget_carry_after) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => a.or(b)?,
+        };
+        Some((shorter / 4).clamp(Duration::from_millis(5), Duration::from_secs(30)))
+    }
+}
+
+/// Every `period`, drops idle sessions from the directory and tells sessions idle for
+/// `forget_carry_after` to drop their carry. An actor stops once the last address to it is
+/// gone, so a request that took an address before the sweep still completes on it; leases
+/// are taken under the directory's shard lock, which the sweep's `retain` also holds, so a
+/// session is never dropped between lookup and lease. (A timer inside each actor would keep
+/// retired actors alive, and one per turn would make every turn poll all of them.)
+async fn sweep_idle(directory: Weak<DashMap<SessionId, Live>>, idle: Idle, period: Duration) {
     loop {
         actix_rt::time::sleep(period).await;
         let Some(sessions) = directory.upgrade() else {
             return;
         };
         sessions.retain(|_, live| {
+            let lease = &live.lease;
+            let busy = lease.in_flight.load(Ordering::Acquire) > 0;
+            let idle_for = lease.idle_for();
+            if !busy
+                && idle
+                    .forget_carry_after
+                    .is_some_and(|after| idle_for >= after)
+                && !lease.carry_forgotten.swap(true, Ordering::AcqRel)
+            {
+                live.addr.do_send(ForgetCarry);
+            }
             live.addr.connected()
-                && (live.lease.in_flight.load(Ordering::Acquire) > 0
-                    || live.lease.idle_for() < after)
+                && (busy || idle.retire_after.is_none_or(|after| idle_for < after))
         });
     }
 }
@@ -429,8 +466,7 @@ fn start_session(inner: &Inner, session: &SessionId, worker: usize) -> Live {
         Arc::clone(&inner.store),
         Arc::clone(&inner.chains),
         worker,
-    )
-    .forget_carry_after(inner.carry_idle_after);
+    );
     // `worker` is always in range: the builder keeps at least one arbiter and the index is
     // taken modulo their count.
     let arbiter = &inner.arbiters[worker % inner.arbiters.len()];

@@ -8,7 +8,7 @@ mod stage_actor;
 pub use chain::{ChainError, StageChain};
 pub use engine::{Engine, EngineBuilder};
 pub use session::{
-    HostError, MAX_SAVE_ATTEMPTS, RunTurn, SessionActor, Snapshot, StateUpdate, TurnOutcome,
-    TurnRequest, Update,
+    ForgetCarry, HostError, MAX_SAVE_ATTEMPTS, RunTurn, SessionActor, Snapshot, StateUpdate,
+    TurnOutcome, TurnRequest, Update,
 };
 pub use stage_actor::{Failed, Process, StageActor};

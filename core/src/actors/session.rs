@@ -2,9 +2,7 @@
 
 use std::sync::{Arc, RwLock};
 
-use actix::{
-    Actor, ActorFutureExt, AsyncContext as _, AtomicResponse, Context, Handler, Message, WrapFuture,
-};
+use actix::{Actor, ActorFutureExt, AtomicResponse, Context, Handler, Message, WrapFuture};
 use bytes::Bytes;
 
 use super::chain::{ChainError, StageChain};
@@ -158,10 +156,6 @@ pub struct SessionActor {
     loaded: Loaded,
     /// What the last turn's stages left for the next ([`Turn::carry`]).
     carry: Extensions,
-    /// How long `carry` is kept without a turn (`None`: while the actor lives).
-    carry_idle_after: Option<std::time::Duration>,
-    /// Counts the turns that left a carry, so only the last one's timer drops it.
-    carry_generation: u64,
 }
 
 impl SessionActor {
@@ -179,28 +173,6 @@ impl SessionActor {
             worker,
             loaded: None,
             carry: Extensions::new(),
-            carry_idle_after: None,
-            carry_generation: 0,
-        }
-    }
-
-    /// Drops what a turn carried for the next once no turn has come for `after`.
-    pub fn forget_carry_after(mut self, after: Option<std::time::Duration>) -> Self {
-        self.carry_idle_after = after;
-        self
-    }
-
-    /// Keeps a turn's carry, and schedules dropping it if no turn comes in time.
-    fn keep_carry(&mut self, carry: Extensions, ctx: &mut Context<Self>) {
-        self.carry = carry;
-        self.carry_generation += 1;
-        if let Some(after) = self.carry_idle_after {
-            let generation = self.carry_generation;
-            ctx.run_later(after, move |act, _| {
-                if act.carry_generation == generation {
-                    act.carry = Extensions::new();
-                }
-            });
         }
     }
 
@@ -421,9 +393,9 @@ impl Handler<RunTurn> for SessionActor {
             msg.0,
         );
         AtomicResponse::new(Box::pin(fut.into_actor(self).map(
-            |(carried, result), act, ctx| {
+            |(carried, result), act, _| {
                 act.loaded = carried.loaded;
-                act.keep_carry(carried.carry, ctx);
+                act.carry = carried.carry;
                 result
             },
         )))
@@ -446,6 +418,23 @@ impl Handler<Update> for SessionActor {
                 result
             },
         )))
+    }
+}
+
+/// Drops what the session's last turn carried for the next ([`Turn::carry`]): the engine
+/// sends it to sessions left idle, so their memory goes back before their actor retires.
+#[derive(Debug)]
+pub struct ForgetCarry;
+
+impl Message for ForgetCarry {
+    type Result = ();
+}
+
+impl Handler<ForgetCarry> for SessionActor {
+    type Result = ();
+
+    fn handle(&mut self, _msg: ForgetCarry, _ctx: &mut Self::Context) {
+        self.carry = Extensions::new();
     }
 }
 
