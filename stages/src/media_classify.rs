@@ -18,7 +18,6 @@ use memchr::memmem::Finder;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::digest_memo::DigestMemo;
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef,
     Message, Origin, Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
@@ -26,6 +25,7 @@ use foldwire_core::{
 use foldwire_wire::dialect::{MediaSink, WireDialect};
 use foldwire_wire::request::content_digest;
 
+use crate::digest_memo::DigestMemo;
 use crate::inline_payload::{InlinePayload, is_data_url};
 
 /// The registered stage name.
@@ -151,10 +151,9 @@ impl Stage for MediaClassify {
     }
 }
 
-/// What `media.classify` found in each client unit of the session's last turn, by the
-/// digest of the unit's bytes ([`content_digest`]), carried to the next turn
-/// ([`Turn::carry`]): units a client resends are not searched again (the search reads every
-/// byte of every unit).
+/// What `media.classify` found in the session's client units, by the digest of each unit's
+/// bytes ([`content_digest`]), carried from turn to turn ([`Turn::carry`]): units a client
+/// resends are not searched again (the search reads every byte of every unit).
 #[derive(Debug)]
 struct LastClassified {
     wire: Wire,

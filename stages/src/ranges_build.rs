@@ -21,13 +21,13 @@
 
 use std::sync::Arc;
 
-use crate::digest_memo::DigestMemo;
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Extensions, Fact,
     MediaClass, Origin, Stage, StageCx, StageError, TokenEstimator, Turn, Wire, async_trait,
 };
 use foldwire_wire::request::content_digest;
 
+use crate::digest_memo::DigestMemo;
 use crate::kernel::units::unit_tokens;
 use crate::kernel::{Protection, RangesConfig, compressible_ranges_with};
 use crate::layout_head_window::{default_head_tokens, with_first_head};
