@@ -167,8 +167,9 @@ pub struct Turn {
     pub extensions: Extensions,
     /// Values stages leave for the session's next turn: what this turn decoded, classified,
     /// … so a next request that resends it is not worked through again. The session actor
-    /// hands them from turn to turn in memory only (never persisted, gone when the actor
-    /// retires), so each is a cache: a stage gives the same result without it.
+    /// hands them from turn to turn in memory only (never persisted; dropped once the session
+    /// sits idle, see `EngineBuilder::forget_carry_after`), so each is a cache: a stage gives
+    /// the same result without it.
     pub carry: Extensions,
 }
 

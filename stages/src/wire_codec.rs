@@ -277,17 +277,18 @@ mod tests {
 
     #[tokio::test]
     async fn an_idle_session_gives_its_carry_back() {
-        let engine = codec_engine(Some(std::time::Duration::from_millis(150)));
+        let engine = codec_engine(Some(std::time::Duration::from_millis(400)));
         let session = SessionId::new("idle").unwrap();
         codec_turn(&engine, &session, GROWING[0]).await;
         let soon = codec_turn(&engine, &session, GROWING[1]).await;
         assert_eq!(soon.report.counter("wire.reused_entries"), 1);
-        tokio::time::sleep(std::time::Duration::from_millis(600)).await;
+        tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
         let later = codec_turn(&engine, &session, GROWING[2]).await;
         assert_eq!(later.report.counter("wire.reused_entries"), 0);
         assert_eq!(later.output, Bytes::from(GROWING[2]));
-        // A session at work keeps it however long it works: each turn counts from itself.
-        for _ in 0..8 {
+        // A session at work keeps it however long it works (here twice the idle time):
+        // each turn counts from itself.
+        for _ in 0..16 {
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             let busy = codec_turn(&engine, &session, GROWING[2]).await;
             assert_eq!(busy.report.counter("wire.reused_entries"), 3);
