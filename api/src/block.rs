@@ -4,6 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{BlockId, Ref};
 use crate::message::MessageId;
+use crate::shared::Shared;
 
 /// Extra fields kept verbatim so newer state files survive older binaries.
 pub type ExtraFields = serde_json::Map<String, serde_json::Value>;
@@ -23,17 +24,20 @@ pub struct Block {
     /// First and last ref of the span it covers.
     pub span: (Ref, Ref),
     /// Refs of the messages it covers directly.
-    pub direct: Vec<Ref>,
+    pub direct: Shared<Vec<Ref>>,
     /// Every ref it covers, through consumed blocks too.
-    pub effective: Vec<Ref>,
+    pub effective: Shared<Vec<Ref>>,
     /// The fingerprints of the covered messages, so fold finds them in later requests.
-    pub message_ids: Vec<MessageId>,
+    /// (This and the other per-unit lists of a block, `direct`, `effective` and
+    /// `archive_keys`, are shared: each turn ages every block in view, and its copy of the
+    /// blocks then does not copy thousands of refs, ids and keys that did not change.)
+    pub message_ids: Shared<Vec<MessageId>>,
     /// Blocks it consumed (deactivated by it).
     pub consumed: Vec<BlockId>,
     /// False once a higher-tier block consumed it.
     pub active: bool,
     /// Archive keys of the originals of the covered messages.
-    pub archive_keys: Vec<String>,
+    pub archive_keys: Shared<Vec<String>>,
     /// Who wrote the summary (`summarizer.extractive`, `summarizer.model_tool`, a host).
     pub author: Option<String>,
     /// False while the client's conversation holds none of the messages it covers nor its
@@ -76,12 +80,12 @@ impl Default for Block {
             summary: String::new(),
             topic: None,
             span: (Ref(1), Ref(1)),
-            direct: Vec::new(),
-            effective: Vec::new(),
-            message_ids: Vec::new(),
+            direct: Shared::default(),
+            effective: Shared::default(),
+            message_ids: Shared::default(),
             consumed: Vec::new(),
             active: true,
-            archive_keys: Vec::new(),
+            archive_keys: Shared::default(),
             author: None,
             in_view: true,
             survived: 0,

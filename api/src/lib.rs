@@ -63,6 +63,7 @@ pub mod message;
 pub mod registry;
 pub mod report;
 pub mod resolve;
+pub mod shared;
 pub mod stage;
 pub mod state;
 pub mod strategy;

@@ -14,6 +14,11 @@
 //! picks sizes; `FOLDWIRE_SCALE_TURNS` the steady turns per size, 7 by default;
 //! `FOLDWIRE_SCALE_FIRSTS` the new sessions whose first turns give the first-turn median, 3
 //! by default)
+//!
+//! It allocates with mimalloc, as the `foldwire` binary does.
+
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};

@@ -108,7 +108,7 @@ proptest! {
         }
         if !block_ids.is_empty() {
             let id = state.next_block_id();
-            state.blocks.push(Block { id, message_ids: block_ids.clone(), ..Block::default() });
+            state.blocks.push(Block { id, message_ids: block_ids.clone().into(), ..Block::default() });
         }
         let conv = conversation(Wire::Anthropic, &request);
         let stored: Vec<MessageId> = conversation(Wire::Anthropic, &all).messages.iter().map(|m| m.id.clone()).collect();

@@ -21,6 +21,7 @@
 use foldhash::{HashMap, HashMapExt as _};
 use std::sync::Arc;
 
+use foldwire_core::state::RefEntry;
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Fact, MessageId,
     MessageKind, Origin, Ref, SessionState, Stage, StageCx, StageError, Turn, async_trait,
@@ -51,11 +52,7 @@ pub fn mint_refs(state: &mut SessionState, conversation: &mut Conversation) -> M
     // conversation order, a fingerprint seen twice this turn getting one ref.
     let mut fresh: Vec<usize> = Vec::new();
     {
-        let known: HashMap<&str, Ref> = state
-            .refs
-            .iter()
-            .map(|e| (e.message.0.as_str(), e.r#ref))
-            .collect();
+        let mut known = KnownRefs::new(&state.refs);
         for (i, unit) in conversation.messages.iter_mut().enumerate() {
             unit.r#ref = None;
             if unit.origin != Origin::Client || unit.id.0.is_empty() {
@@ -72,9 +69,9 @@ pub fn mint_refs(state: &mut SessionState, conversation: &mut Conversation) -> M
                 report.held_back += 1;
                 continue;
             }
-            match known.get(unit.id.0.as_str()) {
+            match known.get(&unit.id) {
                 Some(r) => {
-                    unit.r#ref = Some(*r);
+                    unit.r#ref = Some(r);
                     report.known += 1;
                 }
                 None => fresh.push(i),
@@ -97,6 +94,49 @@ pub fn mint_refs(state: &mut SessionState, conversation: &mut Conversation) -> M
         }
     }
     report
+}
+
+/// The refs already minted, looked up by message fingerprint. A client resends its history
+/// in the order the refs were minted, so each lookup first tries the entry after the last
+/// one found; the hash map over all of them is built only when that guess misses (a unit
+/// never seen, or one the client dropped or moved).
+struct KnownRefs<'s> {
+    refs: &'s [RefEntry],
+    /// Where the next unit's entry is expected.
+    next: usize,
+    by_id: Option<HashMap<&'s str, (usize, Ref)>>,
+}
+
+impl<'s> KnownRefs<'s> {
+    fn new(refs: &'s [RefEntry]) -> Self {
+        KnownRefs {
+            refs,
+            next: 0,
+            by_id: None,
+        }
+    }
+
+    fn get(&mut self, id: &MessageId) -> Option<Ref> {
+        if let Some(e) = self.refs.get(self.next)
+            && e.message == *id
+        {
+            self.next += 1;
+            return Some(e.r#ref);
+        }
+        let refs = self.refs;
+        let by_id = self.by_id.get_or_insert_with(|| {
+            // A fingerprint minted twice (only a hand-edited state has one) answers with
+            // its first entry here; the guess in order takes whichever it meets.
+            let mut map = HashMap::with_capacity(refs.len());
+            for (i, e) in refs.iter().enumerate() {
+                map.entry(e.message.0.as_str()).or_insert((i, e.r#ref));
+            }
+            map
+        });
+        let (at, r) = *by_id.get(id.0.as_str())?;
+        self.next = at + 1;
+        Some(r)
+    }
 }
 
 /// The `refs.mint` stage (no parameters).

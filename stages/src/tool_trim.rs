@@ -24,7 +24,7 @@
 
 use std::collections::BTreeMap;
 
-use foldhash::{HashMap, HashMapExt as _, HashSet};
+use foldhash::HashSet;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -37,7 +37,7 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::kernel::units::Links;
+use crate::kernel::units::{Coverage, Links};
 use crate::layout_head_window::{HeadState, unit_key};
 use crate::ranges_build::UsedProtection;
 
@@ -290,7 +290,7 @@ impl Stage for ToolTrim {
             .position(|m| !previous.contains(&unit_key(m)))
             .unwrap_or(units.len());
         let estimator = cx.estimator.as_ref();
-        let zone = protection.zone(conv.wire, units, &HashMap::new(), estimator);
+        let zone = protection.zone(conv.wire, units, &Coverage::default(), estimator);
         let tools = protection.protected_tools(units, &Links::new(units));
         // On a session's first turn the layout has not recorded the head yet: take the
         // head it will record, as `ranges.build` does.

@@ -112,7 +112,7 @@ async fn folded_originals_move_to_the_archive_and_restore_byte_identical() {
         )
         .await;
         assert!(done.failed.is_empty(), "{wire}: {:?}", done.failed);
-        assert_eq!(done.stored, block.direct, "{wire}");
+        assert_eq!(done.stored, *block.direct, "{wire}");
         assert!(
             state.originals.is_empty(),
             "{wire}: the state still holds them"
@@ -635,7 +635,7 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
     let as_archive: Arc<dyn MediaArchive> = archive.clone();
     let in_flight = start_archiving_units(ahead, &as_archive, &session());
     fold_middle(&mut state, &view);
-    let direct = state.blocks[0].direct.clone();
+    let direct = state.blocks[0].direct.to_vec();
     assert!(!direct.contains(&Ref(9)));
     let done = finish(&mut state, in_flight, as_archive.as_ref()).await;
     assert!(done.failed.is_empty(), "{done:?}");

@@ -652,7 +652,7 @@ fn a_ref_inherited_by_a_higher_tier_snaps_to_that_block() {
     );
     let b3 = state.blocks.last().unwrap();
     assert_eq!(
-        (b3.id, b3.tier, b3.direct.clone()),
+        (b3.id, b3.tier, b3.direct.to_vec()),
         (BlockId(3), 1, vec![Ref(3)])
     );
     assert!(state.blocks[1].active);
@@ -681,7 +681,7 @@ fn a_block_visible_only_through_its_summary_can_be_promoted() {
     );
     assert_eq!(r.blocks_created, vec![BlockId(2)]);
     let b2 = &state.blocks[1];
-    assert_eq!((b2.tier, b2.effective.clone()), (2, vec![Ref(2), Ref(3)]));
+    assert_eq!((b2.tier, b2.effective.to_vec()), (2, vec![Ref(2), Ref(3)]));
 }
 
 #[test]

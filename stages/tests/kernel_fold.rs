@@ -23,8 +23,8 @@ fn block(id: u32, refs: &[u32]) -> Block {
         summary: format!("summary {id}"),
         topic: Some(format!("topic {id}")),
         span: (effective[0], *effective.last().unwrap()),
-        direct: effective.clone(),
-        effective,
+        direct: effective.clone().into(),
+        effective: effective.into(),
         ..Block::default()
     }
 }
@@ -472,7 +472,7 @@ mod property {
                 }
             }
             // Only covered units left the wire.
-            let covered: std::collections::HashSet<Ref> = state.blocks.iter().flat_map(|b| b.effective.clone()).collect();
+            let covered: std::collections::HashSet<Ref> = state.blocks.iter().flat_map(|b| b.effective.to_vec()).collect();
             for u in &view.messages {
                 if !out.messages.iter().any(|o| o.id == u.id) {
                     prop_assert!(u.r#ref.is_some_and(|r| covered.contains(&r)));

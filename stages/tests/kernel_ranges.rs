@@ -246,8 +246,8 @@ fn folded_units_are_not_offered_again_and_ranges_never_overlap() {
     let c = minted(&conv, &mut state);
     state.blocks.push(Block {
         id: BlockId(1),
-        effective: vec![Ref(3), Ref(4)],
-        direct: vec![Ref(3), Ref(4)],
+        effective: vec![Ref(3), Ref(4)].into(),
+        direct: vec![Ref(3), Ref(4)].into(),
         span: (Ref(3), Ref(4)),
         ..Block::default()
     });

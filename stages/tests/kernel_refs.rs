@@ -43,6 +43,46 @@ fn known_units_keep_their_refs_and_new_ones_continue_the_sequence() {
 }
 
 #[test]
+fn history_cut_reordered_or_repeated_keeps_each_units_ref() {
+    // refs.mint walks the refs in mint order and falls back to a lookup when the client's
+    // order differs: every path must give each unit the ref minted for its bytes.
+    let mut state = SessionState::default();
+    let mut conv = Conv::new(Wire::Anthropic);
+    for t in ["a", "b", "c", "d", "e", "f"] {
+        conv.user(t);
+    }
+    let mut first = conv.build();
+    mint_refs(&mut state, &mut first);
+    let by_text = |c: &foldwire_core::Conversation| -> Vec<(String, Option<Ref>)> {
+        c.messages
+            .iter()
+            .map(|u| (u.text.as_str().to_owned(), u.r#ref))
+            .collect()
+    };
+    let mut conv = Conv::new(Wire::Anthropic);
+    for t in ["c", "b", "new", "f", "e", "a", "d"] {
+        conv.user(t);
+    }
+    let mut second = conv.build();
+    let report = mint_refs(&mut state, &mut second);
+    let expected = [
+        ("c", 3),
+        ("b", 2),
+        ("new", 7),
+        ("f", 6),
+        ("e", 5),
+        ("a", 1),
+        ("d", 4),
+    ];
+    let expected: Vec<(String, Option<Ref>)> = expected
+        .iter()
+        .map(|(t, r)| ((*t).to_owned(), Some(Ref(*r))))
+        .collect();
+    assert_eq!(by_text(&second), expected);
+    assert_eq!((report.known, report.minted), (6, 1));
+}
+
+#[test]
 fn refs_survive_a_restart_through_the_state_file() {
     let mut state = SessionState::default();
     let mut conv = Conv::new(Wire::OpenAiChat);

@@ -133,7 +133,7 @@ pub fn fold(
         let id = state.next_block_id();
         state.blocks.push(Block {
             id,
-            message_ids: covered,
+            message_ids: covered.into(),
             active: true,
             summary: "s".into(),
             ..Block::default()

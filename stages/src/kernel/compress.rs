@@ -6,13 +6,13 @@ use foldhash::{HashMap, HashSet};
 
 use foldwire_core::{
     AnyRef, Block, BlockId, Conversation, Message, Origin, OriginalText, Ref, SessionState,
-    TokenEstimator,
+    TokenEstimator, state::Shared,
 };
 use serde::{Deserialize, Serialize};
 
 use super::protect::Protection;
 use super::tiers::MAX_TIER;
-use super::units::{Links, coverage, foldable, unit_tokens};
+use super::units::{Coverage, Links, coverage, foldable, unit_tokens};
 
 /// One range the caller (the model through the compress tool, the CLI, a fold policy) asks
 /// to fold. Build one with [`CompressRequest::new`] and the `with_` methods, so a field added
@@ -317,7 +317,7 @@ struct Plan {
 struct Ctx<'a> {
     state: &'a SessionState,
     units: &'a [Message],
-    covered: HashMap<Ref, BlockId>,
+    covered: Coverage,
     pos_by_ref: HashMap<Ref, usize>,
     links: Links,
     zone: HashSet<usize>,
@@ -991,12 +991,12 @@ impl Ctx<'_> {
             summary: request.summary.clone(),
             topic: request.topic.clone().filter(|t| !t.trim().is_empty()),
             span: (lo, hi),
-            direct: direct_refs,
+            direct: direct_refs.into(),
             effective: effective.into_iter().collect(),
             message_ids,
             consumed: plan.consumed.clone(),
             active: true,
-            archive_keys: Vec::new(),
+            archive_keys: Shared::default(),
             author: request.author.clone(),
             // Made from what the model saw, so in view; it starts young and ages with turns.
             ..Block::default()

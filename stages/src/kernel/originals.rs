@@ -327,7 +327,20 @@ fn record_on_blocks(state: &mut SessionState) {
                 .collect()
         })
         .collect();
-    for (block, keys) in state.blocks.iter_mut().zip(keys) {
-        block.archive_keys = keys;
+    // Only blocks whose keys changed are written, so the blocks stay shared with the
+    // state before the turn when nothing did.
+    let changed: Vec<bool> = state
+        .blocks
+        .iter()
+        .zip(&keys)
+        .map(|(b, k)| *b.archive_keys != *k)
+        .collect();
+    if !changed.contains(&true) {
+        return;
+    }
+    for ((block, keys), changed) in state.blocks.iter_mut().zip(keys).zip(changed) {
+        if changed {
+            block.archive_keys = keys.into();
+        }
     }
 }

@@ -1,15 +1,15 @@
 //! What may not fold this turn: the protected zone at the tail of the conversation, the
 //! protected tools, and the head window at its start.
 
-use foldhash::{HashMap, HashSet, HashSetExt as _};
+use foldhash::{HashSet, HashSetExt as _};
 
 use foldwire_core::{
-    BlockId, Conversation, Message, MessageId, MessageKind, Origin, Pin, Ref, Role, SessionState,
-    TokenEstimator, Wire,
+    Conversation, Message, MessageId, MessageKind, Origin, Pin, Role, SessionState, TokenEstimator,
+    Wire,
 };
 use serde::{Deserialize, Serialize};
 
-use super::units::{Links, name_matcher, unit_tokens};
+use super::units::{Coverage, Links, name_matcher, unit_tokens};
 
 /// The tools whose latest calls stay verbatim by default: the usual read/inspect tools of
 /// agent harnesses and editors (patterns are case-insensitive, so `read` also covers
@@ -74,7 +74,7 @@ impl Protection {
         &self,
         wire: Wire,
         units: &[Message],
-        covered: &HashMap<Ref, BlockId>,
+        covered: &Coverage,
         estimator: &dyn TokenEstimator,
     ) -> HashSet<usize> {
         let visible = |u: &Message| u.r#ref.is_some_and(|r| !covered.contains_key(&r));

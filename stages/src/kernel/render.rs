@@ -217,7 +217,7 @@ mod tests {
         let b = Block {
             id: BlockId(2),
             summary: "looked at a picture".into(),
-            effective: vec![text_ref, img],
+            effective: vec![text_ref, img].into(),
             ..Block::default()
         };
         let _ = outside;
@@ -230,7 +230,7 @@ mod tests {
              the restore tool {\"id\":\"m00002 part 1\"}]"
         );
         let plain = Block {
-            effective: vec![text_ref],
+            effective: vec![text_ref].into(),
             ..b
         };
         assert_eq!(rendered_text(&plain, &state), summary_text(&plain));

@@ -13,14 +13,76 @@ use foldwire_wire::tokens::{default_image_tokens, raw_tokens};
 /// Refs hidden by active blocks, each mapped to the active block that hides it.
 ///
 /// Consumed blocks are inactive, so every covered ref maps to exactly one top-level block.
-pub fn coverage(state: &SessionState) -> HashMap<Ref, BlockId> {
-    let mut covered = HashMap::new();
+pub fn coverage(state: &SessionState) -> Coverage {
+    let highest = state
+        .active_blocks()
+        .flat_map(|b| b.effective.iter())
+        .map(|r| r.0 as usize)
+        .max();
+    let count: usize = state.active_blocks().map(|b| b.effective.len()).sum();
+    let Some(highest) = highest else {
+        return Coverage::default();
+    };
+    // Refs are numbered densely from 1 per session, so a table indexed by ref number is
+    // small; a state whose numbers are sparse (hand-made, or far apart) gets a map.
+    if highest > 4 * count + 1024 {
+        let mut covered = HashMap::new();
+        for block in state.active_blocks() {
+            for r in &block.effective {
+                covered.entry(*r).or_insert(block.id);
+            }
+        }
+        return Coverage::Sparse(covered);
+    }
+    let mut table = vec![None; highest + 1];
     for block in state.active_blocks() {
         for r in &block.effective {
-            covered.entry(*r).or_insert(block.id);
+            if let Some(slot @ None) = table.get_mut(r.0 as usize) {
+                *slot = Some(block.id);
+            }
         }
     }
-    covered
+    Coverage::Dense(table)
+}
+
+/// Which active block covers each ref ([`coverage`]). Looked up once per unit by every
+/// pass over the history, so refs index a table rather than a hash map.
+#[derive(Debug, Clone)]
+pub enum Coverage {
+    /// By ref number (refs are minted densely).
+    Dense(Vec<Option<BlockId>>),
+    /// By ref, for sparse numbers.
+    Sparse(HashMap<Ref, BlockId>),
+}
+
+impl Default for Coverage {
+    /// Nothing covered.
+    fn default() -> Self {
+        Coverage::Dense(Vec::new())
+    }
+}
+
+impl Coverage {
+    /// The block covering `r`, if any.
+    pub fn get(&self, r: &Ref) -> Option<&BlockId> {
+        match self {
+            Coverage::Dense(table) => table.get(r.0 as usize).and_then(Option::as_ref),
+            Coverage::Sparse(map) => map.get(r),
+        }
+    }
+
+    /// True when an active block covers `r`.
+    pub fn contains_key(&self, r: &Ref) -> bool {
+        self.get(r).is_some()
+    }
+
+    /// True when no block covers anything.
+    pub fn is_empty(&self) -> bool {
+        match self {
+            Coverage::Dense(table) => table.iter().all(Option::is_none),
+            Coverage::Sparse(map) => map.is_empty(),
+        }
+    }
 }
 
 /// True when a unit may ever be folded: it came from the client, carries a ref (so it is
@@ -194,22 +256,55 @@ impl Links {
     }
 
     /// Every group with more than one member, as lists of positions in order.
-    pub fn groups(&self) -> HashMap<usize, Vec<usize>> {
+    pub fn groups(&self) -> Groups {
         let n = self.parent.len();
         let roots: Vec<usize> = (0..n).map(|i| self.root(i)).collect();
-        let mut sizes = vec![0u32; n];
+        let mut sizes = vec![0usize; n];
         for r in &roots {
             if let Some(s) = sizes.get_mut(*r) {
                 *s += 1;
             }
         }
-        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
-        for (i, r) in roots.iter().enumerate() {
-            if sizes.get(*r).is_some_and(|s| *s > 1) {
-                groups.entry(*r).or_default().push(i);
+        // Each group of two or more gets a slice of `members`, in order of its root (its
+        // first member), members in position order.
+        let mut start = vec![usize::MAX; n];
+        let mut bounds = Vec::new();
+        let mut total = 0;
+        for (r, size) in sizes.iter().enumerate() {
+            if *size > 1 {
+                if let Some(s) = start.get_mut(r) {
+                    *s = total;
+                }
+                bounds.push(total..total + size);
+                total += size;
             }
         }
-        groups
+        let mut members = vec![0; total];
+        for (i, r) in roots.iter().enumerate() {
+            if let Some(at) = start.get_mut(*r).filter(|s| **s != usize::MAX) {
+                if let Some(slot) = members.get_mut(*at) {
+                    *slot = i;
+                }
+                *at += 1;
+            }
+        }
+        Groups { members, bounds }
+    }
+}
+
+/// The link groups of two or more units ([`Links::groups`]).
+#[derive(Debug, Clone, Default)]
+pub struct Groups {
+    members: Vec<usize>,
+    bounds: Vec<std::ops::Range<usize>>,
+}
+
+impl Groups {
+    /// Each group's member positions, in order.
+    pub fn values(&self) -> impl Iterator<Item = &[usize]> + '_ {
+        self.bounds
+            .iter()
+            .filter_map(|b| self.members.get(b.clone()))
     }
 }
 
@@ -317,7 +412,59 @@ pub fn preview(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+    use foldwire_core::Block;
+
+    fn block(id: u32, refs: &[u32], active: bool) -> Block {
+        Block {
+            id: BlockId(id),
+            effective: refs.iter().map(|r| Ref(*r)).collect(),
+            active,
+            ..Block::default()
+        }
+    }
+
+    #[test]
+    fn coverage_maps_each_ref_to_its_first_active_block_dense_or_sparse() {
+        for far in [9, 4_000_000] {
+            let mut state = SessionState::default();
+            state.blocks.push(block(1, &[2, 3], true));
+            state.blocks.push(block(2, &[3, far], true));
+            state.blocks.push(block(3, &[5], false));
+            let covered = coverage(&state);
+            let dense = matches!(covered, Coverage::Dense(_));
+            assert_eq!(dense, far == 9, "far ref {far}");
+            for (r, holder) in [
+                (1, None),
+                (2, Some(1)),
+                (3, Some(1)),
+                (5, None),
+                (far, Some(2)),
+            ] {
+                assert_eq!(covered.get(&Ref(r)).map(|b| b.0), holder, "ref {r}");
+                assert_eq!(covered.contains_key(&Ref(r)), holder.is_some());
+            }
+            assert!(covered.get(&Ref(u32::MAX)).is_none());
+            assert!(!covered.is_empty());
+        }
+        assert!(coverage(&SessionState::default()).is_empty());
+    }
+
+    #[test]
+    fn groups_list_each_linked_set_once_in_position_order() {
+        let mut links = Links {
+            parent: (0..7).collect(),
+            first: Vec::new(),
+            last: Vec::new(),
+        };
+        links.union(1, 4);
+        links.union(4, 6);
+        links.union(2, 3);
+        let mut groups: Vec<Vec<usize>> = links.groups().values().map(<[usize]>::to_vec).collect();
+        groups.sort();
+        assert_eq!(groups, vec![vec![1, 4, 6], vec![2, 3]]);
+    }
 
     #[test]
     fn globs_are_case_insensitive_with_wildcards() {

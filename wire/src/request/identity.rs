@@ -49,12 +49,46 @@ fn digest_of_id(id: &MessageId) -> Option<[u8; ID_HEX_LEN / 2]> {
 /// every copy of those bytes shares (`#2`, `#3` copies included): a key for facts that
 /// depend on the bytes alone. `None` for ids the decoder did not make.
 pub fn content_digest(id: &MessageId) -> Option<u64> {
-    let digits = id.0.get(..ID_HEX_LEN)?;
-    match id.0.as_bytes().get(ID_HEX_LEN) {
-        None | Some(b'#') => u64::from_str_radix(digits, 16).ok(),
+    let bytes = id.0.as_bytes();
+    match bytes.get(ID_HEX_LEN) {
+        None | Some(b'#') => parse_hex(bytes.get(..ID_HEX_LEN)?),
         Some(_) => None,
     }
 }
+
+/// The value of lowercase hex `digits` (what [`hex`] writes), at most 16 of them; `None` for
+/// anything else. Every stage that keys facts by digest reads the ids of the whole history
+/// each turn, so this is a table lookup per digit without a branch on it: the digits of a
+/// hash are letters or numbers at random, which a branch per digit mispredicts.
+fn parse_hex(digits: &[u8]) -> Option<u64> {
+    if digits.len() > 16 {
+        return None;
+    }
+    let mut value = 0u64;
+    let mut invalid = 0u8;
+    for &c in digits {
+        let nibble = HEX_VALUE[usize::from(c)];
+        invalid |= nibble;
+        value = value << 4 | u64::from(nibble & 0xf);
+    }
+    (invalid & 0xf0 == 0).then_some(value)
+}
+
+/// Each byte's value as a lowercase hex digit, `0xff` for bytes that are not one.
+const HEX_VALUE: [u8; 256] = {
+    let mut table = [0xff; 256];
+    let mut i = 0;
+    while i < 10 {
+        table[b'0' as usize + i] = i as u8;
+        i += 1;
+    }
+    let mut i = 0;
+    while i < 6 {
+        table[b'a' as usize + i] = 10 + i as u8;
+        i += 1;
+    }
+    table
+};
 
 fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -71,14 +105,24 @@ fn hex(bytes: &[u8]) -> String {
 /// stable across turns. The first `kept` units have theirs already (a decode that reused
 /// them): their digests are read back from their ids, not hashed again.
 pub(crate) fn assign_ids_after(messages: &mut [Message], kept: usize) {
-    let mut seen: HashMap<[u8; ID_HEX_LEN / 2], u32> = HashMap::with_capacity(messages.len());
     let (kept, new) = messages.split_at_mut(kept.min(messages.len()));
+    if new.is_empty() {
+        return;
+    }
+    // Only the copies of the new units' bytes need counting, among the kept units too.
+    let digests: Vec<[u8; ID_HEX_LEN / 2]> =
+        new.iter().map(|m| digest(m.role, m.slot, &m.raw)).collect();
+    let mut seen: HashMap<[u8; ID_HEX_LEN / 2], u32> = HashMap::with_capacity(digests.len());
+    for d in &digests {
+        seen.insert(*d, 0);
+    }
     for m in kept.iter() {
         let d = digest_of_id(&m.id).unwrap_or_else(|| digest(m.role, m.slot, &m.raw));
-        *seen.entry(d).or_insert(0) += 1;
+        if let Some(n) = seen.get_mut(&d) {
+            *n += 1;
+        }
     }
-    for m in new.iter_mut() {
-        let d = digest(m.role, m.slot, &m.raw);
+    for (m, d) in new.iter_mut().zip(digests) {
         let n = seen.entry(d).or_insert(0);
         *n += 1;
         let mut id = hex(&d);
@@ -105,7 +149,14 @@ mod tests {
         );
         let other = fingerprint(Role::Assistant, UnitSlot::Whole, b"{\"a\":1}");
         assert_ne!(content_digest(&other), Some(digest));
-        for made_elsewhere in ["foldwire.added", "", "0123456789abcdefX", "0123"] {
+        for made_elsewhere in [
+            "foldwire.added",
+            "",
+            "0123456789abcdefX",
+            "0123",
+            "+123456789abcdef",
+            "0123456789ABCDEF",
+        ] {
             assert_eq!(content_digest(&MessageId(made_elsewhere.into())), None);
         }
     }
