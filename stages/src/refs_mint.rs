@@ -78,7 +78,11 @@ pub fn mint_refs(state: &mut SessionState, conversation: &mut Conversation) -> M
             }
         }
     }
-    let mut minted: HashMap<MessageId, Ref> = HashMap::new();
+    // Sized once: a session's first turn mints thousands.
+    let mut minted: HashMap<MessageId, Ref> = HashMap::with_capacity(fresh.len());
+    if !fresh.is_empty() {
+        state.refs.reserve(fresh.len());
+    }
     for i in fresh {
         let Some(unit) = conversation.messages.get_mut(i) else {
             continue;

@@ -270,6 +270,12 @@ fn record_written(
             .map(|(r, _)| r)
             .collect()
     };
+    // One growth for the batch: a first turn archives thousands of originals, and growing
+    // the index one doubling at a time copies it into fresh pages a dozen times.
+    state
+        .archive
+        .reserve(pending.len().saturating_sub(skip.len()));
+    done.stored.reserve(pending.len());
     for (r, part) in pending.into_iter().zip(written) {
         let stored = part.content;
         done.bytes += stored.size;
