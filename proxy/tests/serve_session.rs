@@ -556,3 +556,53 @@ async fn a_continuing_conversation_keeps_its_session_and_a_rewound_one_forks() {
     assert_eq!(seen[&fork].0, 2);
     assert_eq!(seen[original].0, 11);
 }
+
+#[tokio::test]
+async fn a_header_less_conversation_decodes_only_what_each_turn_added() {
+    use foldwire_core::Wire;
+    for wire in [Wire::Anthropic, Wire::OpenAiChat, Wire::Gemini] {
+        let (upstream, _mock) = start_mock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+        // Long enough that consecutive requests share more than a few kilobytes.
+        let question = format!(
+            "Port the parser. {}",
+            "Keep the grammar as it is. ".repeat(300)
+        );
+        for turns in 1..=4 {
+            send_anonymous(proxy, wire, &conversation(wire, &question, turns)).await;
+        }
+        let seen = sessions(proxy).await;
+        assert_eq!(seen.len(), 1, "{wire}: {seen:?}");
+        let (session, (turns, _)) = seen.iter().next().unwrap();
+        assert_eq!(*turns, 4, "{wire}");
+        let view = support::admin(proxy, session).await;
+        let reused: Vec<(u64, u64)> = view["reports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                let n = r["counters"]["wire.reused_entries"].as_u64().unwrap_or(0);
+                (r["turn"].as_u64().unwrap(), n)
+            })
+            .collect();
+        // The first turn decodes everything; each later one takes over every wire message
+        // of the one before but its last (whose closing bytes moved as the array grew).
+        for (turn, n) in &reused {
+            let before = conversation(wire, &question, (*turn as usize).saturating_sub(1));
+            let entries = match wire {
+                Wire::Gemini => before["contents"].as_array().map_or(0, Vec::len),
+                _ => before["messages"].as_array().map_or(0, Vec::len),
+            };
+            if *turn <= 1 {
+                assert_eq!(*n, 0, "{wire} turn {turn}: {reused:?}");
+            } else {
+                assert!(
+                    *n + 1 >= entries as u64 && *n > 0,
+                    "{wire} turn {turn}: {reused:?}"
+                );
+            }
+        }
+        assert_eq!(reused.len(), 4, "{wire}: {reused:?}");
+    }
+}

@@ -112,6 +112,7 @@ async fn process(
     let query = route.path_and_query.split_once('?').map(|(_, q)| q);
     let (session, decoded) = identity::resolve_by_history(
         &app.engine,
+        &app.recent_decodes,
         headers,
         query,
         wire,
@@ -123,7 +124,8 @@ async fn process(
     .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
     super::newtopic::apply_command(app, &session, wire, &body).await;
     let mut request = TurnRequest::new(wire, body.clone());
-    request.decoded = decoded;
+    let reused = decoded.as_ref().map_or(0, |(_, reused)| *reused);
+    request.decoded = decoded.map(|(conversation, _)| conversation);
     request.options = turn_options(app, &session, wire, &body);
     if let Some(upstream) =
         super::side::summarizer_upstream(&app.engine.pipeline(), route, wire, headers, &body)
@@ -133,7 +135,11 @@ async fn process(
     let window = window_for(app, &session).await;
     request.budget = request.budget.with_window(window);
     match app.engine.run_turn(&session, request).await {
-        Ok(outcome) => {
+        Ok(mut outcome) => {
+            if reused > 0 {
+                // Decoded here, not by the engine's `wire.decode`: counted the same way.
+                outcome.report.count("wire.reused_entries", reused as u64);
+            }
             app.metrics.report(&outcome.report);
             let refusal = outcome.report.refusal.clone();
             let failed = outcome.report.fail_open.is_some();

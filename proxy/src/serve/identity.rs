@@ -404,21 +404,25 @@ fn fork_id(base: &SessionId, hash: u64, known: &[KnownHistory]) -> SessionId {
 
 /// Resolves the session of a request as [`resolve`] does, then, for requests that name no
 /// session (no explicit or client session header), by their history. Returns the body
-/// decoded too when it had to be decoded for that, so the turn does not decode it again.
+/// decoded too when it had to be decoded for that, so the turn does not decode it again,
+/// with the number of wire messages that decode took over from the client's last one
+/// ([`RecentDecodes`](super::recent_decodes::RecentDecodes)).
 ///
 /// # Errors
 /// An explicit header whose value is not a valid session id. An engine that cannot record
 /// the choice leaves the request on its fingerprint session (logged), as before histories
 /// were told apart.
+#[allow(clippy::too_many_arguments)]
 pub async fn resolve_by_history(
     engine: &Engine,
+    recent: &super::recent_decodes::RecentDecodes,
     headers: &HeaderMap,
     query: Option<&str>,
     wire: Wire,
     upstream: &str,
     body: &bytes::Bytes,
     key: &[u8],
-) -> Result<(SessionId, Option<Conversation>), String> {
+) -> Result<(SessionId, Option<(Conversation, usize)>), String> {
     let named = headers.contains_key(SESSION_HEADER)
         || CLIENT_SESSION_HEADERS
             .iter()
@@ -426,14 +430,35 @@ pub async fn resolve_by_history(
     if named {
         return resolve_decoded(headers, query, wire, upstream, body, None, key).map(|s| (s, None));
     }
-    let decoded = foldwire_wire::request::decode(wire, body.clone()).ok();
+    // The client resends its history each turn: resumed from its last decode, only what
+    // it added is decoded.
+    let client = client_digest(wire, upstream, key, headers, query);
+    let (decoded, reused) = recent.decode(client, wire, body);
     let base = resolve_decoded(headers, query, wire, upstream, body, decoded.as_ref(), key)?;
     // A body that does not decode fails open on its fingerprint session.
     let Some(conversation) = decoded else {
         return Ok((base, None));
     };
     let session = by_history(engine, base, &conversation).await;
-    Ok((session, Some(conversation)))
+    Ok((session, Some((conversation, reused))))
+}
+
+/// Who sent a request, as far as identity goes without its history: its wire, upstream and
+/// credentials (keyed, as in the session id).
+fn client_digest(
+    wire: Wire,
+    upstream: &str,
+    key: &[u8],
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> [u8; 32] {
+    let mut h = Sha256::new();
+    h.update(wire.as_str());
+    h.update([0]);
+    h.update(upstream);
+    h.update([0]);
+    h.update(credential_digest(key, headers, query));
+    h.finalize().into()
 }
 
 /// The session a decoded request without a session header continues, recorded in the

@@ -12,6 +12,7 @@ pub mod listen;
 pub mod merge;
 pub mod metrics;
 pub mod newtopic;
+pub mod recent_decodes;
 pub mod relay;
 pub mod reports;
 pub mod retention;
@@ -65,6 +66,8 @@ pub struct AppState {
     pub plugins: Arc<foldwire_plugins::sandbox::PluginStore>,
     /// Records each session's last request there, a turn writing only what changed.
     pub last_requests: crate::offline::LastRequests,
+    /// The last decodes of requests that name no session, resumed from by the next one.
+    pub recent_decodes: recent_decodes::RecentDecodes,
 }
 
 impl AppState {
@@ -137,6 +140,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         reports,
         windows: DashMap::new(),
         last_requests: crate::offline::LastRequests::new(Arc::clone(&store)),
+        recent_decodes: recent_decodes::RecentDecodes::default(),
         store,
         plugins,
     });
