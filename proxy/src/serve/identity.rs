@@ -106,12 +106,7 @@ fn resolve_decoded(
             .map_err(|_| format!("{SESSION_HEADER} is not ASCII"))?;
         return SessionId::new(s).map_err(|e| format!("{SESSION_HEADER}: {e}"));
     }
-    let mut h = Sha256::new();
-    h.update(wire.as_str());
-    h.update([0]);
-    h.update(upstream);
-    h.update([0]);
-    h.update(credential_digest(key, headers, query));
+    let mut h = client_hasher(wire, upstream, key, headers, query);
     let client = CLIENT_SESSION_HEADERS
         .iter()
         .find_map(|name| headers.get(*name).map(|v| (name, v)));
@@ -452,13 +447,27 @@ fn client_digest(
     headers: &HeaderMap,
     query: Option<&str>,
 ) -> [u8; 32] {
+    client_hasher(wire, upstream, key, headers, query)
+        .finalize()
+        .into()
+}
+
+/// A hasher fed with the client's wire, upstream and keyed credentials: the start of every
+/// session id made without an explicit header, and the whole of [`client_digest`].
+fn client_hasher(
+    wire: Wire,
+    upstream: &str,
+    key: &[u8],
+    headers: &HeaderMap,
+    query: Option<&str>,
+) -> Sha256 {
     let mut h = Sha256::new();
     h.update(wire.as_str());
     h.update([0]);
     h.update(upstream);
     h.update([0]);
     h.update(credential_digest(key, headers, query));
-    h.finalize().into()
+    h
 }
 
 /// The session a decoded request without a session header continues, recorded in the
