@@ -82,7 +82,8 @@ impl RecentDecodes {
     }
 
     /// Removes and returns the client's kept decode whose body starts like `body` for the
-    /// longest, dropping the decodes that idled too long on the way.
+    /// longest, dropping the decodes that idled too long on the way. The bodies are compared
+    /// outside the lock every header-less request takes (a comparison reads megabytes).
     fn take_best(
         &self,
         client: [u8; 32],
@@ -90,19 +91,33 @@ impl RecentDecodes {
         body: &[u8],
         now: Instant,
     ) -> Option<Conversation> {
-        let Ok(mut slots) = self.slots.lock() else {
-            return None;
+        let mine: Vec<Slot> = {
+            let Ok(mut slots) = self.slots.lock() else {
+                return None;
+            };
+            slots.retain(|s| now.saturating_duration_since(s.used) < IDLE_AFTER);
+            let (mine, others) = std::mem::take(&mut *slots)
+                .into_iter()
+                .partition(|s| s.client == client && s.wire == wire);
+            *slots = others;
+            mine
         };
-        slots.retain(|s| now.saturating_duration_since(s.used) < IDLE_AFTER);
-        let best = slots
+        let best = mine
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.client == client && s.wire == wire)
             .map(|(i, s)| (i, common_prefix_len(&s.decode.source, body)))
             .filter(|(_, shared)| *shared >= MIN_SHARED)
             .max_by_key(|(_, shared)| *shared)
-            .map(|(i, _)| i)?;
-        Some(slots.swap_remove(best).decode)
+            .map(|(i, _)| i);
+        let mut taken = None;
+        for (i, slot) in mine.into_iter().enumerate() {
+            if Some(i) == best {
+                taken = Some(slot.decode);
+            } else {
+                self.keep(slot);
+            }
+        }
+        taken
     }
 
     /// Keeps a decode, dropping the least recently used one beyond [`CAPACITY`].
