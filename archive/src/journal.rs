@@ -40,14 +40,14 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
-use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use serde::{Deserialize, Serialize};
 
 use foldwire_core::{SessionId, SessionState, StateStore, StateVersion, StoreError};
 
 use crate::delta::StateDelta;
-use crate::keys;
 use crate::media::backend_error;
+use crate::{keys, payload};
 
 /// The newest entry format this build writes and reads (2 added merged entries; full and
 /// delta entries are still written as format 1, which earlier builds read).
@@ -536,7 +536,7 @@ impl JournalStateStore {
             .store
             .put_opts(
                 &Self::entry_path(session, seq)?,
-                PutPayload::from(bytes),
+                payload::bytes_in_pieces(bytes),
                 opts,
             )
             .await

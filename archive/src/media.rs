@@ -18,7 +18,7 @@ use foldwire_core::{
     StoredPart,
 };
 
-use crate::keys;
+use crate::{keys, payload};
 
 /// Wraps an object_store error with the backend and operation that failed; a missing object
 /// becomes [`StoreError::NotFound`].
@@ -183,7 +183,7 @@ impl MediaArchive for ObjectMediaArchive {
         };
         match self
             .store
-            .put_opts(&path, PutPayload::from(bytes), opts)
+            .put_opts(&path, payload::bytes_in_pieces(bytes), opts)
             .await
         {
             // Same key, same bytes: a duplicate or retried spill is already done.
@@ -271,7 +271,7 @@ impl MediaArchive for ObjectMediaArchive {
             };
             match self
                 .store
-                .put_opts(&path, PutPayload::from(pack), opts)
+                .put_opts(&path, payload::bytes_in_pieces(pack), opts)
                 .await
             {
                 Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}

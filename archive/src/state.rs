@@ -8,19 +8,18 @@
 //! never take the lock; `rename` makes them see the old or the new document, never a mix.
 //! The lock is an OS file lock, so it also serializes writers in different processes.
 
-use std::io::Write;
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, UpdateVersion};
 
 use foldwire_core::{SessionId, SessionState, StateStore, StateVersion, StoreError};
 
-use crate::keys;
 use crate::media::backend_error;
+use crate::{keys, payload};
 
 fn format_error(session: &SessionId, source: foldwire_core::StateFormatError) -> StoreError {
     StoreError::Format {
@@ -121,7 +120,7 @@ impl StateStore for ObjectStateStore {
         };
         match self
             .store
-            .put_opts(&path, PutPayload::from(bytes), opts)
+            .put_opts(&path, payload::bytes_in_pieces(bytes), opts)
             .await
         {
             Ok(put) => Ok(Self::encode(put.e_tag, put.version)),
@@ -275,7 +274,7 @@ impl LocalStateStore {
         ));
         let written = (|| {
             let mut out = std::fs::File::create(&temp)?;
-            out.write_all(bytes)?;
+            payload::write_in_pieces(&mut out, bytes)?;
             out.sync_all()?;
             std::fs::rename(&temp, &file)
         })();

@@ -420,16 +420,17 @@ async fn store_last_request_with_id(
     body: &Bytes,
     id: Option<&str>,
 ) -> Result<()> {
-    let mut payload = Vec::with_capacity(wire.as_str().len() + 40 + body.len());
-    payload.extend_from_slice(wire.as_str().as_bytes());
+    let mut head = Vec::with_capacity(wire.as_str().len() + 40);
+    head.extend_from_slice(wire.as_str().as_bytes());
     if let Some(id) = id {
-        payload.push(b' ');
-        payload.extend_from_slice(id.as_bytes());
+        head.push(b' ');
+        head.extend_from_slice(id.as_bytes());
     }
-    payload.push(b'\n');
-    payload.extend_from_slice(body);
+    head.push(b'\n');
+    // The body is shared, not copied behind its header line.
+    let payload = foldwire_archive::payload::in_pieces([Bytes::from(head), body.clone()]);
     store
-        .put(&last_request_path(session), Bytes::from(payload).into())
+        .put(&last_request_path(session), payload)
         .await
         .with_context(|| format!("keeping the last request of session {session}"))?;
     Ok(())
