@@ -59,7 +59,7 @@ pub trait TokenEstimator: Send + Sync + std::fmt::Debug {
     /// Tokens a raw JSON span costs when the provider tokenizes it; by default the text
     /// estimate of its UTF-8 form.
     fn raw_tokens(&self, raw: &[u8]) -> u64 {
-        self.text_tokens(&String::from_utf8_lossy(raw))
+        self.text_tokens(&crate::text::utf8_lossy(raw))
     }
 }
 

@@ -72,6 +72,29 @@ impl Conversation {
     pub fn position_of_ref(&self, r: crate::ids::Ref) -> Option<usize> {
         self.messages.iter().position(|m| m.r#ref == Some(r))
     }
+
+    /// [`Self::position_of_ref`] of each of `refs`, in order, from one pass over the units:
+    /// a first turn that folds a whole session asks for thousands.
+    pub fn positions_of_refs(&self, refs: &[crate::ids::Ref]) -> Vec<Option<usize>> {
+        let mut wanted: Vec<(crate::ids::Ref, usize)> = refs.iter().copied().zip(0..).collect();
+        wanted.sort_unstable();
+        let mut found = vec![None; refs.len()];
+        let mut left = refs.len();
+        for (i, m) in self.messages.iter().enumerate() {
+            if left == 0 {
+                break;
+            }
+            let Some(r) = m.r#ref else { continue };
+            let first = wanted.partition_point(|(w, _)| *w < r);
+            for (_, slot) in wanted.iter().skip(first).take_while(|(w, _)| *w == r) {
+                if let Some(place @ None) = found.get_mut(*slot) {
+                    *place = Some(i);
+                    left -= 1;
+                }
+            }
+        }
+        found
+    }
 }
 
 /// The conversation `wire.decode` made on a session's last turn, before any stage changed
@@ -80,3 +103,44 @@ impl Conversation {
 /// replaces it with the turn's own.
 #[derive(Debug, Clone)]
 pub struct LastDecode(pub Conversation);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::Ref;
+    use crate::message::Origin;
+
+    #[test]
+    fn positions_of_refs_match_one_lookup_each() {
+        let unit = |r: Option<u32>| {
+            let mut m = Message::synthesized(0, Role::User, "x", Origin::Client, Bytes::new());
+            m.r#ref = r.map(Ref);
+            m
+        };
+        let conversation = Conversation {
+            wire: Wire::Anthropic,
+            source: Bytes::new(),
+            messages_span: 0..0,
+            entries: Vec::new(),
+            // Out of order, a unit without a ref, and a ref on two units (the first wins).
+            messages: [Some(7), None, Some(3), Some(9), Some(3), Some(1)]
+                .into_iter()
+                .map(unit)
+                .collect(),
+            overrides: Vec::new(),
+            model: None,
+            stream: false,
+        };
+        let asked: Vec<Ref> = [9, 3, 4, 1, 3, 7, 0].into_iter().map(Ref).collect();
+        let one_by_one: Vec<Option<usize>> = asked
+            .iter()
+            .map(|r| conversation.position_of_ref(*r))
+            .collect();
+        assert_eq!(
+            one_by_one,
+            vec![Some(3), Some(2), None, Some(5), Some(2), Some(0), None]
+        );
+        assert_eq!(conversation.positions_of_refs(&asked), one_by_one);
+        assert!(conversation.positions_of_refs(&[]).is_empty());
+    }
+}

@@ -5,12 +5,24 @@
 //! every request was a fifth of the codec's time, so a codec hands over the bytes and how to
 //! decode them, and the text is produced once, on first read.
 
-use std::borrow::Borrow;
+use std::borrow::{Borrow, Cow};
 use std::fmt;
 use std::ops::Deref;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
+
+/// `bytes` as text, invalid UTF-8 replaced by U+FFFD, borrowed when it is valid.
+///
+/// The same result as `String::from_utf8_lossy`, which checks byte by byte even when the
+/// bytes are valid: `std::str::from_utf8` checks ASCII a word at a time, and on a session's
+/// tool outputs that made the lossy check a quarter of a first turn's fold.
+pub fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
 
 /// Turns a unit's source bytes into its text.
 pub type DecodeText = fn(&[u8]) -> String;
@@ -65,6 +77,20 @@ impl Text {
         match &self.0 {
             Repr::Held(_) => true,
             Repr::Deferred { decoded, .. } => decoded.get().is_some(),
+        }
+    }
+
+    /// Bytes a search for plain words may scan without decoding: the text once it exists,
+    /// else the source it decodes from. A codec's source is the text as JSON escapes it, so
+    /// a word these bytes lack, the text lacks too, unless an escape sits inside the word
+    /// (`err\u006fr`); a pre-filter may skip such text, and read the text itself to be sure
+    /// of a match.
+    pub fn searchable(&self) -> &[u8] {
+        match &self.0 {
+            Repr::Held(s) => s.as_bytes(),
+            Repr::Deferred {
+                source, decoded, ..
+            } => decoded.get().map_or(source.as_ref(), |s| s.as_bytes()),
         }
     }
 
@@ -188,6 +214,12 @@ mod tests {
         assert!(!copy.is_decoded());
         assert!(t.clone().is_decoded());
         assert_eq!(copy.len(), 3);
+        // Searchable bytes: the source until decoded, then the text.
+        let fresh = Text::deferred(Bytes::from_static(b"abc"), upper);
+        assert_eq!(fresh.searchable(), b"abc");
+        assert!(!fresh.is_decoded());
+        assert_eq!(t.searchable(), b"ABC");
+        assert_eq!(Text::from("held").searchable(), b"held");
         assert_eq!(copy.into_string(), "ABC");
         assert_eq!(
             Text::from("x"),
@@ -196,5 +228,16 @@ mod tests {
             })
         );
         assert_eq!(format!("{t} {t:?}"), "ABC \"ABC\"");
+    }
+
+    #[test]
+    fn lossy_text_borrows_valid_bytes_and_replaces_invalid_ones() {
+        assert!(matches!(
+            utf8_lossy("héllo".as_bytes()),
+            Cow::Borrowed("héllo")
+        ));
+        let bad = b"ab\xffc\xe2\x82";
+        assert_eq!(utf8_lossy(bad), String::from_utf8_lossy(bad));
+        assert_eq!(utf8_lossy(bad), "ab\u{FFFD}c\u{FFFD}");
     }
 }

@@ -481,10 +481,14 @@ impl Folds<'_> {
             return;
         };
         let units = self.conversation.messages.as_slice();
-        let pos = |r: Ref| self.conversation.position_of_ref(r);
-        let ranges: Vec<&[Message]> = spans
-            .iter()
-            .filter_map(|(a, b)| units.get(pos(*a)?..=pos(*b)?))
+        let bounds: Vec<Ref> = spans.iter().flat_map(|(a, b)| [*a, *b]).collect();
+        let at = self.conversation.positions_of_refs(&bounds);
+        let ranges: Vec<&[Message]> = at
+            .chunks(2)
+            .filter_map(|pair| match pair {
+                [Some(a), Some(b)] => units.get(*a..=*b),
+                _ => None,
+            })
             .collect();
         self.in_flight =
             start_archiving_units(ranges.into_iter().flatten(), archive, &self.turn.session);
@@ -511,10 +515,15 @@ impl Folds<'_> {
     /// The picked ranges as spans of refs, adjacent ones (nothing between them in the view)
     /// merged into one.
     fn merged(&self, picked: &[RangeInfo]) -> Vec<(Ref, Ref)> {
-        let pos = |r: Ref| self.conversation.position_of_ref(r);
+        let bounds: Vec<Ref> = picked.iter().flat_map(|r| [r.start, r.end]).collect();
+        let at = self.conversation.positions_of_refs(&bounds);
         let mut spans: Vec<(usize, usize, Ref, Ref)> = picked
             .iter()
-            .filter_map(|r| Some((pos(r.start)?, pos(r.end)?, r.start, r.end)))
+            .zip(at.chunks(2))
+            .filter_map(|(r, pair)| match pair {
+                [Some(s), Some(e)] => Some((*s, *e, r.start, r.end)),
+                _ => None,
+            })
             .collect();
         spans.sort_by_key(|s| s.0);
         let mut out: Vec<(usize, usize, Ref, Ref)> = Vec::new();

@@ -320,7 +320,7 @@ fn media_block(m: &ResultMedia<'_>) -> Option<Value> {
     } else if m.media_type == "application/pdf" {
         Some(json!({"type": "document", "source": source}))
     } else if m.media_type.starts_with("text/") {
-        let data = String::from_utf8_lossy(m.bytes);
+        let data = foldwire_core::text::utf8_lossy(m.bytes);
         Some(
             json!({"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": data}}),
         )

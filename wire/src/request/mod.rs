@@ -26,7 +26,7 @@ use std::ops::Range;
 use bytes::Bytes;
 use foldwire_core::{
     Conversation, Entry, Message, MessageId, MessageKind, Origin, Role, Text, ToolLink, UnitSlot,
-    Wire,
+    Wire, utf8_lossy,
 };
 
 pub use detect::detect;
@@ -531,7 +531,7 @@ impl<'a> Cx<'a> {
     /// The text of the string literal at `span`, unescaped when first read.
     pub(crate) fn string_text(&self, span: &Range<usize>) -> Text {
         Text::deferred(self.body.slice(span.clone()), |literal| {
-            let literal = String::from_utf8_lossy(literal);
+            let literal = utf8_lossy(literal);
             scan::unescape(&literal, &(0..literal.len())).into_owned()
         })
     }
@@ -540,7 +540,7 @@ impl<'a> Cx<'a> {
     /// read.
     pub(crate) fn json_text(&self, span: &Range<usize>) -> Text {
         Text::deferred(self.body.slice(span.clone()), |json| {
-            String::from_utf8_lossy(json).into_owned()
+            utf8_lossy(json).into_owned()
         })
     }
 
@@ -548,7 +548,7 @@ impl<'a> Cx<'a> {
     /// read.
     pub(crate) fn content_text(&self, span: &Range<usize>) -> Text {
         Text::deferred(self.body.slice(span.clone()), |content| {
-            let content = String::from_utf8_lossy(content);
+            let content = utf8_lossy(content);
             text_of_content(&content, &(0..content.len()))
         })
     }

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::ops::Range;
 
 use bytes::Bytes;
-use foldwire_core::{Conversation, Entry, Message, MessageKind, Role, UnitSlot, Wire};
+use foldwire_core::{Conversation, Entry, Message, MessageKind, Role, UnitSlot, Wire, utf8_lossy};
 
 use super::{WireError, anthropic, gemini, messages_key, openai_chat, openai_responses, scan};
 
@@ -346,7 +346,7 @@ fn flush(
     let role = entry.role;
     // Renders a string piece as a text block where an array is needed.
     let text_block = |s: &[u8]| -> Vec<u8> {
-        let s = String::from_utf8_lossy(s);
+        let s = utf8_lossy(s);
         match wire {
             Wire::Anthropic | Wire::OpenAiChat => format!(r#"{{"type":"text","text":{s}}}"#),
             Wire::OpenAiResponses => {
@@ -484,7 +484,7 @@ fn chat_reasoning(pieces: &[Piece<'_>]) -> Option<Vec<u8>> {
             let joined: Vec<String> = many
                 .iter()
                 .map(|b| {
-                    let s = String::from_utf8_lossy(b);
+                    let s = utf8_lossy(b);
                     scan::unescape(&s, &(0..s.len())).into_owned()
                 })
                 .collect();
