@@ -101,8 +101,8 @@ impl Lowered {
     /// without decoding its text ([`foldwire_core::Text::searchable`], ASCII lowercased):
     /// on a first turn that folds a whole session, decoding every tool output only to find
     /// no error word in it was most of the summary's cost. Only a word broken by a JSON
-    /// escape (`err\u006fr`) is missed. Lowercasing outside ASCII turns no letter into one
-    /// of the words' letters but the Kelvin sign's `k`, which none of them has.
+    /// escape (`err\u006fr`) is missed, and `traceback` written with the Kelvin sign (the
+    /// one letter outside ASCII that lowercases into one of the words' letters).
     fn may_mention(&mut self, unit: &Message, finder: &Option<WordFinder>) -> bool {
         let Some(finder) = finder else {
             return true;
