@@ -132,7 +132,11 @@ fn id_text<'a>(prefix: &str, width: usize, n: u32, buf: &'a mut [u8; ID_TEXT_MAX
     }
     let shown = len.max(width).min(10);
     let mut at = 0;
-    for &b in prefix.as_bytes().iter().chain(digits.iter().skip(10 - shown)) {
+    for &b in prefix
+        .as_bytes()
+        .iter()
+        .chain(digits.iter().skip(10 - shown))
+    {
         if let Some(slot) = buf.get_mut(at) {
             *slot = b;
             at += 1;
