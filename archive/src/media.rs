@@ -5,6 +5,7 @@
 //! success. A ref names its newest payload through a small JSON pointer object
 //! (`sessions/<s>/refs/<ref>.json`) holding the key, media type and size.
 
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -214,25 +215,30 @@ impl MediaArchive for ObjectMediaArchive {
         session: &SessionId,
         items: Vec<(String, Bytes)>,
     ) -> Result<Vec<StoredPart>, StoreError> {
-        let mut parts: Vec<StoredPart> = Vec::with_capacity(items.len());
-        // Payloads of the batch in pack order, each once (a turn may carry one twice).
-        let mut packed: Vec<(usize, Bytes)> = Vec::new();
-        let mut first_of: std::collections::HashMap<String, usize> =
-            std::collections::HashMap::new();
         let digests = keys::sha256_hex_all(&items);
-        for ((media_type, bytes), key) in items.into_iter().zip(digests) {
+        // The first item of each digest (a turn may carry one payload twice; it is stored
+        // once). One map over the digests, none copied: a first fold archives thousands.
+        let first_of: Vec<usize> = {
+            let mut seen: foldhash::HashMap<&str, usize> =
+                foldhash::HashMapExt::with_capacity(digests.len());
+            digests
+                .iter()
+                .enumerate()
+                .map(|(i, key)| *seen.entry(key.as_str()).or_insert(i))
+                .collect()
+        };
+        let mut parts: Vec<StoredPart> = Vec::with_capacity(items.len());
+        // Payloads of the batch in pack order, each once.
+        let mut packed: Vec<(usize, Bytes)> = Vec::new();
+        for (i, ((media_type, bytes), key)) in items.into_iter().zip(digests).enumerate() {
             let content = StoredContent {
-                key: key.clone(),
+                key,
                 media_type,
                 size: bytes.len() as u64,
             };
-            if let Some(&i) = first_of.get(&key) {
-                let location = parts[i].location.clone();
-                parts.push(StoredPart { content, location });
-                continue;
+            if first_of.get(i) == Some(&i) {
+                packed.push((i, bytes));
             }
-            first_of.insert(key, parts.len());
-            packed.push((parts.len(), bytes));
             parts.push(StoredPart {
                 content,
                 location: None,
@@ -247,22 +253,32 @@ impl MediaArchive for ObjectMediaArchive {
             return Ok(parts);
         }
         for group in pack_groups(&packed) {
-            let total: usize = group.iter().map(|(_, b)| b.len()).sum();
-            let mut pack = Vec::with_capacity(total);
             let mut offsets = Vec::with_capacity(group.len());
             // The pack is named by the digest of its manifest, each payload's key and size in
             // order: that fixes its bytes as surely as their own digest (every key is one),
             // without hashing them a second time.
             let mut manifest = String::with_capacity(group.len() * (keys::CONTENT_KEY_LEN + 12));
+            let mut at = 0u64;
             for (i, bytes) in group {
-                offsets.push((*i, pack.len() as u64, bytes.len() as u64));
-                pack.extend_from_slice(bytes);
+                offsets.push((*i, at, bytes.len() as u64));
+                at += bytes.len() as u64;
                 let key = parts.get(*i).map_or("", |p| p.content.key.as_str());
-                manifest.push_str(key);
-                manifest.push(' ');
-                manifest.push_str(&bytes.len().to_string());
-                manifest.push('\n');
+                let _ = writeln!(manifest, "{key} {}", bytes.len());
             }
+            // Copied in contiguous shares, one thread each, like the hashing: the pack is the
+            // shares in order, sent as they are.
+            let pack = crate::parallel::by_shares(
+                group,
+                |(_, b)| b.len(),
+                |share| {
+                    let size = share.iter().map(|(_, b)| b.len()).sum();
+                    let mut copy = Vec::with_capacity(size);
+                    for (_, bytes) in share {
+                        copy.extend_from_slice(bytes);
+                    }
+                    Bytes::from(copy)
+                },
+            );
             let pack_key = keys::sha256_hex(manifest.as_bytes());
             let path = keys::pack_path(session, &pack_key)?;
             let opts = PutOptions {
@@ -271,7 +287,7 @@ impl MediaArchive for ObjectMediaArchive {
             };
             match self
                 .store
-                .put_opts(&path, payload::bytes_in_pieces(pack), opts)
+                .put_opts(&path, payload::in_pieces(pack), opts)
                 .await
             {
                 Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
@@ -287,12 +303,12 @@ impl MediaArchive for ObjectMediaArchive {
             }
         }
         // Duplicates point where their first copy went.
-        for i in 0..parts.len() {
-            if parts[i].location.is_none()
-                && let Some(&first) = first_of.get(&parts[i].content.key)
-                && first != i
-            {
-                parts[i].location = parts[first].location.clone();
+        for (i, first) in first_of.into_iter().enumerate() {
+            if first != i {
+                let location = parts.get(first).and_then(|p| p.location.clone());
+                if let Some(part) = parts.get_mut(i) {
+                    part.location = location;
+                }
             }
         }
         Ok(parts)

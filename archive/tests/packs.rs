@@ -14,11 +14,18 @@ use foldwire_archive::{Backends, index, keys};
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{SessionId, SessionState};
 
-#[tokio::test]
-async fn a_batch_is_one_pack_and_reads_back_by_range() {
+const ORIGINAL: &str = "application/vnd.foldwire.original+json";
+
+/// In-memory backends whose requests are counted, and a session.
+fn counted(session: &str) -> (Arc<CountingStore>, Backends, SessionId) {
     let counting = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
     let b = Backends::from_object_store(counting.clone(), "memory");
-    let s = SessionId::new("packs").unwrap();
+    (counting, b, SessionId::new(session).unwrap())
+}
+
+#[tokio::test]
+async fn a_batch_is_one_pack_and_reads_back_by_range() {
+    let (counting, b, s) = counted("packs");
     let payloads: Vec<Bytes> = (0..50u8)
         .map(|i| Bytes::from(vec![i; 100 + usize::from(i)]))
         .collect();
@@ -55,6 +62,43 @@ async fn a_batch_is_one_pack_and_reads_back_by_range() {
             .unwrap(),
         Bytes::from_static(b"alone")
     );
+}
+
+/// A batch over 1 MiB is copied into its pack in shares on several threads: still one put,
+/// every payload back by its range, the duplicate stored once.
+#[tokio::test]
+async fn a_large_batch_packs_in_shares_and_reads_back_by_range() {
+    let (counting, b, s) = counted("large-packs");
+    let payloads: Vec<Bytes> = (0..40u32)
+        .map(|i| {
+            let size = 60_000 + i as usize * 1_013;
+            Bytes::from(
+                (0..size)
+                    .map(|j| (j as u32 * 31 + i) as u8)
+                    .collect::<Vec<u8>>(),
+            )
+        })
+        .collect();
+    let mut items: Vec<(String, Bytes)> = payloads
+        .iter()
+        .map(|p| (ORIGINAL.to_owned(), p.clone()))
+        .collect();
+    items.push((ORIGINAL.to_owned(), payloads[17].clone()));
+    let parts = b.media.put_contents(&s, items).await.unwrap();
+    assert_eq!(counting.counts().puts, 1);
+    assert_eq!(parts[40].location, parts[17].location);
+    let mut ends: Vec<(u64, u64)> = Vec::new();
+    for (part, bytes) in parts.iter().zip(payloads.iter().chain([&payloads[17]])) {
+        let at = part.location.as_ref().expect("packed");
+        ends.push((at.offset, at.size));
+        let back = b.media.get_packed(&s, &part.content.key, at).await.unwrap();
+        assert_eq!(&back, bytes);
+    }
+    // The payloads lie end to end in the pack, in batch order, the duplicate not again.
+    ends.pop();
+    for w in ends.windows(2) {
+        assert_eq!(w[0].0 + w[0].1, w[1].0);
+    }
 }
 
 #[tokio::test]
