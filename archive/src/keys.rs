@@ -91,12 +91,53 @@ pub fn parse_ref(raw: &str) -> Result<Ref, StoreError> {
 /// fold archives megabytes of originals) is hashed on as many threads as the machine has,
 /// up to four, each taking a contiguous share.
 pub fn sha256_hex_all(items: &[(String, bytes::Bytes)]) -> Vec<String> {
-    crate::parallel::by_shares(
-        items,
-        |(_, b)| b.len(),
-        |share| share.iter().map(|(_, b)| sha256_hex(b)).collect::<Vec<_>>(),
-    )
-    .concat()
+    /// Below this many bytes one thread is quicker than starting others.
+    const PARALLEL_FROM: usize = 1 << 20;
+    let total: usize = items.iter().map(|(_, b)| b.len()).sum();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZeroUsize::get)
+        .min(4);
+    if total < PARALLEL_FROM || threads < 2 || items.len() < 2 {
+        return items.iter().map(|(_, b)| sha256_hex(b)).collect();
+    }
+    // Contiguous shares of about equal bytes.
+    let share = total.div_ceil(threads);
+    let mut cuts = vec![0];
+    let mut acc = 0;
+    for (i, (_, b)) in items.iter().enumerate() {
+        acc += b.len();
+        if acc >= share * cuts.len() && i + 1 < items.len() {
+            cuts.push(i + 1);
+        }
+    }
+    cuts.push(items.len());
+    cuts.dedup();
+    let chunks: Vec<&[(String, bytes::Bytes)]> = cuts
+        .windows(2)
+        .filter_map(|w| items.get(w.first().copied()?..w.get(1).copied()?))
+        .collect();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .skip(1)
+            .map(|chunk| {
+                scope.spawn(move || chunk.iter().map(|(_, b)| sha256_hex(b)).collect::<Vec<_>>())
+            })
+            .collect();
+        let mut out: Vec<String> = chunks
+            .first()
+            .map(|chunk| chunk.iter().map(|(_, b)| sha256_hex(b)).collect())
+            .unwrap_or_default();
+        for (handle, chunk) in handles.into_iter().zip(chunks.iter().skip(1)) {
+            // A hashing thread cannot fail short of a panic in the digest itself; should it,
+            // its share is hashed here instead.
+            match handle.join() {
+                Ok(keys) => out.extend(keys),
+                Err(_) => out.extend(chunk.iter().map(|(_, b)| sha256_hex(b))),
+            }
+        }
+        out
+    })
 }
 
 /// SHA-256 of the bytes as lowercase hex (sha2 0.11 digests do not format as hex themselves).

@@ -26,7 +26,6 @@ pub mod index;
 pub mod journal;
 pub mod keys;
 pub mod media;
-mod parallel;
 pub mod payload;
 pub mod restore;
 pub mod retention;

@@ -258,27 +258,14 @@ impl MediaArchive for ObjectMediaArchive {
             // order: that fixes its bytes as surely as their own digest (every key is one),
             // without hashing them a second time.
             let mut manifest = String::with_capacity(group.len() * (keys::CONTENT_KEY_LEN + 12));
-            let mut at = 0u64;
+            let total: usize = group.iter().map(|(_, b)| b.len()).sum();
+            let mut pack = Vec::with_capacity(total);
             for (i, bytes) in group {
-                offsets.push((*i, at, bytes.len() as u64));
-                at += bytes.len() as u64;
+                offsets.push((*i, pack.len() as u64, bytes.len() as u64));
+                pack.extend_from_slice(bytes);
                 let key = parts.get(*i).map_or("", |p| p.content.key.as_str());
                 let _ = writeln!(manifest, "{key} {}", bytes.len());
             }
-            // Copied in contiguous shares, one thread each, like the hashing: the pack is the
-            // shares in order, sent as they are.
-            let pack = crate::parallel::by_shares(
-                group,
-                |(_, b)| b.len(),
-                |share| {
-                    let size = share.iter().map(|(_, b)| b.len()).sum();
-                    let mut copy = Vec::with_capacity(size);
-                    for (_, bytes) in share {
-                        copy.extend_from_slice(bytes);
-                    }
-                    Bytes::from(copy)
-                },
-            );
             let pack_key = keys::sha256_hex(manifest.as_bytes());
             let path = keys::pack_path(session, &pack_key)?;
             let opts = PutOptions {
@@ -287,7 +274,7 @@ impl MediaArchive for ObjectMediaArchive {
             };
             match self
                 .store
-                .put_opts(&path, payload::in_pieces(pack), opts)
+                .put_opts(&path, payload::bytes_in_pieces(pack), opts)
                 .await
             {
                 Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}

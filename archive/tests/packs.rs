@@ -64,10 +64,10 @@ async fn a_batch_is_one_pack_and_reads_back_by_range() {
     );
 }
 
-/// A batch over 1 MiB is copied into its pack in shares on several threads: still one put,
-/// every payload back by its range, the duplicate stored once.
+/// A batch over 1 MiB (a pack written in several pieces): still one put, every payload back
+/// by its range, the duplicate stored once.
 #[tokio::test]
-async fn a_large_batch_packs_in_shares_and_reads_back_by_range() {
+async fn a_large_batch_is_one_pack_in_pieces_and_reads_back_by_range() {
     let (counting, b, s) = counted("large-packs");
     let payloads: Vec<Bytes> = (0..40u32)
         .map(|i| {
