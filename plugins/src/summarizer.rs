@@ -97,20 +97,22 @@ fn word_finder(words: &[&str]) -> Option<WordFinder> {
 struct Lowered(String, Vec<u8>);
 
 impl Lowered {
-    /// False when `unit` cannot mention any of the finder's words, judged from its bytes
-    /// without decoding its text ([`foldwire_core::Text::searchable`], ASCII lowercased):
-    /// on a first turn that folds a whole session, decoding every tool output only to find
-    /// no error word in it was most of the summary's cost. Only a word broken by a JSON
-    /// escape (`err\u006fr`) is missed, and `traceback` written with the Kelvin sign (the
-    /// one letter outside ASCII that lowercases into one of the words' letters).
-    fn may_mention(&mut self, unit: &Message, finder: &Option<WordFinder>) -> bool {
-        let Some(finder) = finder else {
-            return true;
-        };
+    /// Takes in `unit`'s bytes without decoding its text ([`foldwire_core::Text::searchable`],
+    /// ASCII lowercased, once for every finder [`Self::may_mention`] then asks about).
+    fn lower_source(&mut self, unit: &Message) {
         self.1.clear();
         self.1
             .extend(unit.text.searchable().iter().map(u8::to_ascii_lowercase));
-        finder.is_match(&self.1)
+    }
+
+    /// False when the unit last taken in ([`Self::lower_source`]) cannot mention any of the
+    /// finder's words: on a first turn that folds a whole session, decoding every tool
+    /// output only to find no error word in it was most of the summary's cost. Only a word
+    /// broken by a JSON escape (`err\u006fr`) is missed, and `traceback` written with the
+    /// Kelvin sign (the one letter outside ASCII that lowercases into one of the words'
+    /// letters).
+    fn may_mention(&self, finder: &Option<WordFinder>) -> bool {
+        finder.as_ref().is_none_or(|f| f.is_match(&self.1))
     }
 
     /// True when the lowercased text holds one of `words` (ASCII text is lowercased
@@ -318,11 +320,13 @@ impl Extractive {
             // One search of the whole unit first, for the sections still wanted: most units
             // hold none of the words, and then no line of them needs a search of its own.
             // Its undecoded bytes are searched before its text.
-            let maybe_errors =
-                !reasoning && s.wants(ERRORS) && lowered.may_mention(u, &ERROR_FINDER);
-            let maybe_decisions = u.kind == MessageKind::Text
-                && s.wants(DECISIONS)
-                && lowered.may_mention(u, &DECISION_FINDER);
+            let errors_wanted = !reasoning && s.wants(ERRORS);
+            let decisions_wanted = u.kind == MessageKind::Text && s.wants(DECISIONS);
+            if errors_wanted || decisions_wanted {
+                lowered.lower_source(u);
+            }
+            let maybe_errors = errors_wanted && lowered.may_mention(&ERROR_FINDER);
+            let maybe_decisions = decisions_wanted && lowered.may_mention(&DECISION_FINDER);
             // Nothing a line could add: the unit's text is not even decoded.
             let lines_wanted = maybe_errors
                 || maybe_decisions
@@ -515,8 +519,10 @@ mod tests {
             .collect();
         assert!(results.iter().all(|u| !u.text.is_decoded()));
         let mut lowered = Lowered::default();
-        assert!(!lowered.may_mention(results[3], &ERROR_FINDER));
-        assert!(lowered.may_mention(results[30], &ERROR_FINDER));
+        lowered.lower_source(results[3]);
+        assert!(!lowered.may_mention(&ERROR_FINDER));
+        lowered.lower_source(results[30]);
+        assert!(lowered.may_mention(&ERROR_FINDER));
         let summarizer = Extractive(ExtractiveConfig {
             max_items: 1,
             ..ExtractiveConfig::default()
