@@ -105,6 +105,62 @@ pub struct StoredPart {
     pub location: Option<PackLocation>,
 }
 
+/// A write under way (or yet to start) that something about to be stored names.
+pub type PendingWrite =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send>>;
+
+/// A batch [`MediaArchive::plan_contents`] planned: what each payload became, and the write
+/// that stores them.
+pub struct PlannedContents {
+    /// Per payload, in the order given: its content and its place in a pack.
+    pub parts: Vec<StoredPart>,
+    /// The write; the parts exist once it has succeeded.
+    pub write: PendingWrite,
+}
+
+impl std::fmt::Debug for PlannedContents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PlannedContents")
+            .field("parts", &self.parts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The writes a turn started that its new state names (the originals' pack), still under
+/// way: the session stores the state only once every one has succeeded
+/// ([`StateStore::save_change_after`]).
+#[derive(Default)]
+pub struct PendingWrites(Vec<PendingWrite>);
+
+impl PendingWrites {
+    /// Adds a write.
+    pub fn push(&mut self, write: PendingWrite) {
+        self.0.push(write);
+    }
+
+    /// True when no write is pending.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Waits for every write, in order; the first failure ends it.
+    ///
+    /// # Errors
+    /// The first write that failed.
+    pub async fn finish(self) -> Result<(), StoreError> {
+        for write in self.0 {
+            write.await?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for PendingWrites {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "PendingWrites({})", self.0.len())
+    }
+}
+
 /// Where archived payloads go before anything folds them off the wire.
 ///
 /// Contract: `put` is create-if-absent and content-addressed, so a retried or duplicate
@@ -163,6 +219,30 @@ pub trait MediaArchive: Send + Sync + std::fmt::Debug {
         Ok(out)
     }
 
+    /// [`MediaArchive::put_contents`] in two steps: what it would answer, now, and the write
+    /// itself as a future the caller runs (and must see succeed before anything names the
+    /// parts). A turn's fold records its originals from the answer while the pack is still
+    /// being written, and the session stores the state only once it is
+    /// ([`StateStore::save_change_after`]).
+    ///
+    /// `source` is the request body the payloads were cut from, when they were: an archive
+    /// that packs may write each run of them as the stretch of `source` it lies in instead of
+    /// copying every payload. The default ignores it and writes the batch with
+    /// [`MediaArchive::put_contents`] before answering (its write is already done).
+    async fn plan_contents(
+        &self,
+        session: &SessionId,
+        source: Option<&Bytes>,
+        items: Vec<(String, Bytes)>,
+    ) -> Result<PlannedContents, StoreError> {
+        let _ = source;
+        let parts = self.put_contents(session, items).await?;
+        Ok(PlannedContents {
+            parts,
+            write: Box::pin(std::future::ready(Ok(()))),
+        })
+    }
+
     /// Reads a payload [`MediaArchive::put_contents`] put in a pack (the caller checks its
     /// bytes against `key`). The default reads it by content key.
     async fn get_packed(
@@ -213,5 +293,21 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     ) -> Result<StateVersion, StoreError> {
         let _ = before;
         self.save(session, state, expected).await
+    }
+
+    /// [`StateStore::save_change`] once `ready` has succeeded: `state` names objects still
+    /// being written (a turn's originals' pack), so nothing may be stored before them. A store
+    /// may prepare its write meanwhile (the journal serializes its entry); the default waits,
+    /// then saves. When `ready` fails, nothing is saved and its error is returned.
+    async fn save_change_after(
+        &self,
+        session: &SessionId,
+        before: &SessionState,
+        state: &SessionState,
+        expected: Option<&StateVersion>,
+        ready: PendingWrites,
+    ) -> Result<StateVersion, StoreError> {
+        ready.finish().await?;
+        self.save_change(session, before, state, expected).await
     }
 }

@@ -75,8 +75,8 @@ pub mod wire;
 pub use inventory;
 
 pub use archive::{
-    ArchivedObject, MediaArchive, PackLocation, StateStore, StateVersion, StoreError,
-    StoredContent, StoredPart,
+    ArchivedObject, MediaArchive, PackLocation, PendingWrite, PendingWrites, PlannedContents,
+    StateStore, StateVersion, StoreError, StoredContent, StoredPart,
 };
 pub use block::{Block, Generation};
 pub use budget::{Budget, CharEstimator, TokenEstimator};

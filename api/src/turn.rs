@@ -171,6 +171,12 @@ pub struct Turn {
     /// sits idle, see `EngineBuilder::forget_carry_after`), so each is a cache: a stage gives
     /// the same result without it.
     pub carry: Extensions,
+    /// When true, a stage may leave a write that the new state names under way
+    /// ([`Turn::pending_writes`]) rather than wait for it; only a caller that then waits for
+    /// them before storing the state sets it (the session actor does).
+    pub defer_writes: bool,
+    /// Writes left under way by stages (see [`Turn::defer_writes`]).
+    pub pending_writes: crate::archive::PendingWrites,
 }
 
 impl Turn {
@@ -194,6 +200,8 @@ impl Turn {
             ranges: Vec::new(),
             extensions: Extensions::new(),
             carry: Extensions::new(),
+            defer_writes: false,
+            pending_writes: crate::archive::PendingWrites::default(),
         }
     }
 

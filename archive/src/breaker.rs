@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use foldwire_core::{
-    ArchivedObject, MediaArchive, PackLocation, Ref, SessionId, SessionState, StateStore,
-    StateVersion, StoreError, StoredContent, StoredPart,
+    ArchivedObject, MediaArchive, PackLocation, PendingWrites, PlannedContents, Ref, SessionId,
+    SessionState, StateStore, StateVersion, StoreError, StoredContent, StoredPart,
 };
 
 /// When the breaker opens and for how long.
@@ -256,6 +256,50 @@ impl StateStore for GuardedStateStore {
             )
             .await
     }
+
+    async fn save_change_after(
+        &self,
+        session: &SessionId,
+        before: &SessionState,
+        state: &SessionState,
+        expected: Option<&StateVersion>,
+        ready: PendingWrites,
+    ) -> Result<StateVersion, StoreError> {
+        // `ready` is another backend's writes (the archive's pack), bounded and judged by
+        // their own breaker: this one times and judges only the save, from when they have
+        // finished, and a failure of theirs comes back as it is. The save runs beside them
+        // all along, so it still prepares its entry while they finish.
+        let (finished, relayed) = tokio::sync::oneshot::channel();
+        let mut relay = PendingWrites::default();
+        relay.push(Box::pin(async move {
+            relayed.await.unwrap_or_else(|_| {
+                Err(StoreError::Backend {
+                    backend: "breaker".to_owned(),
+                    operation: "wait for pending writes".to_owned(),
+                    source: "the pending writes were dropped unfinished".into(),
+                })
+            })
+        }));
+        let save = self
+            .inner
+            .save_change_after(session, before, state, expected, relay);
+        let settle = async move {
+            let settled = ready.finish().await;
+            let failed = settled.is_err();
+            let _ = finished.send(settled);
+            failed
+        };
+        tokio::pin!(save, settle);
+        let failed = tokio::select! {
+            failed = &mut settle => failed,
+            // Done without them (a lost race found before the entry was ready).
+            saved = &mut save => return saved,
+        };
+        if failed {
+            return save.await;
+        }
+        self.breaker.call("save state", save).await
+    }
 }
 
 /// A media archive behind a [`Breaker`].
@@ -333,6 +377,25 @@ impl MediaArchive for GuardedMediaArchive {
         self.breaker
             .call("put contents", self.inner.put_contents(session, items))
             .await
+    }
+
+    async fn plan_contents(
+        &self,
+        session: &SessionId,
+        source: Option<&Bytes>,
+        items: Vec<(String, Bytes)>,
+    ) -> Result<PlannedContents, StoreError> {
+        let mut planned = self
+            .breaker
+            .call(
+                "put contents",
+                self.inner.plan_contents(session, source, items),
+            )
+            .await?;
+        // The write goes through the breaker too: it is the part that reaches the backend.
+        let (breaker, write) = (Arc::clone(&self.breaker), planned.write);
+        planned.write = Box::pin(async move { breaker.call("put contents", write).await });
+        Ok(planned)
     }
 
     async fn get_packed(

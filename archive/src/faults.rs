@@ -284,4 +284,18 @@ impl foldwire_core::StateStore for FaultyStateStore {
             .save_change(session, before, state, expected)
             .await
     }
+
+    async fn save_change_after(
+        &self,
+        session: &foldwire_core::SessionId,
+        before: &foldwire_core::SessionState,
+        state: &foldwire_core::SessionState,
+        expected: Option<&foldwire_core::StateVersion>,
+        ready: foldwire_core::PendingWrites,
+    ) -> Result<foldwire_core::StateVersion, foldwire_core::StoreError> {
+        self.gate("save state").await?;
+        self.inner
+            .save_change_after(session, before, state, expected, ready)
+            .await
+    }
 }

@@ -43,7 +43,7 @@ use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use serde::{Deserialize, Serialize};
 
-use foldwire_core::{SessionId, SessionState, StateStore, StateVersion, StoreError};
+use foldwire_core::{PendingWrites, SessionId, SessionState, StateStore, StateVersion, StoreError};
 
 use crate::delta::StateDelta;
 use crate::media::backend_error;
@@ -638,6 +638,7 @@ impl JournalStateStore {
         before: Option<&SessionState>,
         state: &SessionState,
         expected: Option<&StateVersion>,
+        mut ready: Option<PendingWrites>,
     ) -> Result<StateVersion, StoreError> {
         let pos = match expected {
             None => {
@@ -685,6 +686,10 @@ impl JournalStateStore {
                 let from = (kind == Kind::Merged).then_some(link.from);
                 let mut entry = Self::header_line(session, seq, kind, from, body.len())?;
                 entry.extend_from_slice(&body);
+                // The entry is ready; what it names must be stored before it is.
+                if let Some(ready) = ready.take() {
+                    ready.finish().await?;
+                }
                 let Some(size) = self.create(session, seq, entry).await? else {
                     return Err(conflict(session, expected));
                 };
@@ -711,6 +716,9 @@ impl JournalStateStore {
             .max(estimated_json_len(state));
         let mut entry = Self::header_line(session, seq, Kind::Full, None, room)?;
         serde_json::to_writer(&mut entry, state).map_err(|e| format_error(session, e.into()))?;
+        if let Some(ready) = ready.take() {
+            ready.finish().await?;
+        }
         let Some(size) = self.create(session, seq, entry).await? else {
             return Err(conflict(session, expected));
         };
@@ -834,7 +842,7 @@ impl StateStore for JournalStateStore {
         state: &SessionState,
         expected: Option<&StateVersion>,
     ) -> Result<StateVersion, StoreError> {
-        self.write(session, None, state, expected).await
+        self.write(session, None, state, expected, None).await
     }
 
     async fn save_change(
@@ -844,6 +852,20 @@ impl StateStore for JournalStateStore {
         state: &SessionState,
         expected: Option<&StateVersion>,
     ) -> Result<StateVersion, StoreError> {
-        self.write(session, Some(before), state, expected).await
+        self.write(session, Some(before), state, expected, None)
+            .await
+    }
+
+    async fn save_change_after(
+        &self,
+        session: &SessionId,
+        before: &SessionState,
+        state: &SessionState,
+        expected: Option<&StateVersion>,
+        ready: PendingWrites,
+    ) -> Result<StateVersion, StoreError> {
+        // Checked and serialized while the writes finish; created only after them.
+        self.write(session, Some(before), state, expected, Some(ready))
+            .await
     }
 }

@@ -26,6 +26,7 @@ pub mod index;
 pub mod journal;
 pub mod keys;
 pub mod media;
+pub mod pack_layout;
 pub mod payload;
 pub mod restore;
 pub mod retention;

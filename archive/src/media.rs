@@ -11,15 +11,16 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
 
 use foldwire_core::{
-    ArchivedObject, MediaArchive, PackLocation, Ref, SessionId, StoreError, StoredContent,
-    StoredPart,
+    ArchivedObject, MediaArchive, PackLocation, PlannedContents, Ref, SessionId, StoreError,
+    StoredContent, StoredPart,
 };
 
-use crate::{keys, payload};
+use crate::{keys, pack_layout, payload};
 
 /// Wraps an object_store error with the backend and operation that failed; a missing object
 /// becomes [`StoreError::NotFound`].
@@ -215,6 +216,68 @@ impl MediaArchive for ObjectMediaArchive {
         session: &SessionId,
         items: Vec<(String, Bytes)>,
     ) -> Result<Vec<StoredPart>, StoreError> {
+        let planned = self.plan_contents(session, None, items).await?;
+        planned.write.await?;
+        Ok(planned.parts)
+    }
+
+    async fn plan_contents(
+        &self,
+        session: &SessionId,
+        source: Option<&Bytes>,
+        items: Vec<(String, Bytes)>,
+    ) -> Result<PlannedContents, StoreError> {
+        let (parts, packs) = self.plan_packs(session, source, items).await?;
+        let (store, backend) = (Arc::clone(&self.store), self.backend);
+        let write = async move {
+            for (path, pieces) in packs {
+                let opts = PutOptions {
+                    mode: PutMode::Create,
+                    ..PutOptions::default()
+                };
+                match store.put_opts(&path, pieces, opts).await {
+                    Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
+                    Err(e) => return Err(backend_error(backend, "put pack", e)),
+                }
+            }
+            Ok(())
+        };
+        Ok(PlannedContents {
+            parts,
+            write: Box::pin(write),
+        })
+    }
+
+    async fn get_packed(
+        &self,
+        session: &SessionId,
+        key: &str,
+        location: &PackLocation,
+    ) -> Result<Bytes, StoreError> {
+        keys::content_key(key)?;
+        let path = keys::pack_path(session, &location.pack)?;
+        let range = location.offset..location.offset.saturating_add(location.size);
+        match self.store.get_range(&path, range).await {
+            Ok(bytes) => Ok(bytes),
+            // Not in its pack (never written there, or collected): the payload may still be
+            // an object of its own.
+            Err(object_store::Error::NotFound { .. }) => self.get_content(session, key).await,
+            Err(e) => Err(backend_error(self.backend, "get pack range", e)),
+        }
+    }
+}
+
+impl ObjectMediaArchive {
+    /// What [`MediaArchive::plan_contents`] answers, and each pack to write (its path and
+    /// bytes): the batch in packs, runs of slices of `source` laid out as they lie in it
+    /// ([`pack_layout`]). A batch of one is an object of its own, written here as
+    /// `put_content` writes it.
+    async fn plan_packs(
+        &self,
+        session: &SessionId,
+        source: Option<&Bytes>,
+        items: Vec<(String, Bytes)>,
+    ) -> Result<(Vec<StoredPart>, Vec<(ObjectPath, PutPayload)>), StoreError> {
         let digests = keys::sha256_hex_all(&items);
         // The first item of each digest (a turn may carry one payload twice; it is stored
         // once). One map over the digests, none copied: a first fold archives thousands.
@@ -244,43 +307,32 @@ impl MediaArchive for ObjectMediaArchive {
                 location: None,
             });
         }
-        // A batch of one is an object of its own, as `put_content` stores it.
+        let mut packs = Vec::new();
         if packed.len() == 1 {
             for (i, bytes) in packed {
                 let media_type = parts[i].content.media_type.clone();
                 self.put_content(session, &media_type, bytes).await?;
             }
-            return Ok(parts);
+            return Ok((parts, packs));
         }
         for group in pack_groups(&packed) {
-            let mut offsets = Vec::with_capacity(group.len());
-            // The pack is named by the digest of its manifest, each payload's key and size in
-            // order: that fixes its bytes as surely as their own digest (every key is one),
-            // without hashing them a second time.
-            let mut manifest = String::with_capacity(group.len() * (keys::CONTENT_KEY_LEN + 12));
-            let total: usize = group.iter().map(|(_, b)| b.len()).sum();
-            let mut pack = Vec::with_capacity(total);
-            for (i, bytes) in group {
-                offsets.push((*i, pack.len() as u64, bytes.len() as u64));
-                pack.extend_from_slice(bytes);
+            let layout = pack_layout::lay_out(group, source);
+            // The pack is named by the digest of its manifest, each payload's key, offset and
+            // size in order: that fixes every byte anything points at as surely as their own
+            // digest (every key is one), without hashing them a second time. (Bytes between
+            // payloads, framing cut from the source, are pointed at by nothing.)
+            let mut manifest =
+                String::with_capacity(layout.places.len() * (keys::CONTENT_KEY_LEN + 24));
+            for (i, offset, size) in &layout.places {
                 let key = parts.get(*i).map_or("", |p| p.content.key.as_str());
-                let _ = writeln!(manifest, "{key} {}", bytes.len());
+                let _ = writeln!(manifest, "{key} {offset} {size}");
             }
             let pack_key = keys::sha256_hex(manifest.as_bytes());
-            let path = keys::pack_path(session, &pack_key)?;
-            let opts = PutOptions {
-                mode: PutMode::Create,
-                ..PutOptions::default()
-            };
-            match self
-                .store
-                .put_opts(&path, payload::bytes_in_pieces(pack), opts)
-                .await
-            {
-                Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
-                Err(e) => return Err(backend_error(self.backend, "put pack", e)),
-            }
-            for (i, offset, size) in offsets {
+            packs.push((
+                keys::pack_path(session, &pack_key)?,
+                payload::in_pieces(layout.pieces),
+            ));
+            for (i, offset, size) in layout.places {
                 let location = PackLocation {
                     pack: pack_key.clone(),
                     offset,
@@ -298,25 +350,7 @@ impl MediaArchive for ObjectMediaArchive {
                 }
             }
         }
-        Ok(parts)
-    }
-
-    async fn get_packed(
-        &self,
-        session: &SessionId,
-        key: &str,
-        location: &PackLocation,
-    ) -> Result<Bytes, StoreError> {
-        keys::content_key(key)?;
-        let path = keys::pack_path(session, &location.pack)?;
-        let range = location.offset..location.offset.saturating_add(location.size);
-        match self.store.get_range(&path, range).await {
-            Ok(bytes) => Ok(bytes),
-            // Not in its pack (never written there, or collected): the payload may still be
-            // an object of its own.
-            Err(object_store::Error::NotFound { .. }) => self.get_content(session, key).await,
-            Err(e) => Err(backend_error(self.backend, "get pack range", e)),
-        }
+        Ok((parts, packs))
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use foldwire_archive::faults::{Fault, FaultyStateStore};
 use foldwire_archive::{Backends, BreakerConfig};
-use foldwire_core::{MemoryStateStore, SessionId, SessionState, StoreError};
+use foldwire_core::{MemoryStateStore, PendingWrites, SessionId, SessionState, StoreError};
 
 fn config() -> BreakerConfig {
     BreakerConfig {
@@ -102,4 +102,65 @@ async fn answers_of_a_working_store_never_trip_it() {
     }
     assert_eq!(breaker.stats().trips, 0);
     assert!(!breaker.stats().open);
+}
+
+/// Writes that land after `after` (or fail then).
+fn pending(after: Duration, fails: bool) -> PendingWrites {
+    let mut ready = PendingWrites::default();
+    ready.push(Box::pin(async move {
+        tokio::time::sleep(after).await;
+        if fails {
+            return Err(StoreError::Backend {
+                backend: "archive".into(),
+                operation: "put pack".into(),
+                source: "refused on purpose".into(),
+            });
+        }
+        Ok(())
+    }));
+    ready
+}
+
+/// A save that waits for another backend's writes is timed from when they finished, and
+/// their failures come back as they are without counting against the state store's circuit.
+#[tokio::test]
+async fn a_save_after_pending_writes_is_judged_on_its_own_part() {
+    let faulty = Arc::new(FaultyStateStore::new(Arc::new(MemoryStateStore::new())));
+    let (b, breaker) = guarded(&faulty);
+    let s = SessionId::new("after").unwrap();
+    let empty = SessionState::new(s.clone());
+    let mut next = empty.clone();
+    next.turns = 1;
+    // Writes slower than the call timeout (100 ms): the save still succeeds.
+    let v = b
+        .state
+        .save_change_after(
+            &s,
+            &empty,
+            &next,
+            None,
+            pending(Duration::from_millis(250), false),
+        )
+        .await
+        .unwrap();
+    // Failing writes, more times than opens a circuit: each comes back, nothing is saved,
+    // and the state store's circuit stays closed.
+    let mut later = next.clone();
+    later.turns = 2;
+    for _ in 0..5 {
+        let e = b
+            .state
+            .save_change_after(
+                &s,
+                &next,
+                &later,
+                Some(&v),
+                pending(Duration::from_millis(5), true),
+            )
+            .await
+            .unwrap_err();
+        assert!(e.to_string().contains("refused on purpose"), "{e}");
+    }
+    assert!(!breaker.stats().open);
+    assert_eq!(b.state.load(&s).await.unwrap().unwrap(), (next, v));
 }

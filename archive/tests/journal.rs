@@ -11,7 +11,7 @@ use foldwire_archive::object_store::memory::InMemory;
 use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt};
 use foldwire_archive::{Backends, JournalConfig, JournalStateStore, ObjectStateStore};
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{MessageId, SessionId, SessionState, StateStore, StoreError};
+use foldwire_core::{MessageId, PendingWrites, SessionId, SessionState, StateStore, StoreError};
 
 fn tag() -> String {
     let nanos = SystemTime::now()
@@ -271,6 +271,61 @@ async fn a_steady_turn_writes_what_it_added() {
     assert!(total / turns <= budget, "{} per turn", total / turns);
     assert!(max_requests <= 3, "{max_requests}");
     assert_eq!(store.load(&session).await.unwrap().unwrap().0, state);
+}
+
+/// A state whose turn left a write under way is created only after that write: the entry
+/// is put once the write has landed (a first, full entry and a delta alike), and when the
+/// write fails nothing is stored and its error comes back.
+#[tokio::test]
+async fn an_entry_is_created_only_after_the_writes_it_names() {
+    let counting = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let store = JournalStateStore::new(counting.clone(), "memory");
+    let session = SessionId::new("after").unwrap();
+    let first = long_state(&session, 200);
+    // A write that lands after 30 ms, checking that no entry was put before it did.
+    let landing = |fails: bool| {
+        let counting = Arc::clone(&counting);
+        let puts_before = counting.counts().puts;
+        let mut ready = PendingWrites::default();
+        ready.push(Box::pin(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            assert_eq!(counting.counts().puts, puts_before, "put before the write");
+            if fails {
+                return Err(StoreError::Backend {
+                    backend: "test".into(),
+                    operation: "write a pack".into(),
+                    source: "refused on purpose".into(),
+                });
+            }
+            Ok(())
+        }));
+        ready
+    };
+    let empty = SessionState::new(session.clone());
+    let v1 = store
+        .save_change_after(&session, &empty, &first, None, landing(false))
+        .await
+        .unwrap();
+    let next = steady_turn(&first, 0);
+    let v2 = store
+        .save_change_after(&session, &first, &next, Some(&v1), landing(false))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.load(&session).await.unwrap().unwrap(),
+        (next.clone(), v2.clone())
+    );
+    let refused = steady_turn(&next, 1);
+    let puts = counting.counts().puts;
+    let failed = store
+        .save_change_after(&session, &next, &refused, Some(&v2), landing(true))
+        .await;
+    assert!(
+        matches!(failed, Err(StoreError::Backend { .. })),
+        "{failed:?}"
+    );
+    assert_eq!(counting.counts().puts, puts, "nothing stored");
+    assert_eq!(store.load(&session).await.unwrap().unwrap(), (next, v2));
 }
 
 /// One steady turn on a long session: two new refs, a turn, a counter.

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use foldwire_archive::counting::CountingStore;
+use foldwire_archive::object_store::ObjectStoreExt as _;
 use foldwire_archive::object_store::memory::InMemory;
 use foldwire_archive::retention::{RetentionPolicy, collect};
 use foldwire_archive::{Backends, index, keys};
@@ -99,6 +100,68 @@ async fn a_large_batch_is_one_pack_in_pieces_and_reads_back_by_range() {
     for w in ends.windows(2) {
         assert_eq!(w[0].0 + w[0].1, w[1].0);
     }
+}
+
+/// A batch of slices of one request body (a first turn's originals) is written as the
+/// stretch of the body that holds them: one put of about the body's size, every payload
+/// back byte-identical by its range; one from elsewhere and a duplicate still find their
+/// place, and the same batch again names the same pack.
+#[tokio::test]
+async fn slices_of_one_body_are_packed_as_the_body_holds_them() {
+    let (counting, b, s) = counted("body-packs");
+    let mut body = Vec::new();
+    let mut spans = Vec::new();
+    for i in 0..300u32 {
+        body.extend_from_slice(br#"]},{"role":"user","content":[{"type":"tool_result","#);
+        let start = body.len();
+        let text = format!(
+            r#""tool_use_id":"t{i}","content":"{}"}}"#,
+            "x".repeat(2_000 + i as usize)
+        );
+        body.extend_from_slice(text.as_bytes());
+        spans.push(start..body.len());
+    }
+    let body = Bytes::from(body);
+    let mut items: Vec<(String, Bytes)> = spans
+        .iter()
+        .map(|r| (ORIGINAL.to_owned(), body.slice(r.clone())))
+        .collect();
+    items.push((
+        ORIGINAL.to_owned(),
+        Bytes::from_static(b"{\"rewritten\":true}"),
+    ));
+    items.push(items[5].clone());
+    let planned = b
+        .media
+        .plan_contents(&s, Some(&body), items.clone())
+        .await
+        .unwrap();
+    // Planned, not written: the write is the caller's to run.
+    assert_eq!(counting.counts().puts, 0);
+    planned.write.await.unwrap();
+    let parts = planned.parts;
+    assert_eq!(counting.counts().puts, 1);
+    assert_eq!(parts[301].location, parts[5].location);
+    for (part, (_, bytes)) in parts.iter().zip(&items) {
+        assert_eq!(part.content.key, keys::sha256_hex(bytes));
+        let at = part.location.as_ref().expect("packed");
+        let back = b.media.get_packed(&s, &part.content.key, at).await.unwrap();
+        assert_eq!(&back, bytes);
+    }
+    // The pack holds the body from the first payload on (the framing between payloads
+    // included), then the payload from elsewhere: not one copy per payload.
+    let pack = &parts[0].location.as_ref().unwrap().pack;
+    let stored = b
+        .store
+        .head(&keys::pack_path(&s, pack).unwrap())
+        .await
+        .unwrap();
+    let from_first = (body.len() - spans[0].start) as u64;
+    assert_eq!(stored.size, from_first + 18);
+    // Content-named: the same batch names the same pack, and a second put is harmless.
+    let again = b.media.plan_contents(&s, Some(&body), items).await.unwrap();
+    again.write.await.unwrap();
+    assert_eq!(again.parts, parts);
 }
 
 #[tokio::test]

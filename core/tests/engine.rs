@@ -54,6 +54,120 @@ impl Stage for Explode {
     }
 }
 
+/// Leaves a write under way when the turn allows it: it lands after 30 ms (setting
+/// `landed`) or fails, and the state records whether the turn deferred it.
+struct LeavesAWrite {
+    fails: bool,
+    landed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+#[async_trait]
+impl Stage for LeavesAWrite {
+    fn name(&self) -> &'static str {
+        "test.leaves_a_write"
+    }
+    async fn run(&self, turn: &mut Turn, _cx: &StageCx) -> Result<(), StageError> {
+        turn.state
+            .counters
+            .insert("deferred".into(), u64::from(turn.defer_writes));
+        let runs = turn.state.counters.get("runs").copied().unwrap_or(0);
+        turn.state.counters.insert("runs".into(), runs + 1);
+        if turn.defer_writes {
+            let (fails, landed) = (self.fails, Arc::clone(&self.landed));
+            turn.pending_writes.push(Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(30)).await;
+                if fails {
+                    return Err(foldwire_core::StoreError::Backend {
+                        backend: "test".into(),
+                        operation: "write a pack".into(),
+                        source: "refused on purpose".into(),
+                    });
+                }
+                landed.store(true, std::sync::atomic::Ordering::SeqCst);
+                Ok(())
+            }));
+        }
+        Ok(())
+    }
+}
+
+/// A state store that records, at each save, whether the write had landed.
+#[derive(Debug)]
+struct SeesLanding {
+    inner: MemoryStateStore,
+    landed: Arc<std::sync::atomic::AtomicBool>,
+    at_save: std::sync::Mutex<Vec<bool>>,
+}
+
+#[async_trait]
+impl StateStore for SeesLanding {
+    async fn load(
+        &self,
+        session: &SessionId,
+    ) -> Result<
+        Option<(foldwire_core::SessionState, foldwire_core::StateVersion)>,
+        foldwire_core::StoreError,
+    > {
+        self.inner.load(session).await
+    }
+    async fn save(
+        &self,
+        session: &SessionId,
+        state: &foldwire_core::SessionState,
+        expected: Option<&foldwire_core::StateVersion>,
+    ) -> Result<foldwire_core::StateVersion, foldwire_core::StoreError> {
+        let landed = self.landed.load(std::sync::atomic::Ordering::SeqCst);
+        self.at_save.lock().unwrap().push(landed);
+        self.inner.save(session, state, expected).await
+    }
+}
+
+/// The session stores a turn's state only after the writes its stages left under way
+/// succeeded; when one fails, the turn runs again with the stages writing for themselves,
+/// and that run's state is stored.
+#[tokio::test]
+async fn a_state_is_stored_only_after_the_writes_its_turn_left_under_way() {
+    for fails in [false, true] {
+        let landed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let store = Arc::new(SeesLanding {
+            inner: MemoryStateStore::new(),
+            landed: Arc::clone(&landed),
+            at_save: std::sync::Mutex::new(Vec::new()),
+        });
+        let pipeline = Pipeline::builder(&Registry::empty())
+            .name("defers")
+            .stage(LeavesAWrite {
+                fails,
+                landed: Arc::clone(&landed),
+            })
+            .build()
+            .unwrap();
+        let engine = engine_with(pipeline, store.clone(), 1);
+        let session = SessionId::new("defers").unwrap();
+        let body = Bytes::from_static(b"{}");
+        let out = engine
+            .run_turn(&session, TurnRequest::new(Wire::OpenAiChat, body))
+            .await
+            .unwrap();
+        assert!(out.report.fail_open.is_none(), "{:?}", out.report.fail_open);
+        let (state, _) = store.load(&session).await.unwrap().unwrap();
+        let at_save = store.at_save.lock().unwrap().clone();
+        if fails {
+            // Nothing stored from the deferring run; the second run wrote for itself.
+            assert_eq!(at_save, vec![false], "fails");
+            assert_eq!(state.counters.get("deferred"), Some(&0));
+            assert_eq!(
+                state.counters.get("runs"),
+                Some(&1),
+                "the first run's state is gone"
+            );
+        } else {
+            assert_eq!(at_save, vec![true], "stored before the write landed");
+            assert_eq!(state.counters.get("deferred"), Some(&1));
+        }
+    }
+}
+
 fn engine_with(pipeline: Pipeline, store: Arc<dyn StateStore>, workers: usize) -> Engine {
     Engine::builder(pipeline, store, Arc::new(Registry::empty()))
         .workers(workers)

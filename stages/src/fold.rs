@@ -30,7 +30,11 @@
 //!    (`originals_kept_in_state`). The first round's units start for the archive on a
 //!    blocking thread as soon as the policy picks them ([`start_archiving_units`]), beside
 //!    the summarizer and the measure of the folded request; [`finish_archiving`] records
-//!    what the fold kept and writes the rest.
+//!    what the fold kept and writes the rest. When the turn's caller waits for pending
+//!    writes before storing the state ([`foldwire_core::Turn::defer_writes`], the session
+//!    actor does), that batch is recorded as soon as its pack is planned (hashed and laid
+//!    out), and the pack's write goes on beside the rest of the turn and the state's
+//!    serialization (`turn.pending_writes`); the state is stored only once it succeeded.
 //!
 //! Automatic folds are validated with the protection `ranges.build` used this turn (it
 //! leaves it in `turn.extensions`, see [`crate::ranges_build::UsedProtection`]), so the
@@ -47,10 +51,10 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 
 use crate::kernel::{
-    CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin, FoldOutcome,
-    MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression, detach_originals,
-    finish_archiving, fold_and_measure, fold_view, folded_media_warning, start_archiving,
-    start_archiving_units, summary_runs, summary_text, sync_blocks,
+    BatchTarget, CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin,
+    FoldOutcome, MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression,
+    detach_originals, finish_archiving, fold_and_measure, fold_view, folded_media_warning,
+    start_archiving, start_archiving_units, summary_runs, summary_text, sync_blocks,
 };
 use crate::ranges_build::UsedProtection;
 use crate::strategy_scope::{self, FAILED_CODE, StrategyScope};
@@ -490,8 +494,7 @@ impl Folds<'_> {
                 _ => None,
             })
             .collect();
-        self.in_flight =
-            start_archiving_units(ranges.into_iter().flatten(), archive, &self.turn.session);
+        self.in_flight = start_archiving_units(ranges.into_iter().flatten(), self.target(archive));
     }
 
     /// Starts writing the originals folded so far, unless a write is already under way
@@ -501,7 +504,18 @@ impl Folds<'_> {
             return;
         }
         if let Some(archive) = self.archive {
-            self.in_flight = start_archiving(&self.turn.state, archive, &self.turn.session);
+            self.in_flight = start_archiving(&self.turn.state, self.target(archive));
+        }
+    }
+
+    /// Where this turn's batches of originals go: cut from its body, and left under way
+    /// when the turn's caller waits for them before storing the state.
+    fn target<'b>(&'b self, archive: &'b Arc<dyn MediaArchive>) -> BatchTarget<'b> {
+        BatchTarget {
+            archive,
+            session: &self.turn.session,
+            source: Some(&self.turn.body),
+            defer: self.turn.defer_writes,
         }
     }
 
@@ -722,6 +736,7 @@ impl Stage for Fold {
                 archive.as_ref(),
                 &turn.session,
                 cx.archive_timeout,
+                &mut turn.pending_writes,
             )
             .await;
             turn.report

@@ -13,13 +13,14 @@ use foldwire_archive::Backends;
 use foldwire_archive::faults::FailingStore;
 use foldwire_archive::object_store::memory::InMemory;
 use foldwire_core::{
-    AnyRef, CharEstimator, Conversation, MediaArchive, Ref, SessionId, SessionState, Stage, Wire,
+    AnyRef, CharEstimator, Conversation, MediaArchive, PendingWrites, Ref, SessionId, SessionState,
+    Stage, Wire,
 };
 use foldwire_stages::fold::{Fold, FoldConfig};
 use foldwire_stages::kernel::{
-    CompressConfig, CompressError, CompressRequest, Protection, RangesConfig, RestoreError,
-    apply_compression, archive_originals, compressible_ranges, finish_archiving, original_key,
-    restore, restore_with_archive, start_archiving, start_archiving_units,
+    BatchTarget, CompressConfig, CompressError, CompressRequest, Protection, RangesConfig,
+    RestoreError, apply_compression, archive_originals, compressible_ranges, finish_archiving,
+    original_key, restore, restore_with_archive, start_archiving, start_archiving_units,
 };
 use foldwire_stages::layout_head_window::HeadState;
 use foldwire_stages::ranges_build::{RangesBuild, UsedProtection};
@@ -575,6 +576,88 @@ async fn fold_uses_the_protection_ranges_build_recorded() {
     assert_eq!(accepted.blocks_created.len(), 1, "{accepted:?}");
 }
 
+/// Batches for [`session`] in `archive`, written before they answer.
+fn target<'a>(
+    archive: &'a Arc<dyn MediaArchive>,
+    source: Option<&'a bytes::Bytes>,
+) -> BatchTarget<'a> {
+    static SESSION: std::sync::OnceLock<SessionId> = std::sync::OnceLock::new();
+    BatchTarget {
+        archive,
+        session: SESSION.get_or_init(session),
+        source,
+        defer: false,
+    }
+}
+
+/// A deferred batch is recorded as soon as its pack is planned and leaves the pack's write
+/// pending: everything restores once that write succeeded; on a failing store the pending
+/// write reports the failure (its caller then stores nothing).
+#[tokio::test]
+async fn a_deferred_batch_is_recorded_when_planned_and_leaves_its_write_pending() {
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::Anthropic), &mut state);
+    fold_middle(&mut state, &view);
+    let archive = Backends::memory().media;
+    let to = BatchTarget {
+        defer: true,
+        ..target(&archive, Some(&view.source))
+    };
+    let in_flight = start_archiving(&state, to);
+    let mut pending = PendingWrites::default();
+    let done = finish_archiving(
+        &mut state,
+        in_flight,
+        archive.as_ref(),
+        &session(),
+        Duration::from_secs(5),
+        &mut pending,
+    )
+    .await;
+    assert!(done.failed.is_empty(), "{done:?}");
+    assert!(state.originals.is_empty());
+    assert!(
+        !pending.is_empty(),
+        "the pack's write is left to the caller"
+    );
+    pending.finish().await.unwrap();
+    let back = restore_with_archive(
+        &state,
+        archive.as_ref(),
+        &session(),
+        state.blocks[0].id,
+        false,
+    )
+    .await
+    .unwrap();
+    assert!(!back.units.is_empty());
+    for unit in back.units {
+        assert_eq!(unit.raw.as_bytes(), raw_of(&view, unit.r#ref).as_slice());
+    }
+
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::OpenAiChat), &mut state);
+    fold_middle(&mut state, &view);
+    let (failing, backends) = failing_backends();
+    let to = BatchTarget {
+        defer: true,
+        ..target(&backends.media, None)
+    };
+    let in_flight = start_archiving(&state, to);
+    let mut pending = PendingWrites::default();
+    finish_archiving(
+        &mut state,
+        in_flight,
+        backends.media.as_ref(),
+        &session(),
+        Duration::from_secs(5),
+        &mut pending,
+    )
+    .await;
+    assert!(pending.finish().await.is_err());
+    assert_eq!(failing.refused(), 1);
+}
+
 /// [`finish_archiving`] with five seconds to spare.
 async fn finish(
     state: &mut SessionState,
@@ -587,6 +670,7 @@ async fn finish(
         archive,
         &session(),
         Duration::from_secs(5),
+        &mut PendingWrites::default(),
     )
     .await
 }
@@ -608,7 +692,7 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
     let first_batch = state.originals.len();
     let archive = BatchThreads::over(Backends::memory().media);
     let as_archive: Arc<dyn MediaArchive> = archive.clone();
-    let in_flight = start_archiving(&state, &as_archive, &session());
+    let in_flight = start_archiving(&state, target(&as_archive, None));
     assert!(in_flight.is_some());
     // Folded after the batch began: not in it.
     state.originals.insert(Ref(99), r#"{"late":true}"#.into());
@@ -633,7 +717,7 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
         .collect();
     let archive = BatchThreads::over(Backends::memory().media);
     let as_archive: Arc<dyn MediaArchive> = archive.clone();
-    let in_flight = start_archiving_units(ahead, &as_archive, &session());
+    let in_flight = start_archiving_units(ahead, target(&as_archive, Some(&view.source)));
     fold_middle(&mut state, &view);
     let direct = state.blocks[0].direct.to_vec();
     assert!(!direct.contains(&Ref(9)));
@@ -668,7 +752,7 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
     fold_middle(&mut state, &view);
     let before = state.originals.clone();
     let (failing, backends) = failing_backends();
-    let in_flight = start_archiving(&state, &backends.media, &session());
+    let in_flight = start_archiving(&state, target(&backends.media, None));
     let done = finish(&mut state, in_flight, backends.media.as_ref()).await;
     assert!(done.stored.is_empty());
     assert_eq!(done.failed.len(), before.len());

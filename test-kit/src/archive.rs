@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use foldwire_core::{
-    ArchivedObject, MediaArchive, PackLocation, Ref, SessionId, StoreError, StoredContent,
-    StoredPart, async_trait,
+    ArchivedObject, MediaArchive, PackLocation, PlannedContents, Ref, SessionId, StoreError,
+    StoredContent, StoredPart, async_trait,
 };
 
 /// An archive that notes the thread each batch write ([`MediaArchive::put_contents`]) ran
@@ -78,6 +78,19 @@ impl MediaArchive for BatchThreads {
             .unwrap()
             .push(std::thread::current().id());
         self.inner.put_contents(session, items).await
+    }
+
+    async fn plan_contents(
+        &self,
+        session: &SessionId,
+        source: Option<&Bytes>,
+        items: Vec<(String, Bytes)>,
+    ) -> Result<PlannedContents, StoreError> {
+        self.batches
+            .lock()
+            .unwrap()
+            .push(std::thread::current().id());
+        self.inner.plan_contents(session, source, items).await
     }
 
     async fn get_packed(

@@ -1,12 +1,13 @@
 //! `SessionActor`: owns one session's state and serializes its turns.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use actix::{Actor, ActorFutureExt, AtomicResponse, Context, Handler, Message, WrapFuture};
 use bytes::Bytes;
 
 use super::chain::{ChainError, StageChain};
-use crate::archive::{StateStore, StateVersion, StoreError};
+use crate::archive::{PendingWrites, StateStore, StateVersion, StoreError};
 use crate::budget::Budget;
 use crate::conversation::Conversation;
 use crate::extensions::Extensions;
@@ -245,9 +246,15 @@ async fn run_turn(
             Err(e) => return (None, Err(e)),
         },
     };
+    // Writes the stages leave under way (the originals' pack) finish while the store
+    // prepares the state's entry, and it is stored only after them. Should one fail, the
+    // turn runs again with the stages waiting for their own writes: a failure then keeps
+    // the originals in the state, as the fold reports.
+    let mut defer_writes = true;
     for _ in 0..MAX_SAVE_ATTEMPTS {
         let before = state.clone();
         let mut turn = Turn::new(session.clone(), request.wire, request.body.clone(), state);
+        turn.defer_writes = defer_writes;
         turn.budget = request.budget;
         // The session's calibration (provider counts over foldwire's estimates) applies to
         // every stage of the turn, not only to the layout that updates it: a fold policy
@@ -261,12 +268,13 @@ async fn run_turn(
         turn.conversation = request.decoded.take();
         turn.carry = std::mem::take(carry);
         turn.report.turn = before.turns + 1;
-        let (mut next, report, output, conversation) = match chain.run(turn).await {
+        let (mut next, report, output, conversation, pending) = match chain.run(turn).await {
             Ok(mut turn) => {
                 *carry = std::mem::take(&mut turn.carry);
                 let output = turn.outgoing();
                 let conversation = turn.conversation.take().map(Arc::new);
-                (turn.state, turn.report, output, conversation)
+                let pending = std::mem::take(&mut turn.pending_writes);
+                (turn.state, turn.report, output, conversation, pending)
             }
             Err(ChainError::Stage(mut failed)) => {
                 *carry = std::mem::take(&mut failed.turn.carry);
@@ -280,7 +288,9 @@ async fn run_turn(
                         report.fail_open = Some(format!("{}: {other}", failed.failure.stage));
                     }
                 }
-                (before.clone(), report, request.body.clone(), None)
+                // A write the failed turn left under way is named by nothing stored.
+                let pending = PendingWrites::default();
+                (before.clone(), report, request.body.clone(), None, pending)
             }
             Err(ChainError::Unavailable { stage, reason }) => {
                 return (
@@ -290,7 +300,18 @@ async fn run_turn(
             }
         };
         next.turns = before.turns + 1;
-        match save_or_reload(store.as_ref(), &session, &before, &next, version.as_ref()).await {
+        let write_failed = Arc::new(AtomicBool::new(false));
+        let ready = watched(pending, &write_failed);
+        let saved = save_or_reload(
+            store.as_ref(),
+            &session,
+            &before,
+            &next,
+            version.as_ref(),
+            ready,
+        )
+        .await;
+        match saved {
             Saved::Done(v) => {
                 let outcome = TurnOutcome {
                     output,
@@ -300,6 +321,11 @@ async fn run_turn(
                 return (Some((next, Some(v))), Ok(outcome));
             }
             Saved::Lost(fresh, v) => (state, version) = (*fresh, v),
+            Saved::Failed(e) if write_failed.load(Ordering::Acquire) => {
+                tracing::warn!(session = %session, error = %e, "A write the turn left under way failed; running the turn again with its writes in the stages.");
+                defer_writes = false;
+                state = before;
+            }
             Saved::Failed(e) => return (Some((before, version)), Err(e)),
             Saved::Unloadable(e) => return (None, Err(e)),
         }
@@ -322,14 +348,39 @@ enum Saved {
 /// Saves `next` (made from `before`, the state stored at `version`) if the stored version is
 /// still `version`; on a conflict loads what the other writer saved, so the caller can apply
 /// its change to that.
+/// `pending` as one write that raises `failed` when it fails, so the caller can tell a
+/// failed write from a failed save.
+fn watched(pending: PendingWrites, failed: &Arc<AtomicBool>) -> PendingWrites {
+    let mut ready = PendingWrites::default();
+    if !pending.is_empty() {
+        let failed = Arc::clone(failed);
+        ready.push(Box::pin(async move {
+            let finished = pending.finish().await;
+            if finished.is_err() {
+                failed.store(true, Ordering::Release);
+            }
+            finished
+        }));
+    }
+    ready
+}
+
 async fn save_or_reload(
     store: &dyn StateStore,
     session: &SessionId,
     before: &SessionState,
     next: &SessionState,
     version: Option<&StateVersion>,
+    ready: PendingWrites,
 ) -> Saved {
-    match store.save_change(session, before, next, version).await {
+    let saved = if ready.is_empty() {
+        store.save_change(session, before, next, version).await
+    } else {
+        store
+            .save_change_after(session, before, next, version, ready)
+            .await
+    };
+    match saved {
         Ok(v) => Saved::Done(v),
         Err(StoreError::Conflict { .. }) => match load(store, session).await {
             Ok((fresh, v)) => Saved::Lost(Box::new(fresh), v),
@@ -366,7 +417,16 @@ async fn execute_update(
     for _ in 0..MAX_SAVE_ATTEMPTS {
         let mut next = state.clone();
         update(&mut next);
-        match save_or_reload(store.as_ref(), &session, &state, &next, version.as_ref()).await {
+        let saved = save_or_reload(
+            store.as_ref(),
+            &session,
+            &state,
+            &next,
+            version.as_ref(),
+            PendingWrites::default(),
+        )
+        .await;
+        match saved {
             Saved::Done(v) => return (Some((next, Some(v))), Ok(())),
             // Another writer saved first: apply the same change to what it saved.
             Saved::Lost(fresh, v) => (state, version) = (*fresh, v),

@@ -44,8 +44,8 @@ pub use inspect::{BlockView, Inspection, RefView, inspect};
 pub use lifecycle::{BlockSync, DEFAULT_OLD_AFTER_TURNS, sync_blocks};
 pub use measure::{RequestTokens, fold_and_measure, folded_request_tokens, measure};
 pub use originals::{
-    OriginalsArchived, OriginalsInFlight, archive_originals, detach_originals, finish_archiving,
-    original_key, start_archiving, start_archiving_units,
+    BatchTarget, OriginalsArchived, OriginalsInFlight, archive_originals, detach_originals,
+    finish_archiving, original_key, start_archiving, start_archiving_units,
 };
 pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection, pin_tools};
 pub use prune::{FirstUserPin, FoldOutcome, fold_copy, fold_view};

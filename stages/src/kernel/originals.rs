@@ -21,7 +21,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{MediaArchive, Message, Ref, SessionId, SessionState, StoreError, StoredPart};
+use foldwire_core::{
+    MediaArchive, Message, PendingWrite, PendingWrites, Ref, SessionId, SessionState, StoreError,
+    StoredPart,
+};
 use serde::{Deserialize, Serialize};
 
 /// The media type archived originals are stored under (the unit's JSON text, as received).
@@ -92,8 +95,31 @@ async fn archive_all_but(
 pub struct OriginalsInFlight {
     /// The refs of the batch, in the order their payloads were handed over.
     pending: Vec<Ref>,
-    /// The write: the archive's answer, or why the thread stopped.
-    task: tokio::task::JoinHandle<Result<Vec<StoredPart>, StoreError>>,
+    /// The archive's answer (and, when the write was deferred, the write still under way),
+    /// or why the thread stopped.
+    task: tokio::task::JoinHandle<Result<Planned, StoreError>>,
+}
+
+/// What a batch's thread hands back: the parts, and the write when it was left under way.
+type Planned = (
+    Vec<StoredPart>,
+    Option<tokio::task::JoinHandle<Result<(), StoreError>>>,
+);
+
+/// Where and how a batch of originals is written.
+#[derive(Debug, Clone, Copy)]
+pub struct BatchTarget<'a> {
+    /// The session's archive.
+    pub archive: &'a Arc<dyn MediaArchive>,
+    /// The session.
+    pub session: &'a SessionId,
+    /// The request body the originals were cut from, when they were: runs of them are then
+    /// written as they lie in it rather than copied ([`MediaArchive::plan_contents`]).
+    pub source: Option<&'a Bytes>,
+    /// Leave the pack's write under way once its parts are known, for the caller to see
+    /// succeed before it stores the state ([`foldwire_core::Turn::defer_writes`]), rather
+    /// than wait for it before answering.
+    pub defer: bool,
 }
 
 /// Starts writing the originals now in `state.originals` on a blocking thread, so that
@@ -102,14 +128,10 @@ pub struct OriginalsInFlight {
 /// writes everything itself.
 ///
 /// The state is not touched: the originals stay in it until [`finish_archiving`] sees the
-/// write confirmed, so a turn that fails meanwhile loses nothing.
-pub fn start_archiving(
-    state: &SessionState,
-    archive: &Arc<dyn MediaArchive>,
-    session: &SessionId,
-) -> Option<OriginalsInFlight> {
+/// write confirmed (or, deferred, planned), so a turn that fails meanwhile loses nothing.
+pub fn start_archiving(state: &SessionState, to: BatchTarget<'_>) -> Option<OriginalsInFlight> {
     let (pending, items) = pending_originals(state, &HashSet::new());
-    spawn_batch(pending, items, archive, session)
+    spawn_batch(pending, items, to)
 }
 
 /// Like [`start_archiving`], ahead of the fold: the bytes of `units` about to be folded
@@ -119,34 +141,44 @@ pub fn start_archiving(
 /// points to) and writes any it kept beyond them.
 pub fn start_archiving_units<'a>(
     units: impl IntoIterator<Item = &'a Message>,
-    archive: &Arc<dyn MediaArchive>,
-    session: &SessionId,
+    to: BatchTarget<'_>,
 ) -> Option<OriginalsInFlight> {
     let (pending, items) = units
         .into_iter()
         .filter_map(|u| Some((u.r#ref?, (ORIGINAL_MEDIA_TYPE.to_owned(), u.raw.clone()))))
         .unzip();
-    spawn_batch(pending, items, archive, session)
+    spawn_batch(pending, items, to)
 }
 
-/// Writes a batch on a blocking thread; `None` when it is empty or there is no runtime.
+/// Plans and writes a batch on a blocking thread (a deferred write goes on as a task of its
+/// own); `None` when it is empty or there is no runtime.
 fn spawn_batch(
     pending: Vec<Ref>,
     items: Vec<(String, Bytes)>,
-    archive: &Arc<dyn MediaArchive>,
-    session: &SessionId,
+    to: BatchTarget<'_>,
 ) -> Option<OriginalsInFlight> {
     if pending.is_empty() {
         return None;
     }
     let runtime = tokio::runtime::Handle::try_current().ok()?;
-    let archive = Arc::clone(archive);
-    let session = session.clone();
+    let archive = Arc::clone(to.archive);
+    let session = to.session.clone();
+    let source = to.source.cloned();
+    let defer = to.defer;
     // A blocking thread rather than a task: the stage goes on computing without yielding,
     // so a task would not run until it is done. The archive's own I/O is driven by the
     // runtime as usual (`Handle::block_on`).
     let task = tokio::task::spawn_blocking(move || {
-        runtime.block_on(async move { archive.put_contents(&session, items).await })
+        runtime.block_on(async move {
+            let planned = archive
+                .plan_contents(&session, source.as_ref(), items)
+                .await?;
+            if defer {
+                return Ok((planned.parts, Some(tokio::spawn(planned.write))));
+            }
+            planned.write.await?;
+            Ok((planned.parts, None))
+        })
     });
     Some(OriginalsInFlight { pending, task })
 }
@@ -156,18 +188,28 @@ fn spawn_batch(
 /// the batch did not hold as a second one; without a batch, [`archive_originals`].
 /// Originals whose write failed stay in the state and are listed, as with
 /// [`archive_originals`]; they are retried next turn, not again now.
+///
+/// A batch started with [`BatchTarget::defer`] is recorded once its parts are known, and
+/// its write, still under way, is added to `pending` (bounded by `timeout` from now): the
+/// state must not be stored before it succeeds.
 pub async fn finish_archiving(
     state: &mut SessionState,
     in_flight: Option<OriginalsInFlight>,
     archive: &dyn MediaArchive,
     session: &SessionId,
     timeout: Duration,
+    pending: &mut PendingWrites,
 ) -> OriginalsArchived {
     let Some(in_flight) = in_flight else {
         return archive_originals(state, archive, session, timeout).await;
     };
     let answer = match tokio::time::timeout(timeout, in_flight.task).await {
-        Ok(Ok(Ok(parts))) => Ok(parts),
+        Ok(Ok(Ok((parts, write)))) => {
+            if let Some(write) = write {
+                pending.push(bounded(write, timeout));
+            }
+            Ok(parts)
+        }
         Ok(Ok(Err(e))) => Err(format!("archive write failed: {e}")),
         Ok(Err(stopped)) => Err(format!("archive write stopped: {stopped}")),
         Err(_) => Err(timed_out(timeout)),
@@ -179,6 +221,25 @@ pub async fn finish_archiving(
     done.bytes += rest.bytes;
     done.failed.extend(rest.failed);
     done
+}
+
+/// A deferred write as a [`PendingWrite`] that fails after `timeout`.
+fn bounded(
+    write: tokio::task::JoinHandle<Result<(), StoreError>>,
+    timeout: Duration,
+) -> PendingWrite {
+    let failed = |why: String| StoreError::Backend {
+        backend: "archive".to_owned(),
+        operation: "write the originals' pack".to_owned(),
+        source: why.into(),
+    };
+    Box::pin(async move {
+        match tokio::time::timeout(timeout, write).await {
+            Ok(Ok(written)) => written,
+            Ok(Err(stopped)) => Err(failed(format!("the write stopped: {stopped}"))),
+            Err(_) => Err(failed(timed_out(timeout))),
+        }
+    })
 }
 
 /// Why a write that took too long failed.
