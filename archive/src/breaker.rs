@@ -131,6 +131,20 @@ impl Breaker {
         }
     }
 
+    /// The error a call would fail with at once now (open and not yet due a probe, or a
+    /// probe in flight), without admitting one or changing the circuit.
+    fn refusing(&self, operation: &str) -> Option<StoreError> {
+        let wait = match *self.lock() {
+            Circuit::Open { until } if Instant::now() < until => {
+                Some(until.saturating_duration_since(Instant::now()))
+            }
+            Circuit::Probing => None,
+            _ => return None,
+        };
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+        Some(self.unavailable(operation, wait))
+    }
+
     fn unavailable(&self, operation: &str, wait: Option<Duration>) -> StoreError {
         let when = match wait {
             Some(w) => format!("the next probe in {:.1} s", w.as_secs_f64()),
@@ -385,14 +399,16 @@ impl MediaArchive for GuardedMediaArchive {
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
     ) -> Result<PlannedContents, StoreError> {
-        let mut planned = self
-            .breaker
-            .call(
-                "put contents",
-                self.inner.plan_contents(session, source, items),
-            )
-            .await?;
-        // The write goes through the breaker too: it is the part that reaches the backend.
+        // Planning touches no backend (the object-store archive hashes and lays out in
+        // memory), so it is not judged: a plan that succeeds says nothing of the backend, and
+        // counting it would reset the failures of the writes between. The write is what
+        // reaches the backend, so the breaker guards and judges that. While the circuit is
+        // open the plan fails at once too, so the fold keeps its originals in the state
+        // rather than record a write that will be refused.
+        if let Some(refused) = self.breaker.refusing("put contents") {
+            return Err(refused);
+        }
+        let mut planned = self.inner.plan_contents(session, source, items).await?;
         let (breaker, write) = (Arc::clone(&self.breaker), planned.write);
         planned.write = Box::pin(async move { breaker.call("put contents", write).await });
         Ok(planned)

@@ -227,17 +227,25 @@ impl MediaArchive for ObjectMediaArchive {
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
     ) -> Result<PlannedContents, StoreError> {
-        let (parts, packs) = self.plan_packs(session, source, items).await?;
-        let (store, backend) = (Arc::clone(&self.store), self.backend);
+        let (parts, writes) = self.plan_packs(session, source, items)?;
+        // Planning reads and writes nothing; every request to the backend is in here.
+        let (archive, session) = (self.clone(), session.clone());
         let write = async move {
-            for (path, pieces) in packs {
-                let opts = PutOptions {
-                    mode: PutMode::Create,
-                    ..PutOptions::default()
-                };
-                match store.put_opts(&path, pieces, opts).await {
-                    Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
-                    Err(e) => return Err(backend_error(backend, "put pack", e)),
+            for write in writes {
+                match write {
+                    PackWrite::Pack(path, pieces) => {
+                        let opts = PutOptions {
+                            mode: PutMode::Create,
+                            ..PutOptions::default()
+                        };
+                        match archive.store.put_opts(&path, pieces, opts).await {
+                            Ok(_) | Err(object_store::Error::AlreadyExists { .. }) => {}
+                            Err(e) => return Err(backend_error(archive.backend, "put pack", e)),
+                        }
+                    }
+                    PackWrite::Single(media_type, bytes) => {
+                        archive.put_content(&session, &media_type, bytes).await?;
+                    }
                 }
             }
             Ok(())
@@ -267,17 +275,23 @@ impl MediaArchive for ObjectMediaArchive {
     }
 }
 
+/// One object a planned batch writes.
+enum PackWrite {
+    /// A pack: its path and bytes.
+    Pack(ObjectPath, PutPayload),
+    /// A batch of one payload: an object of its own, as `put_content` stores it.
+    Single(String, Bytes),
+}
+
 impl ObjectMediaArchive {
-    /// What [`MediaArchive::plan_contents`] answers, and each pack to write (its path and
-    /// bytes): the batch in packs, runs of slices of `source` laid out as they lie in it
-    /// ([`pack_layout`]). A batch of one is an object of its own, written here as
-    /// `put_content` writes it.
-    async fn plan_packs(
+    /// What [`MediaArchive::plan_contents`] answers, and the objects to write: the batch in
+    /// packs, runs of slices of `source` laid out as they lie in it ([`pack_layout`]).
+    fn plan_packs(
         &self,
         session: &SessionId,
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
-    ) -> Result<(Vec<StoredPart>, Vec<(ObjectPath, PutPayload)>), StoreError> {
+    ) -> Result<(Vec<StoredPart>, Vec<PackWrite>), StoreError> {
         let digests = keys::sha256_hex_all(&items);
         // The first item of each digest (a turn may carry one payload twice; it is stored
         // once). One map over the digests, none copied: a first fold archives thousands.
@@ -311,7 +325,7 @@ impl ObjectMediaArchive {
         if packed.len() == 1 {
             for (i, bytes) in packed {
                 let media_type = parts[i].content.media_type.clone();
-                self.put_content(session, &media_type, bytes).await?;
+                packs.push(PackWrite::Single(media_type, bytes));
             }
             return Ok((parts, packs));
         }
@@ -328,7 +342,7 @@ impl ObjectMediaArchive {
                 let _ = writeln!(manifest, "{key} {offset} {size}");
             }
             let pack_key = keys::sha256_hex(manifest.as_bytes());
-            packs.push((
+            packs.push(PackWrite::Pack(
                 keys::pack_path(session, &pack_key)?,
                 payload::in_pieces(layout.pieces),
             ));

@@ -58,8 +58,8 @@ pub fn lay_out(group: &[(usize, Bytes)], source: Option<&Bytes>) -> Layout {
             out.places.push((*index, offset, 0));
             continue;
         }
-        let at = source.and_then(|s| offset_in(s, bytes).map(|at| (s, at)));
-        if let (Some((_, at)), Some((first, end))) = (at, stretch.as_mut())
+        let at = source.and_then(|s| offset_in(s, bytes));
+        if let (Some(at), Some((first, end))) = (at, stretch.as_mut())
             && at >= *end
             && at - *end <= MAX_GAP
         {
@@ -74,7 +74,7 @@ pub fn lay_out(group: &[(usize, Bytes)], source: Option<&Bytes>) -> Layout {
         out.places
             .push((*index, written + copied.len() as u64, size));
         match at {
-            Some((_, at)) => stretch = Some((at, at + bytes.len())),
+            Some(at) => stretch = Some((at, at + bytes.len())),
             None => copied.extend_from_slice(bytes),
         }
     }

@@ -164,3 +164,34 @@ async fn a_save_after_pending_writes_is_judged_on_its_own_part() {
     assert!(!breaker.stats().open);
     assert_eq!(b.state.load(&s).await.unwrap().unwrap(), (next, v));
 }
+
+/// Planning a batch reaches no backend, so only the pack writes are judged: failing writes
+/// open the circuit even with successful plans between them, and once it is open a plan
+/// fails at once (the fold then keeps its originals) without a request to the store.
+#[tokio::test]
+async fn failing_pack_writes_open_the_circuit_and_then_plans_fail_at_once() {
+    let failing = Arc::new(foldwire_archive::faults::FailingStore::new(Arc::new(
+        foldwire_archive::object_store::memory::InMemory::new(),
+    )));
+    let (b, breaker) =
+        Backends::from_object_store(failing.clone(), "memory").with_breaker(config());
+    let s = SessionId::new("packs").unwrap();
+    let batch = |n: u8| -> Vec<(String, bytes::Bytes)> {
+        (0..3u8)
+            .map(|i| ("x/y".to_owned(), bytes::Bytes::from(vec![n, i, 7])))
+            .collect()
+    };
+    for n in 0..3 {
+        let planned = b.media.plan_contents(&s, None, batch(n)).await.unwrap();
+        assert!(planned.write.await.is_err());
+    }
+    assert_eq!(failing.refused(), 3);
+    assert!(breaker.stats().open);
+    let e = b.media.plan_contents(&s, None, batch(9)).await.unwrap_err();
+    assert!(e.to_string().contains("failed 3 times in a row"), "{e}");
+    assert_eq!(
+        failing.refused(),
+        3,
+        "an open circuit still reached the store"
+    );
+}
