@@ -373,13 +373,9 @@ async fn save_or_reload(
     version: Option<&StateVersion>,
     ready: PendingWrites,
 ) -> Saved {
-    let saved = if ready.is_empty() {
-        store.save_change(session, before, next, version).await
-    } else {
-        store
-            .save_change_after(session, before, next, version, ready)
-            .await
-    };
+    let saved = store
+        .save_change_after(session, before, next, version, ready)
+        .await;
     match saved {
         Ok(v) => Saved::Done(v),
         Err(StoreError::Conflict { .. }) => match load(store, session).await {
