@@ -13,8 +13,6 @@
 
 use std::sync::{Arc, LazyLock};
 
-use memchr::memmem::Finder;
-
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -22,7 +20,7 @@ use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Fact, MediaClass, MediaRef,
     Message, Origin, Pin, Stage, StageCx, StageError, Turn, Wire, async_trait,
 };
-use foldwire_wire::dialect::{MediaSink, WireDialect};
+use foldwire_wire::dialect::{MediaSink, WireDialect, WireMarkers};
 use foldwire_wire::request::content_digest;
 
 use crate::digest_memo::DigestMemo;
@@ -163,7 +161,7 @@ struct LastClassified {
 /// Classifies one unit: fills `message.media` and pins it when any payload is unrecoverable.
 pub fn classify_unit(wire: Wire, message: &mut Message) -> Result<(), String> {
     message.media.clear();
-    if !may_carry_media(&message.raw) {
+    if !may_carry_media(wire, &message.raw) {
         return Ok(());
     }
     let value: Value = serde_json::from_slice(&message.raw)
@@ -190,17 +188,15 @@ fn pin_unrecoverable(message: &mut Message) {
 }
 
 /// A cheap scan that rules out units that cannot hold media, so most text units are never
-/// parsed: every media shape has a key or value containing `data`, `Data`, `url` or `file`.
-/// Vectorized substring searches, one per marker: a byte-window loop over large tool
-/// outputs cost as much as decoding the whole request.
-fn may_carry_media(raw: &[u8]) -> bool {
-    static MARKERS: LazyLock<Vec<Finder<'static>>> = LazyLock::new(|| {
-        ["data", "Data", "file", "File", "url"]
-            .iter()
-            .map(|m| Finder::new(m.as_bytes()))
-            .collect()
-    });
-    MARKERS.iter().any(|m| m.find(raw).is_some())
+/// parsed: each wire's media shapes contain one of its markers
+/// ([`foldwire_wire::dialect::Dialect::media_markers`]: quoted part types on Anthropic and
+/// OpenAI, so a text that mentions a file or a URL is not parsed either). Vectorized
+/// substring searches, one per marker: a byte-window loop over large tool outputs cost as
+/// much as decoding the whole request.
+fn may_carry_media(wire: Wire, raw: &[u8]) -> bool {
+    static MARKERS: LazyLock<WireMarkers> =
+        LazyLock::new(|| WireMarkers::new(|d| d.media_markers()));
+    MARKERS.any_in(wire, raw)
 }
 
 /// Every media payload inside one unit's JSON, in document order.

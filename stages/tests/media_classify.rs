@@ -346,6 +346,26 @@ async fn a_unit_that_is_not_json_is_reported_not_guessed() {
     assert!(turn.report.warnings[0].message.contains("unit #0"));
 }
 
+/// On Anthropic and OpenAI a unit is parsed only when it holds one of the wire's quoted
+/// media part types, so a text that talks about files, data and URLs is passed over. A
+/// truncated one shows it: parsed, it would be reported unparsed.
+#[tokio::test]
+async fn a_text_about_files_and_urls_is_not_parsed() {
+    let text = r#"{"type":"text","text":"I read the file, its data and the url \"image\"" trunc"#;
+    for wire in [Wire::Anthropic, Wire::OpenAiChat, Wire::OpenAiResponses] {
+        let turn = classify(wire, &[text]).await;
+        assert!(
+            turn.report.warnings.is_empty(),
+            "{wire}: {:?}",
+            turn.report.warnings
+        );
+    }
+    // Gemini's markers are the broad ones: the same text is parsed, and reported.
+    let turn = classify(Wire::Gemini, &[text]).await;
+    assert_eq!(turn.report.warnings.len(), 1);
+    assert_eq!(turn.report.warnings[0].code, "media_unparsed");
+}
+
 #[tokio::test]
 async fn units_the_last_turn_classified_are_not_searched_again() {
     let inline = format!(

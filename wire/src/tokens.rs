@@ -6,9 +6,9 @@
 use std::sync::{LazyLock, OnceLock};
 
 use foldwire_core::{CharEstimator, TokenEstimator, Wire};
-use memchr::memmem::Finder;
 use tiktoken_rs::CoreBPE;
 
+use crate::dialect::WireMarkers;
 use crate::image_size::{Header, read_header};
 
 /// The o200k BPE, loaded once per process; `None` if it failed to load, in which case the
@@ -79,18 +79,13 @@ const MIN_PAYLOAD_CHARS: usize = 64;
 /// is decoded further, up to the whole payload.
 const FIRST_HEADER_BYTES: usize = 64 * 1024;
 
-/// Substrings every inline image payload of the four wires sits near: data URLs and
-/// Anthropic sources say `base64`, Gemini parts say `inlineData` / `inline_data`. A span
-/// without any is counted by the estimator alone, without looking at its strings.
-fn may_hold_inline_image(raw: &[u8]) -> bool {
-    static MARKERS: LazyLock<[Finder<'static>; 3]> = LazyLock::new(|| {
-        [
-            Finder::new(b"base64"),
-            Finder::new(b"nlineData"),
-            Finder::new(b"nline_data"),
-        ]
-    });
-    MARKERS.iter().any(|m| m.find(raw).is_some())
+/// Whether `raw`, a span of a `wire` request body, may hold an inline image: it contains
+/// one of the wire's markers ([`crate::dialect::Dialect::inline_image_markers`]). Every
+/// unit's tokens are estimated on every turn, so a wire looks only for its own.
+fn may_hold_inline_image(wire: Wire, raw: &[u8]) -> bool {
+    static MARKERS: LazyLock<WireMarkers> =
+        LazyLock::new(|| WireMarkers::new(|d| d.inline_image_markers()));
+    MARKERS.any_in(wire, raw)
 }
 
 /// Estimated tokens of `raw`, a span of a `wire` request body (a unit, a wire message, the
@@ -100,7 +95,7 @@ fn may_hold_inline_image(raw: &[u8]) -> bool {
 /// the size cannot be read), and everything else what `estimator` says. Other base64
 /// payloads (PDFs, audio) keep the estimator's count.
 pub fn raw_tokens(wire: Wire, raw: &[u8], estimator: &dyn TokenEstimator) -> u64 {
-    if raw.len() < MIN_PAYLOAD_CHARS || !may_hold_inline_image(raw) {
+    if raw.len() < MIN_PAYLOAD_CHARS || !may_hold_inline_image(wire, raw) {
         return estimator.raw_tokens(raw);
     }
     let images = inline_images(wire, raw);
@@ -366,6 +361,28 @@ mod tests {
         let gemini = format!(r#"{{"inlineData":{{"mimeType":"image/png","data":"{data}"}}}}"#);
         let n = raw_tokens(Wire::Gemini, gemini.as_bytes(), &CharEstimator);
         assert_eq!(n, 258 * 4 + (gemini.len() - data.len()).div_ceil(4) as u64);
+        let python = gemini.replace("inlineData", "inline_data");
+        let n = raw_tokens(Wire::Gemini, python.as_bytes(), &CharEstimator);
+        assert_eq!(n, 258 * 4 + (python.len() - data.len()).div_ceil(4) as u64);
+    }
+
+    #[test]
+    fn a_wire_prices_only_its_own_inline_image_shapes() {
+        // A Gemini part quoted in an Anthropic or OpenAI message is text to those providers.
+        let data = b64(&png(1200, 800, 3_000));
+        let quoted = format!(r#"{{"inlineData":{{"mimeType":"image/png","data":"{data}"}}}}"#);
+        for wire in [Wire::Anthropic, Wire::OpenAiChat, Wire::OpenAiResponses] {
+            assert_eq!(
+                raw_tokens(wire, quoted.as_bytes(), &CharEstimator),
+                (quoted.len() as u64).div_ceil(4),
+                "{wire}"
+            );
+        }
+        let gemini = raw_tokens(Wire::Gemini, quoted.as_bytes(), &CharEstimator);
+        assert_eq!(
+            gemini,
+            258 * 4 + (quoted.len() - data.len()).div_ceil(4) as u64
+        );
     }
 
     #[test]

@@ -96,6 +96,11 @@ impl Dialect for Anthropic {
         key == "input" && matches!(kind, Some("tool_use" | "server_tool_use"))
     }
 
+    /// Every media object is a block of type `image` or `document`.
+    fn media_markers(&self) -> &'static [&'static [u8]] {
+        &[br#""image""#, br#""document""#]
+    }
+
     fn media_at(&self, map: &Map<String, Value>, f: &mut dyn MediaSink) -> bool {
         let Some(kind @ ("image" | "document")) = str_at(map, "type") else {
             return false;

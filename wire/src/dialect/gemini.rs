@@ -72,6 +72,13 @@ impl Dialect for Gemini {
         TrailingText::Part(to_json(&self.text_part(text)))
     }
 
+    /// Gemini's inline parts carry bare base64 under `inlineData` (REST) or `inline_data`
+    /// (the Python SDK's spelling), `nline` being in both; a data URL is priced as on the
+    /// other wires.
+    fn inline_image_markers(&self) -> &'static [&'static [u8]] {
+        &[b"nline", b"base64"]
+    }
+
     /// 258 tokens for an image at most 384 px both ways, else 258 per 768×768 tile.
     fn image_tokens(&self, width: u32, height: u32) -> u64 {
         const SMALL: u64 = 384;

@@ -8,6 +8,7 @@
 
 mod anthropic;
 mod gemini;
+mod markers;
 mod openai_chat;
 mod openai_responses;
 
@@ -19,6 +20,8 @@ use serde_json::{Map, Value};
 use crate::request::extend::{ToolSpec, array_with, to_json};
 use crate::request::scan;
 use crate::stream::{HiddenCall, Usage};
+
+pub use markers::WireMarkers;
 
 /// How a wire pairs tool calls with their results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,6 +140,14 @@ pub trait Dialect: Send + Sync {
     /// Reports the media object at `map`, if it is one; true when it was.
     fn media_at(&self, map: &Map<String, Value>, sink: &mut dyn MediaSink) -> bool;
 
+    /// Substrings one of which every unit holding a media object [`Dialect::media_at`]
+    /// recognizes contains (its quoted `type` values or keys), so `media.classify` parses
+    /// only units that may hold one. The default is every wire's: each media shape has a
+    /// key or value containing `data`, `Data`, `file`, `File` or `url`.
+    fn media_markers(&self) -> &'static [&'static [u8]] {
+        &[b"data", b"Data", b"file", b"File", b"url"]
+    }
+
     /// The conversation value as a list when the wire allows a scalar there (Responses
     /// takes a string `input`): the bytes of the list. `None`: not a list form.
     fn list_from_scalar(&self, _raw: &[u8]) -> Option<Vec<u8>> {
@@ -205,6 +216,14 @@ pub trait Dialect: Send + Sync {
     /// take that field.
     fn low_detail_image_tokens(&self) -> Option<u64> {
         None
+    }
+
+    /// Substrings one of which every span holding an inline image of this wire contains:
+    /// data URLs and Anthropic's base64 sources say `base64`. A span with none of them holds
+    /// no image the provider prices as one, so its tokens are estimated without looking at
+    /// its strings.
+    fn inline_image_markers(&self) -> &'static [&'static [u8]] {
+        &[b"base64"]
     }
 
     // --- response ------------------------------------------------------------------------

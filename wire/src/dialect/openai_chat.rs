@@ -72,6 +72,10 @@ impl Dialect for OpenAiChat {
         is_tool_data(map, key)
     }
 
+    fn media_markers(&self) -> &'static [&'static [u8]] {
+        MEDIA_TYPES
+    }
+
     fn media_at(&self, map: &Map<String, Value>, f: &mut dyn MediaSink) -> bool {
         media_at(map, f)
     }
@@ -336,6 +340,15 @@ fn media_part(m: &ResultMedia<'_>, part: usize) -> Value {
 }
 
 /// OpenAI's media parts (Chat and Responses share the audio part).
+/// The part types [`media_at`] recognizes, quoted: a unit without any holds no media.
+pub(super) const MEDIA_TYPES: &[&[u8]] = &[
+    br#""image_url""#,
+    br#""input_image""#,
+    br#""input_audio""#,
+    br#""input_file""#,
+    br#""file""#,
+];
+
 pub(super) fn media_at(map: &Map<String, Value>, f: &mut dyn MediaSink) -> bool {
     match str_at(map, "type") {
         // Chat: {"type":"image_url","image_url":{"url":…}} (some clients send a bare string).

@@ -71,6 +71,10 @@ impl Dialect for OpenAiResponses {
         openai_chat::is_tool_data(map, key)
     }
 
+    fn media_markers(&self) -> &'static [&'static [u8]] {
+        openai_chat::MEDIA_TYPES
+    }
+
     fn media_at(&self, map: &Map<String, Value>, f: &mut dyn MediaSink) -> bool {
         openai_chat::media_at(map, f)
     }
