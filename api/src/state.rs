@@ -8,71 +8,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::block::{Block, ExtraFields};
 use crate::ids::{BlockId, Ref, SessionId};
 use crate::message::MessageId;
+pub use crate::rows::{ArchivedItem, RefEntry};
 pub use crate::shared::Shared;
 
-/// The state-file format version this build writes.
-pub const STATE_VERSION: u32 = 1;
-
-/// One row of the refs table: which message a ref names.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RefEntry {
-    /// The ref.
-    pub r#ref: Ref,
-    /// The message fingerprint it was minted for.
-    pub message: MessageId,
-    /// Turn number when minted.
-    pub minted_turn: u64,
-    /// Fields written by newer versions.
-    #[serde(flatten)]
-    pub extra: ExtraFields,
-}
-
-impl Default for RefEntry {
-    fn default() -> Self {
-        RefEntry {
-            r#ref: Ref(1),
-            message: MessageId(String::new()),
-            minted_turn: 0,
-            extra: ExtraFields::new(),
-        }
-    }
-}
-
-/// One archived payload of the session (media or the original of a folded message).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-#[serde(default)]
-pub struct ArchivedItem {
-    /// The ref it was stored under.
-    pub r#ref: Option<Ref>,
-    /// The archive key (content-addressed).
-    pub key: String,
-    /// MIME type.
-    pub media_type: String,
-    /// Size in bytes.
-    pub size: u64,
-    /// True when it holds the original of a folded unit (not media).
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub original: bool,
-    /// True when it holds the whole output of a tool result trimmed on the wire.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub trimmed: bool,
-    /// For spilled media: the fingerprint of the unit that carried it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// For spilled media: the JSON pointer of the payload inside that unit.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pointer: Option<String>,
-    /// The content key of the pack its bytes were written in (none: an object of its own).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pack: Option<String>,
-    /// Where in that pack its bytes start (their length is `size`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u64>,
-    /// Fields written by newer versions.
-    #[serde(flatten)]
-    pub extra: ExtraFields,
-}
+/// The state-file format version this build writes (2: rows of the refs table and the
+/// archive index packed, block lists that follow from the tables left out; see
+/// [`crate::rows`] and [`crate::derived`]).
+pub const STATE_VERSION: u32 = 2;
 
 /// The exact bytes of a folded unit, kept in the state until the archive holds them: UTF-8
 /// text (the unit's JSON as received) held as shared bytes, so keeping a slice of the
@@ -199,7 +141,7 @@ pub struct UsageSample {
 /// Serde, versioned and forward compatible: missing fields take their defaults and unknown
 /// fields are kept and written back.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, remote = "Self")]
 pub struct SessionState {
     /// State-file format version.
     pub version: u32,
@@ -210,6 +152,10 @@ pub struct SessionState {
     /// The next ref number to mint.
     pub next_ref: u32,
     /// The refs table, in mint order.
+    #[serde(
+        serialize_with = "crate::rows::serialize_packed_refs",
+        deserialize_with = "crate::rows::deserialize_packed_refs"
+    )]
     pub refs: Shared<Vec<RefEntry>>,
     /// The next block number.
     pub next_block: u32,
@@ -218,6 +164,10 @@ pub struct SessionState {
     /// Originals of folded messages kept in the state until an archive holds them, by ref.
     pub originals: BTreeMap<Ref, OriginalText>,
     /// The archive index.
+    #[serde(
+        serialize_with = "crate::rows::serialize_packed_archive",
+        deserialize_with = "crate::rows::deserialize_packed_archive"
+    )]
     pub archive: Shared<Vec<ArchivedItem>>,
     /// Head-window and reset state, owned by the layout stage.
     pub head: serde_json::Value,
@@ -449,9 +399,10 @@ mod tests {
         assert!(!Shared::same(&a.refs, &b.refs));
         assert_eq!((a.refs.len(), b.refs.len()), (1, 2));
         assert_ne!(a, b);
-        // Serialized as the table itself.
+        // Serialized as the table itself (the second row packed: the next ref, same turn).
         let json: serde_json::Value = serde_json::from_slice(&b.to_json().unwrap()).unwrap();
-        assert_eq!(json["refs"][1]["message"], "y");
+        assert_eq!(json["refs"][0]["message"], "x");
+        assert_eq!(json["refs"][1], "y");
         assert_eq!(SessionState::from_json(&b.to_json().unwrap()).unwrap(), b);
     }
 

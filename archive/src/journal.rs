@@ -3,8 +3,9 @@
 //! turn writes bytes in proportion to what it added, not to the session's size.
 //!
 //! Layout: `sessions/<id>/journal/<seq>.json`, `seq` zero-padded to 20 digits so names sort
-//! by number. An entry is one header line (`{"format":1,"seq":N,"kind":"full"|"delta"}`)
-//! followed by the body: the state document for `full`, the delta for `delta`.
+//! by number. An entry is one header line (`{"format":1,"seq":N,"kind":"delta"}`; full
+//! entries say format 3, merged ones 2) followed by the body: the state document for
+//! `full`, the delta for `delta`.
 //!
 //! - **Concurrency**: a save that expects version `N` creates entry `N+1` with
 //!   `PutMode::Create`, which S3 (`If-None-Match`), a directory (hard link) and memory all
@@ -49,11 +50,18 @@ use crate::delta::StateDelta;
 use crate::media::backend_error;
 use crate::{keys, payload};
 
-/// The newest entry format this build writes and reads (2 added merged entries; full and
-/// delta entries are still written as format 1, which earlier builds read).
-pub const JOURNAL_FORMAT: u32 = 2;
-/// The format of full and delta entries.
+/// The newest entry format this build writes and reads (2 added merged entries, 3 full
+/// entries of the compact state; delta entries are still written as format 1, which
+/// earlier builds read).
+pub const JOURNAL_FORMAT: u32 = 3;
+/// The format of delta entries.
 const BASE_FORMAT: u32 = 1;
+/// The format of merged entries.
+const MERGED_FORMAT: u32 = 2;
+/// The format of full entries: their state packs the rows of its refs table and archive
+/// index and leaves out block lists that follow from them ([`foldwire_core::STATE_VERSION`]
+/// 2), which earlier builds would misread, so it names a format they refuse by name.
+const FULL_FORMAT: u32 = 3;
 /// Turns a merged entry of level 1 covers; level `l` covers `MERGE_FANOUT^l`.
 pub const MERGE_FANOUT: u64 = 8;
 /// Merge levels (level 4 merges 4,096 turns).
@@ -502,12 +510,13 @@ impl JournalStateStore {
         body_len: usize,
     ) -> Result<Vec<u8>, StoreError> {
         let header = Header {
-            // Earlier builds read full and delta entries; a merged entry names the format
-            // that introduced it, so they refuse it by name rather than misread it.
-            format: if kind == Kind::Merged {
-                JOURNAL_FORMAT
-            } else {
-                BASE_FORMAT
+            // Earlier builds read delta entries; merged and full entries name the format
+            // that introduced their form, so those builds refuse them by name rather than
+            // misread them.
+            format: match kind {
+                Kind::Delta => BASE_FORMAT,
+                Kind::Merged => MERGED_FORMAT,
+                Kind::Full => FULL_FORMAT,
             },
             seq,
             kind,

@@ -328,6 +328,110 @@ async fn an_entry_is_created_only_after_the_writes_it_names() {
     assert_eq!(store.load(&session).await.unwrap().unwrap(), (next, v2));
 }
 
+/// A first turn's state: `messages` refs, all but the last 20 folded into one block whose
+/// originals sit in one pack, as the fold leaves them.
+fn first_turn_state(session: &SessionId, messages: u32) -> SessionState {
+    use foldwire_core::{Block, Ref, derived};
+    let mut s = SessionState::new(session.clone());
+    for i in 0..messages {
+        s.mint_ref(MessageId(format!("{:016x}", u64::from(i) * 7919)));
+    }
+    let pack = format!("{:064x}", 42);
+    let direct: Vec<Ref> = (1..=messages - 20).map(Ref).collect();
+    s.archive = direct
+        .iter()
+        .map(|r| ArchivedItem {
+            r#ref: Some(*r),
+            key: format!("{:064x}", r.0 * 31),
+            media_type: "application/vnd.foldwire.original+json".into(),
+            size: 900,
+            original: true,
+            pack: Some(pack.clone()),
+            offset: Some(u64::from(r.0) * 901),
+            ..ArchivedItem::default()
+        })
+        .collect();
+    let id = s.next_block_id();
+    let keys = derived::original_keys(&s.archive);
+    let fingerprints = derived::fingerprints(&s.refs);
+    let block = Block {
+        id,
+        summary: "what the folded turns did".into(),
+        span: (Ref(1), Ref(messages - 20)),
+        archive_keys: derived::archive_keys_of(&direct, &keys).into(),
+        message_ids: derived::message_ids_of(&direct, &fingerprints).into(),
+        effective: direct.clone().into(),
+        direct: direct.into(),
+        ..Block::default()
+    };
+    s.blocks = vec![block].into();
+    s.turns = 1;
+    s
+}
+
+/// A first turn's full entry is the compact state (packed archive rows, no block lists the
+/// tables give), under a header format earlier builds refuse by name; it loads back as the
+/// state saved, and a full entry an earlier build wrote (every list whole) still loads.
+#[tokio::test]
+async fn a_first_entry_is_compact_and_earlier_full_entries_still_load() {
+    let store: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let journal = JournalStateStore::new(Arc::clone(&store), "memory");
+    let session = SessionId::new("compact").unwrap();
+    let state = first_turn_state(&session, 2000);
+    journal.save(&session, &state, None).await.unwrap();
+    let path = |id: &str| {
+        foldwire_archive::object_store::path::Path::from(format!(
+            "sessions/{id}/journal/00000000000000000001.json"
+        ))
+    };
+    let entry = store
+        .get(&path("compact"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let newline = entry.iter().position(|b| *b == b'\n').unwrap();
+    let header: serde_json::Value = serde_json::from_slice(&entry[..newline]).unwrap();
+    assert_eq!(header["format"], 3, "{header}");
+    assert_eq!(header["kind"], "full");
+    // The tables as an earlier build wrote them: every row an object, every list whole.
+    let whole = serde_json::json!({
+        "version": 1,
+        "session": "earlier",
+        "turns": state.turns,
+        "next_ref": state.next_ref,
+        "next_block": state.next_block,
+        "refs": serde_json::to_value(&*state.refs).unwrap(),
+        "archive": serde_json::to_value(&*state.archive).unwrap(),
+        "blocks": serde_json::to_value(&*state.blocks).unwrap(),
+    });
+    let whole = serde_json::to_vec(&whole).unwrap();
+    let body = entry.len() - newline - 1;
+    assert!(
+        body * 2 < whole.len(),
+        "the compact entry is {body} bytes, the whole tables {}",
+        whole.len()
+    );
+    assert_eq!(journal.load(&session).await.unwrap().unwrap().0, state);
+    let other = JournalStateStore::new(Arc::clone(&store), "memory");
+    assert_eq!(other.load(&session).await.unwrap().unwrap().0, state);
+
+    let earlier = SessionId::new("earlier").unwrap();
+    let mut written = br#"{"format":1,"seq":1,"kind":"full"}"#.to_vec();
+    written.push(b'\n');
+    written.extend_from_slice(&whole);
+    store.put(&path("earlier"), written.into()).await.unwrap();
+    let (loaded, _) = journal.load(&earlier).await.unwrap().unwrap();
+    assert_eq!(
+        loaded,
+        SessionState {
+            session: Some(earlier),
+            ..state
+        }
+    );
+}
+
 /// One steady turn on a long session: two new refs, a turn, a counter.
 fn steady_turn(state: &SessionState, t: u64) -> SessionState {
     let mut next = state.clone();

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 
 use foldhash::{HashMap, HashSet};
 
+use foldwire_core::derived;
 use foldwire_core::{
     AnyRef, Block, BlockId, Conversation, Message, Origin, OriginalText, Ref, SessionState,
     TokenEstimator, state::Shared,
@@ -978,12 +979,8 @@ impl Ctx<'_> {
         let (Some(&lo), Some(&hi)) = (effective.first(), effective.last()) else {
             return Err(CompressError::NothingCompressible);
         };
-        let fingerprints: HashMap<Ref, &foldwire_core::MessageId> =
-            state.refs.iter().map(|e| (e.r#ref, &e.message)).collect();
-        let message_ids = effective
-            .iter()
-            .filter_map(|r| fingerprints.get(r).map(|m| (*m).clone()))
-            .collect();
+        let fingerprints = derived::fingerprints(&state.refs);
+        let message_ids = derived::message_ids_of(&effective, &fingerprints).into();
         let id = state.next_block_id();
         let block = Block {
             id,

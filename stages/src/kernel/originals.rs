@@ -20,6 +20,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
+use foldwire_core::derived;
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{
     MediaArchive, Message, PendingWrite, PendingWrites, Ref, SessionId, SessionState, StoreError,
@@ -377,22 +378,13 @@ pub fn detach_originals(state: &mut SessionState) {
 /// originals, in the order of `direct` (units whose original is still in the state are
 /// skipped).
 fn record_on_blocks(state: &mut SessionState) {
-    // One pass over the index (newest record of a ref wins), then one lookup per ref.
-    let by_ref: HashMap<Ref, &str> = state
-        .archive
-        .iter()
-        .filter(|item| is_original(item))
-        .filter_map(|item| item.r#ref.map(|r| (r, item.key.as_str())))
-        .collect();
+    // One pass over the index (newest record of a ref wins), then one lookup per ref; the
+    // same functions make the lists again when a stored state is loaded.
+    let by_ref = derived::original_keys(&state.archive);
     let keys: Vec<Vec<String>> = state
         .blocks
         .iter()
-        .map(|b| {
-            b.direct
-                .iter()
-                .filter_map(|r| by_ref.get(r).map(|k| (*k).to_owned()))
-                .collect()
-        })
+        .map(|b| derived::archive_keys_of(b.direct.iter(), &by_ref))
         .collect();
     // Only blocks whose keys changed are written, so the blocks stay shared with the
     // state before the turn when nothing did.
