@@ -89,7 +89,7 @@ pub struct ArchivedItem {
 }
 
 /// A row with a packed form that continues the row before it.
-trait PackedRow: Sized + Serialize + DeserializeOwned {
+pub(crate) trait PackedRow: Sized + Serialize + DeserializeOwned {
     /// The packed form.
     type Packed<'a>: Serialize
     where
@@ -161,14 +161,15 @@ impl PackedRow for ArchivedItem {
     }
 }
 
-/// Writes a table, packing every row that continues the one before it.
-fn serialize_packed<T: PackedRow, S: Serializer>(
-    rows: &[T],
+/// Writes a table (the refs table, the archive index), packing every row that continues the
+/// one before it.
+pub(crate) fn serialize_packed<T: PackedRow, S: Serializer>(
+    rows: &Shared<Vec<T>>,
     serializer: S,
 ) -> Result<S::Ok, S::Error> {
     let mut seq = serializer.serialize_seq(Some(rows.len()))?;
     let mut previous: Option<&T> = None;
-    for row in rows {
+    for row in rows.iter() {
         match previous.and_then(|p| row.pack(p)) {
             Some(packed) => seq.serialize_element(&packed)?,
             None => seq.serialize_element(row)?,
@@ -217,7 +218,7 @@ impl<'de, T: PackedRow> Visitor<'de> for RowVisitor<T> {
 }
 
 /// Reads a table, packed rows and objects alike.
-fn deserialize_packed<'de, T: PackedRow, D: Deserializer<'de>>(
+pub(crate) fn deserialize_packed<'de, T: PackedRow, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Shared<Vec<T>>, D::Error> {
     deserializer
@@ -255,36 +256,6 @@ impl<'de, T: PackedRow> Visitor<'de> for RowsVisitor<T> {
     }
 }
 
-/// The refs table as the state stores it (see the module's doc).
-pub(crate) fn serialize_packed_refs<S: Serializer>(
-    rows: &Shared<Vec<RefEntry>>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serialize_packed(rows, serializer)
-}
-
-/// The refs table as the state stores it, or as earlier builds did.
-pub(crate) fn deserialize_packed_refs<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Shared<Vec<RefEntry>>, D::Error> {
-    deserialize_packed(deserializer)
-}
-
-/// The archive index as the state stores it (see the module's doc).
-pub(crate) fn serialize_packed_archive<S: Serializer>(
-    rows: &Shared<Vec<ArchivedItem>>,
-    serializer: S,
-) -> Result<S::Ok, S::Error> {
-    serialize_packed(rows, serializer)
-}
-
-/// The archive index as the state stores it, or as earlier builds did.
-pub(crate) fn deserialize_packed_archive<'de, D: Deserializer<'de>>(
-    deserializer: D,
-) -> Result<Shared<Vec<ArchivedItem>>, D::Error> {
-    deserialize_packed(deserializer)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,8 +276,8 @@ mod tests {
     #[derive(Serialize, Deserialize, PartialEq, Debug)]
     struct Doc {
         #[serde(
-            serialize_with = "serialize_packed_archive",
-            deserialize_with = "deserialize_packed_archive"
+            serialize_with = "serialize_packed",
+            deserialize_with = "deserialize_packed"
         )]
         archive: Shared<Vec<ArchivedItem>>,
     }
@@ -393,8 +364,8 @@ mod tests {
     #[derive(Serialize, Deserialize, PartialEq, Debug)]
     struct Refs {
         #[serde(
-            serialize_with = "serialize_packed_refs",
-            deserialize_with = "deserialize_packed_refs"
+            serialize_with = "serialize_packed",
+            deserialize_with = "deserialize_packed"
         )]
         refs: Shared<Vec<RefEntry>>,
     }

@@ -153,8 +153,8 @@ pub struct SessionState {
     pub next_ref: u32,
     /// The refs table, in mint order.
     #[serde(
-        serialize_with = "crate::rows::serialize_packed_refs",
-        deserialize_with = "crate::rows::deserialize_packed_refs"
+        serialize_with = "crate::rows::serialize_packed",
+        deserialize_with = "crate::rows::deserialize_packed"
     )]
     pub refs: Shared<Vec<RefEntry>>,
     /// The next block number.
@@ -165,8 +165,8 @@ pub struct SessionState {
     pub originals: BTreeMap<Ref, OriginalText>,
     /// The archive index.
     #[serde(
-        serialize_with = "crate::rows::serialize_packed_archive",
-        deserialize_with = "crate::rows::deserialize_packed_archive"
+        serialize_with = "crate::rows::serialize_packed",
+        deserialize_with = "crate::rows::deserialize_packed"
     )]
     pub archive: Shared<Vec<ArchivedItem>>,
     /// Head-window and reset state, owned by the layout stage.
