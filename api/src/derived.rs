@@ -140,6 +140,10 @@ pub(crate) fn restore_derived(state: &mut SessionState) {
     let fingerprints = fingerprints(&state.refs);
     let keys = original_keys(&state.archive);
     for block in blocks.iter_mut() {
+        // Only a list of names is this build's to read; anything else stays as it is.
+        if !matches!(block.extra.get(DERIVED), Some(serde_json::Value::Array(_))) {
+            continue;
+        }
         let Some(serde_json::Value::Array(names)) = block.extra.remove(DERIVED) else {
             continue;
         };
@@ -289,8 +293,15 @@ mod tests {
         let mut stored = serde_json::to_value(&state).unwrap();
         stored["blocks"][0][DERIVED] = serde_json::json!(["archive_keys", "later"]);
         stored["blocks"][0]["archive_keys"] = serde_json::json!([]);
-        let back: SessionState = serde_json::from_value(stored).unwrap();
+        let back: SessionState = serde_json::from_value(stored.clone()).unwrap();
         assert_eq!(back.blocks[0].archive_keys, state.blocks[0].archive_keys);
         assert_eq!(back.blocks[0].extra[DERIVED], serde_json::json!(["later"]));
+        // A field of that name this build cannot read is kept as it came.
+        stored["blocks"][0][DERIVED] = serde_json::json!({"by": "a newer build"});
+        let back: SessionState = serde_json::from_value(stored).unwrap();
+        assert_eq!(
+            back.blocks[0].extra[DERIVED],
+            serde_json::json!({"by": "a newer build"})
+        );
     }
 }
