@@ -238,9 +238,22 @@ async fn openai_responses_media_is_classified_inside_items() {
     let output = format!(
         r#"{{"type":"function_call_output","call_id":"c1","output":[{{"type":"input_image","image_url":"data:image/jpeg;base64,{PNG_B64}"}}]}}"#
     );
+    let screenshot = format!(
+        r#"{{"type":"computer_call_output","call_id":"c2","output":{{"type":"computer_screenshot","image_url":"data:image/png;base64,{PNG_B64}"}}}}"#
+    );
+    let remote_screenshot = r#"{"type":"computer_call_output","call_id":"c3","output":{"type":"computer_screenshot","file_id":"file-shot1"}}"#;
     let turn = classify(
         Wire::OpenAiResponses,
-        &[&item, remote, file_id, &file_data, file_url, &output],
+        &[
+            &item,
+            remote,
+            file_id,
+            &file_data,
+            file_url,
+            &output,
+            &screenshot,
+            remote_screenshot,
+        ],
     )
     .await;
     assert_eq!(
@@ -271,6 +284,20 @@ async fn openai_responses_media_is_classified_inside_items() {
             "/output/0/image_url".into(),
             Some("image/jpeg".into())
         )]
+    );
+    // A computer-use screenshot is media like any input image.
+    assert_eq!(
+        summary(&turn, 6),
+        vec![(
+            "archivable".into(),
+            "/output/image_url".into(),
+            Some("image/png".into())
+        )]
+    );
+    assert_eq!(messages(&turn)[6].media[0].kind, "image");
+    assert_eq!(
+        pin_reason(&turn, 7).unwrap(),
+        "OpenAI file reference file-shot1"
     );
 }
 

@@ -347,6 +347,7 @@ pub(super) const MEDIA_TYPES: &[&[u8]] = &[
     br#""input_audio""#,
     br#""input_file""#,
     br#""file""#,
+    br#""computer_screenshot""#,
 ];
 
 pub(super) fn media_at(map: &Map<String, Value>, f: &mut dyn MediaSink) -> bool {
@@ -395,8 +396,9 @@ pub(super) fn media_at(map: &Map<String, Value>, f: &mut dyn MediaSink) -> bool 
             }
             true
         }
-        // Responses: {"type":"input_image","image_url":…|"file_id":…}.
-        Some("input_image") => {
+        // Responses: {"type":"input_image","image_url":…|"file_id":…}, and a computer-use
+        // screenshot, the output of a `computer_call_output`, in the same shape.
+        Some("input_image" | "computer_screenshot") => {
             if let Some(url) = str_at(map, "image_url") {
                 f.url("image", "/image_url", url, None);
             } else {
