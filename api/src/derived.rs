@@ -12,7 +12,7 @@
 //! state that was saved. [`SessionState`]'s `Serialize` and `Deserialize` are here for that
 //! reason: they are the derived ones with this step around them.
 
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 

@@ -99,7 +99,7 @@ pub use strategy::{
     BoxError, FoldDemand, FoldPolicy, HeadZone, Layout, LayoutPlan, LayoutRequest, RangeInfo,
     StrategyError, StrategySource, Summarizer, Summary, SummaryRequest,
 };
-pub use text::{DecodeText, Text, utf8_lossy};
+pub use text::{DecodeText, Text, checked_utf8, utf8_lossy};
 pub use think::{InlineReasoning, split_inline_reasoning};
 pub use turn::{Fact, Turn, TurnOptions};
 pub use wire::{UnknownWire, Wire};

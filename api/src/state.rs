@@ -36,7 +36,7 @@ impl OriginalText {
     /// # Errors
     /// Where the bytes stop being UTF-8.
     pub fn from_utf8(bytes: bytes::Bytes) -> Result<Self, std::str::Utf8Error> {
-        std::str::from_utf8(&bytes)?;
+        crate::text::checked_utf8(&bytes)?;
         Ok(OriginalText {
             bytes,
             borrowed: true,
@@ -45,7 +45,7 @@ impl OriginalText {
 
     /// The text (checked UTF-8 when made, so never empty by mistake).
     pub fn as_str(&self) -> &str {
-        std::str::from_utf8(&self.bytes).unwrap_or_default()
+        crate::text::checked_utf8(&self.bytes).unwrap_or_default()
     }
 
     /// The bytes, shared.

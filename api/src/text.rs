@@ -15,12 +15,28 @@ use bytes::Bytes;
 /// `bytes` as text, invalid UTF-8 replaced by U+FFFD, borrowed when it is valid.
 ///
 /// The same result as `String::from_utf8_lossy`, which checks byte by byte even when the
-/// bytes are valid: `std::str::from_utf8` checks ASCII a word at a time, and on a session's
-/// tool outputs that made the lossy check a quarter of a first turn's fold.
+/// bytes are valid: [`checked_utf8`] checks them in blocks, and on a session's tool outputs
+/// the lossy check was a quarter of a first turn's fold.
 pub fn utf8_lossy(bytes: &[u8]) -> Cow<'_, str> {
-    match std::str::from_utf8(bytes) {
+    match checked_utf8(bytes) {
         Ok(text) => Cow::Borrowed(text),
         Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+/// `bytes` as text, when they are UTF-8: `std::str::from_utf8` with a SIMD check first.
+///
+/// A first turn checks the whole request body and then every folded original again (11 MB
+/// each at 10,000 messages); the SIMD check reads valid text several times faster than
+/// std's, and only invalid bytes go through std's check for its error (where they stop
+/// being UTF-8).
+///
+/// # Errors
+/// Where the bytes stop being UTF-8.
+pub fn checked_utf8(bytes: &[u8]) -> Result<&str, std::str::Utf8Error> {
+    match simdutf8::basic::from_utf8(bytes) {
+        Ok(text) => Ok(text),
+        Err(_) => std::str::from_utf8(bytes),
     }
 }
 
@@ -239,5 +255,24 @@ mod tests {
         let bad = b"ab\xffc\xe2\x82";
         assert_eq!(utf8_lossy(bad), String::from_utf8_lossy(bad));
         assert_eq!(utf8_lossy(bad), "ab\u{FFFD}c\u{FFFD}");
+    }
+
+    #[test]
+    fn checked_utf8_agrees_with_std_and_says_where_bytes_stop_being_text() {
+        // Long enough for the vectorized path, with multi-byte characters across its blocks.
+        let text = "tool output é ✓ 🦀 ".repeat(200);
+        assert_eq!(checked_utf8(text.as_bytes()), Ok(text.as_str()));
+        for near in [0, 1, 63, 64, 1000, 2999] {
+            let cut = (near..).find(|&i| text.is_char_boundary(i)).unwrap();
+            let mut bad = text.as_bytes().to_vec();
+            bad.insert(cut, 0xff);
+            let ours = checked_utf8(&bad).unwrap_err();
+            let std = std::str::from_utf8(&bad).unwrap_err();
+            assert_eq!(ours, std);
+            assert_eq!(ours.valid_up_to(), cut);
+        }
+        // A character cut short at the end.
+        let short = &text.as_bytes()[..text.len() - 2];
+        assert_eq!(checked_utf8(short), std::str::from_utf8(short));
     }
 }

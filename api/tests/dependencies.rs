@@ -11,13 +11,16 @@ const ENGINE_ONLY: &[&str] = &[
     "actix", "actix-rt", "tokio", "dashmap", "toml", "futures", "tracing",
 ];
 
-/// What the API crate may depend on directly.
+/// What the API crate may depend on directly. `foldhash` and `simdutf8` are leaf crates
+/// with no dependencies of their own (the state's ref-keyed maps and its UTF-8 checks).
 const ALLOWED: &[&str] = &[
     "async-trait",
     "bytes",
+    "foldhash",
     "inventory",
     "serde",
     "serde_json",
+    "simdutf8",
     "thiserror",
 ];
 

@@ -6,8 +6,8 @@ use foldhash::{HashMap, HashSet};
 
 use foldwire_core::derived;
 use foldwire_core::{
-    AnyRef, Block, BlockId, Conversation, Message, Origin, OriginalText, Ref, SessionState,
-    TokenEstimator, state::Shared,
+    AnyRef, Block, BlockId, Conversation, Message, MessageId, Origin, OriginalText, Ref,
+    SessionState, TokenEstimator, state::Shared,
 };
 use serde::{Deserialize, Serialize};
 
@@ -320,6 +320,9 @@ struct Ctx<'a> {
     units: &'a [Message],
     covered: Coverage,
     pos_by_ref: HashMap<Ref, usize>,
+    /// The refs table's fingerprints, for the `message_ids` of every block the batch makes
+    /// (creating blocks mints no refs).
+    fingerprints: HashMap<Ref, &'a MessageId>,
     links: Links,
     zone: HashSet<usize>,
     tools: HashSet<usize>,
@@ -368,6 +371,7 @@ pub fn apply_compression(
         units,
         covered,
         pos_by_ref,
+        fingerprints: derived::fingerprints(&snapshot.refs),
         links,
         zone,
         tools,
@@ -979,8 +983,7 @@ impl Ctx<'_> {
         let (Some(&lo), Some(&hi)) = (effective.first(), effective.last()) else {
             return Err(CompressError::NothingCompressible);
         };
-        let fingerprints = derived::fingerprints(&state.refs);
-        let message_ids = derived::message_ids_of(&effective, &fingerprints).into();
+        let message_ids = derived::message_ids_of(&effective, &self.fingerprints).into();
         let id = state.next_block_id();
         let block = Block {
             id,

@@ -16,6 +16,7 @@
 //! (in [`super::restore`]) reads it back, checking its SHA-256.
 
 use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,8 +24,8 @@ use bytes::Bytes;
 use foldwire_core::derived;
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{
-    MediaArchive, Message, PendingWrite, PendingWrites, Ref, SessionId, SessionState, StoreError,
-    StoredPart,
+    MediaArchive, Message, OriginalText, PendingWrite, PendingWrites, Ref, SessionId, SessionState,
+    StoreError, StoredPart,
 };
 use serde::{Deserialize, Serialize};
 
@@ -312,7 +313,11 @@ fn record_written(
     // The refs of the batch whose newest record already has the same key, found in one pass
     // over the index (not one per unit: a first turn folds thousands); a batch names each
     // ref once.
-    let skip: HashSet<Ref> = {
+    let has_originals = state.archive.iter().any(is_original);
+    let skip: HashSet<Ref> = if !has_originals {
+        // Nothing archived before (a first turn): nothing to compare with.
+        HashSet::new()
+    } else {
         let new_keys: HashMap<Ref, &str> = pending
             .iter()
             .zip(&written)
@@ -338,10 +343,10 @@ fn record_written(
         .archive
         .reserve(pending.len().saturating_sub(skip.len()));
     done.stored.reserve(pending.len());
+    take_originals(&mut state.originals, &pending);
     for (r, part) in pending.into_iter().zip(written) {
         let stored = part.content;
         done.bytes += stored.size;
-        state.originals.remove(&r);
         done.stored.push(r);
         if skip.contains(&r) {
             continue;
@@ -363,6 +368,23 @@ fn record_written(
         record_on_blocks(state);
     }
     done
+}
+
+/// Removes the originals of `refs` from `originals`. A first turn archives thousands at
+/// once: the map is rebuilt from what stays (one pass, built in order) rather than
+/// rebalanced once per removal, unless only a few go.
+fn take_originals(originals: &mut BTreeMap<Ref, OriginalText>, refs: &[Ref]) {
+    if refs.len() < 64 {
+        for r in refs {
+            originals.remove(r);
+        }
+        return;
+    }
+    let gone: HashSet<Ref> = refs.iter().copied().collect();
+    *originals = std::mem::take(originals)
+        .into_iter()
+        .filter(|(r, _)| !gone.contains(r))
+        .collect();
 }
 
 /// Copies every original the state keeps out of the request body it is a slice of, so an
@@ -400,6 +422,36 @@ fn record_on_blocks(state: &mut SessionState) {
     for ((block, keys), changed) in state.blocks.iter_mut().zip(keys).zip(changed) {
         if changed {
             block.archive_keys = keys.into();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn originals(n: u32) -> BTreeMap<Ref, OriginalText> {
+        (1..=n)
+            .map(|i| {
+                let text = OriginalText::from_utf8(Bytes::from(format!("unit {i}")));
+                (Ref(i), text.unwrap_or_default())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn taking_originals_leaves_exactly_the_others_few_or_many() {
+        for (held, taken) in [(10u32, vec![2u32, 5]), (500, (1..=400).step_by(2).collect())] {
+            let mut map = originals(held);
+            let refs: Vec<Ref> = taken.iter().copied().map(Ref).collect();
+            take_originals(&mut map, &refs);
+            let left: Vec<u32> = map.keys().map(|r| r.0).collect();
+            let expected: Vec<u32> = (1..=held).filter(|i| !taken.contains(i)).collect();
+            assert_eq!(left, expected, "{held} held, {} taken", taken.len());
+            // What stays keeps its bytes.
+            for (r, text) in &map {
+                assert_eq!(text.as_str(), format!("unit {}", r.0));
+            }
         }
     }
 }

@@ -44,7 +44,7 @@ pub fn messages_key(wire: Wire) -> &'static str {
 
 /// Decodes a request body of `wire` into a conversation whose spans all point into `body`.
 pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
-    let src = match std::str::from_utf8(&body) {
+    let src = match foldwire_core::checked_utf8(&body) {
         Ok(s) => s,
         Err(e) => {
             return Err(WireError::NotUtf8 {
@@ -85,6 +85,10 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
         && openai_responses::decode_string_input(&mut cx, &path, &messages_span)?;
     if !string_input {
         let items = cx.items(&path, &messages_span)?;
+        // Every wire message is an entry and holds a unit or more: sized once for them
+        // rather than grown a dozen times over a long session's first decode.
+        cx.entries.reserve(items.len());
+        cx.messages.reserve(items.len());
         decode_items(&mut cx, &path, &items, 0, gemini::Pending::default())?;
     }
     Ok(finish(cx, body.clone(), messages_span, (model, stream), 0))
@@ -187,7 +191,7 @@ fn resume(
         Wire::Gemini => gemini::pending_after(kept)?,
         _ => gemini::Pending::default(),
     };
-    let src = std::str::from_utf8(body).ok()?;
+    let src = foldwire_core::checked_utf8(body).ok()?;
     prior.entries.truncate(kept_entries);
     prior.messages.truncate(kept_units);
     for entry in &mut prior.entries {
