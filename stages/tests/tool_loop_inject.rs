@@ -8,7 +8,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use foldwire_core::{Registry, SessionId, SessionState, Stage, StageCx, StageError, Turn, Wire};
 use foldwire_stages::tool_loop::{
-    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, NAMES, SYSTEM_NOTE, ToolsInject, model_view,
+    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, NAMES, SIDE_REQUEST_COUNTER, SYSTEM_NOTE, ToolsInject,
+    model_view,
 };
 use foldwire_stages::wire_codec::{WireDecode, WireEncode};
 use serde_json::Value;
@@ -217,6 +218,46 @@ async fn a_client_tool_of_the_same_name_or_the_option_leaves_the_request_alone()
     ToolsInject.run(&mut turn, &cx()).await.unwrap();
     WireEncode.run(&mut turn, &cx()).await.unwrap();
     assert_eq!(turn.output.as_deref(), Some(body.as_bytes()));
+}
+
+#[tokio::test]
+async fn side_requests_are_told_by_their_frame_and_left_alone_on_every_wire() {
+    // The constraint sits before the messages on some and after them on others: the frame
+    // is read around the messages array wherever the decode found it.
+    let side = [
+        (
+            Wire::Anthropic,
+            r#"{"model":"m","tool_choice":{"type":"tool","name":"route"},"tools":[{"name":"route","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"q"}]}"#,
+        ),
+        (
+            Wire::Anthropic,
+            r#"{"model":"m","messages":[{"role":"user","content":"q"}],"output_format":{"type":"json_schema","schema":{}}}"#,
+        ),
+        (
+            Wire::OpenAiChat,
+            r#"{"model":"m","messages":[{"role":"user","content":"q"}],"response_format":{"type":"json_object"}}"#,
+        ),
+        (
+            Wire::OpenAiResponses,
+            r#"{"model":"m","input":[{"role":"user","content":"q"}],"tool_choice":"none"}"#,
+        ),
+        (
+            Wire::Gemini,
+            r#"{"contents":[{"role":"user","parts":[{"text":"q"}]}],"generationConfig":{"responseMimeType":"application/json"}}"#,
+        ),
+    ];
+    for (wire, body) in side {
+        let (turn, _) = injected(wire, body).await;
+        assert_eq!(turn.output.as_deref(), Some(body.as_bytes()), "{wire}");
+        assert_eq!(turn.report.counter(INJECTED_COUNTER), 0, "{wire}");
+        assert_eq!(turn.report.counter(SIDE_REQUEST_COUNTER), 1, "{wire}");
+    }
+    // A request that leaves the model free to call tools gets them.
+    let main = r#"{"model":"m","messages":[{"role":"user","content":"q"}],"tool_choice":{"type":"auto"}}"#;
+    let (turn, out) = injected(Wire::Anthropic, main).await;
+    assert_eq!(turn.report.counter(INJECTED_COUNTER), 1);
+    assert_eq!(turn.report.counter(SIDE_REQUEST_COUNTER), 0);
+    assert!(tool_names(Wire::Anthropic, &out).contains(&"compress".to_owned()));
 }
 
 #[tokio::test]

@@ -6,7 +6,7 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use foldwire_core::{CharEstimator, SessionId, TurnOptions, TurnReport, TurnRequest, Wire};
+use foldwire_core::{CharEstimator, SessionId, TurnReport, TurnRequest, Wire};
 use foldwire_stages::tool_loop::{ADDED_TOKENS_COUNTER, INJECTED_COUNTER};
 use serde_json::json;
 
@@ -126,9 +126,8 @@ async fn process(
     let mut request = TurnRequest::new(wire, body.clone());
     let reused = decoded.as_ref().map_or(0, |(_, reused)| *reused);
     request.decoded = decoded.map(|(conversation, _)| conversation);
-    request.options = turn_options(app, &session, wire, &body);
     if let Some(upstream) =
-        super::side::summarizer_upstream(&app.engine.pipeline(), route, wire, headers, &body)
+        side::summarizer_upstream(&app.engine.pipeline(), route, wire, headers, &body)
     {
         request.options.extensions.insert(upstream);
     }
@@ -223,18 +222,3 @@ async fn process(
     }
 }
 
-/// The turn options of a request: the tool loop is skipped for a side request (see
-/// [`side`]), whose output constraints and tool choices the pipeline leaves as the client
-/// sent them. Only the frame (the fields beside the messages) is read.
-fn turn_options(app: &AppState, session: &SessionId, wire: Wire, body: &[u8]) -> TurnOptions {
-    let mut options = TurnOptions::default();
-    if !(app.config.compress_tools && app.config.max_rounds > 0) {
-        return options;
-    }
-    let frame = foldwire_wire::request::extend::frame_value(wire, body);
-    if let Some(why) = frame.as_ref().and_then(|f| side::side_request(wire, f)) {
-        tracing::debug!(session = %session, why, "Side request: proxy tools not injected.");
-        options.skip_tool_loop = true;
-    }
-    options
-}

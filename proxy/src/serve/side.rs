@@ -2,7 +2,9 @@
 //! whose tool use it forces, or that forbid tools. Agents make them beside the conversation
 //! (Gemini CLI's routing call, a title or summary call); the proxy's tools and notes would
 //! break them (Gemini refuses function calling with a JSON response type) or change what
-//! they answer, so the compress loop leaves them alone. The pipeline still runs on them.
+//! they answer, so the compress loop leaves them alone: `tools.inject` tells them by their
+//! frame ([`foldwire_wire::dialect::Dialect::side_request`]) and adds nothing. The pipeline
+//! still runs on them.
 //!
 //! Side requests foldwire makes itself — `summarizer.llm` asking the session's own upstream
 //! for a summary — are addressed by [`summarizer_upstream`].
@@ -11,7 +13,6 @@ use axum::http::HeaderMap;
 use foldwire_core::{ComponentKind, Pipeline, Wire};
 use foldwire_plugins::llm::{self, Upstream};
 use foldwire_wire::dialect::WireDialect;
-use serde_json::Value;
 
 use super::route::Route;
 
@@ -98,12 +99,6 @@ fn model_of(body: &[u8]) -> Option<String> {
     serde_json::from_slice::<ModelOnly>(body).ok()?.model
 }
 
-/// Why a request is a side request (shown in logs): structured output, or tools forced or
-/// forbidden, each in the wire's own fields.
-pub fn side_request(wire: Wire, body: &Value) -> Option<&'static str> {
-    wire.dialect().side_request(body)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,7 +158,7 @@ mod tests {
             ),
         ];
         for (wire, body) in side {
-            assert!(side_request(wire, &body).is_some(), "{wire}: {body}");
+            assert!(wire.dialect().side_request(&body).is_some(), "{wire}: {body}");
         }
         let main = [
             (Wire::Anthropic, json!({"tool_choice": {"type": "auto"}})),
@@ -181,7 +176,7 @@ mod tests {
             ),
         ];
         for (wire, body) in main {
-            assert!(side_request(wire, &body).is_none(), "{wire}: {body}");
+            assert!(wire.dialect().side_request(&body).is_none(), "{wire}: {body}");
         }
     }
 }

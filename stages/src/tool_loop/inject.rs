@@ -9,10 +9,11 @@
 //! the same pass as everything else: every byte the client sent stays as it was, and no
 //! body is parsed into a `Value`.
 //!
-//! The turn option `skip_tool_loop` skips a turn (a side request whose
-//! output the client constrains). A client tool that already uses one of the names leaves
-//! the request as the pipeline made it. Counters: [`INJECTED_COUNTER`],
-//! [`ADDED_TOKENS_COUNTER`].
+//! A side request is left as the client made it: one whose output the client constrains
+//! (structured output, a tool forced or tools forbidden, each in its wire's own fields,
+//! [`foldwire_wire::dialect::Dialect::side_request`]) or whose turn sets the option
+//! `skip_tool_loop`. So is a request with a client tool that already uses one of the
+//! names. Counters: [`INJECTED_COUNTER`], [`ADDED_TOKENS_COUNTER`], [`SIDE_REQUEST_COUNTER`].
 
 use std::sync::Arc;
 
@@ -20,8 +21,9 @@ use foldwire_core::{
     BuildCx, BuildError, CharEstimator, Component, ComponentConfig, ComponentKind, Conversation,
     Fact, Stage, StageCx, StageError, Turn, async_trait,
 };
+use foldwire_wire::dialect::dialect;
 use foldwire_wire::request::extend::{
-    ExtendError, add_tools_and_note, append_user_text, without_added_units,
+    ExtendError, add_tools_and_note, append_user_text, frame_value_of, without_added_units,
 };
 use serde::{Deserialize, Serialize};
 
@@ -32,6 +34,9 @@ use super::{
 
 /// Stage name.
 pub const NAME: &str = ToolsInjectConfig::NAME;
+
+/// Counted on a turn left without the tools because it is a side request.
+pub const SIDE_REQUEST_COUNTER: &str = "tools.side_request";
 
 /// The `tools.inject` stage (no params).
 #[derive(Debug, Clone, Copy, Default)]
@@ -59,6 +64,13 @@ impl Stage for ToolsInject {
         let Some(conversation) = turn.conversation.as_ref() else {
             return Err(StageError::NotDecoded { stage: NAME });
         };
+        // Read from the frame alone: the decode already knows where the messages are.
+        let frame = frame_value_of(conversation);
+        if let Some(why) = frame.as_ref().and_then(|f| dialect(turn.wire).side_request(f)) {
+            tracing::debug!(session = %turn.session, why, "Side request: proxy tools not injected.");
+            turn.report.count(SIDE_REQUEST_COUNTER, 1);
+            return Ok(());
+        }
         let runs = summary_runs_of(turn, cx.estimator.as_ref());
         // The layout measured the request; without a layout, the body as the client sent it.
         let request_tokens = match turn.report.counter("request_tokens") {

@@ -22,7 +22,7 @@ pub mod inject;
 pub mod notes;
 
 pub use calls::{CallCx, CallResult, RegisteredTool, ToolHandler, handlers, names, run_call};
-pub use inject::{ToolsInject, model_view};
+pub use inject::{SIDE_REQUEST_COUNTER, ToolsInject, model_view};
 pub use notes::{
     NUDGE_EARLY, pressure_note, ranges_note, schedule_floor, summary_runs_of, turn_note,
 };
