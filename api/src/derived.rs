@@ -172,6 +172,23 @@ pub(crate) fn restore_derived(state: &mut SessionState) {
     state.blocks = blocks;
 }
 
+/// `state` as JSON with every list whole, as it is held in memory: the refs table and the
+/// archive index one object per row, and each block's lists written out. The stored form
+/// packs the tables and leaves out what follows from them; a reader outside foldwire (the
+/// admin API) should not have to make them again. It reads back as the same state.
+///
+/// # Errors
+/// What serializing the state says (a map key that is not a string, say).
+pub fn whole_json(state: &SessionState) -> serde_json::Result<serde_json::Value> {
+    let mut value = serde_json::to_value(state)?;
+    if let serde_json::Value::Object(fields) = &mut value {
+        fields.insert("refs".to_owned(), serde_json::to_value(&*state.refs)?);
+        fields.insert("blocks".to_owned(), serde_json::to_value(&*state.blocks)?);
+        fields.insert("archive".to_owned(), serde_json::to_value(&*state.archive)?);
+    }
+    Ok(value)
+}
+
 // The stored form: what the derive writes, with the block lists that follow from the
 // tables left out (`crate::derived`); a load makes them again before anything sees them.
 impl Serialize for SessionState {
@@ -261,6 +278,23 @@ mod tests {
             kept.len(),
             whole.len()
         );
+    }
+
+    #[test]
+    fn the_whole_json_has_every_row_and_list_and_reads_back() {
+        let state = folded_state(300, 200);
+        let whole = whole_json(&state).unwrap();
+        assert_eq!(whole["refs"].as_array().map(Vec::len), Some(300));
+        assert_eq!(whole["refs"][1]["message"], "fp2");
+        assert_eq!(whole["archive"][0]["key"], format!("{:064}", 1));
+        let block = &whole["blocks"][0];
+        assert!(block.get(DERIVED).is_none(), "{block}");
+        for list in ["effective", "message_ids", "archive_keys"] {
+            assert_eq!(block[list].as_array().map(Vec::len), Some(200), "{list}");
+        }
+        assert_eq!(whole["turns"], serde_json::json!(state.turns));
+        let back: SessionState = serde_json::from_value(whole).unwrap();
+        assert_eq!(back, state);
     }
 
     #[test]

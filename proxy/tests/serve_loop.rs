@@ -190,6 +190,11 @@ async fn the_models_compress_call_is_applied_hidden_and_stitched_on_every_wire()
             let blocks = state["state"]["blocks"].as_array().unwrap();
             assert_eq!(blocks.len(), 1, "{wire} stream={stream}: {state}");
             assert_eq!(blocks[0]["author"], "model", "{}", blocks[0]);
+            // The admin API shows the state whole, not packed as it is stored.
+            let ids = blocks[0]["message_ids"].as_array().unwrap();
+            assert!(!ids.is_empty(), "{}", blocks[0]);
+            assert!(blocks[0].get("derived").is_none(), "{}", blocks[0]);
+            assert!(state["state"]["refs"][0]["ref"].is_string(), "{state}");
         }
     }
 }

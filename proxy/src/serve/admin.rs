@@ -10,7 +10,7 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use foldwire_core::{PipelineSpec, Registry, SessionId, SessionState};
+use foldwire_core::{PipelineSpec, Registry, SessionId, SessionState, derived};
 use foldwire_plugins::sandbox::{PluginError, PluginStore};
 use serde_json::json;
 
@@ -93,7 +93,7 @@ pub async fn session(State(app): State<Arc<AppState>>, Path(id): Path<String>) -
             };
             let economy = economy_of(&app, &state, &reports);
             Json(json!({
-                "session": id, "state": state, "source": "stored", "version": version,
+                "session": id, "state": whole(&state), "source": "stored", "version": version,
                 "reports": reports, "economy": economy
             }))
             .into_response()
@@ -102,7 +102,7 @@ pub async fn session(State(app): State<Arc<AppState>>, Path(id): Path<String>) -
             Ok(state) => {
                 let economy = economy_of(&app, &state, &reports);
                 Json(json!({
-                    "session": id, "state": state, "source": "cached",
+                    "session": id, "state": whole(&state), "source": "cached",
                     "stale": format!("the stored state could not be read ({store_error}); this is this replica's copy as of its last turn here"),
                     "reports": reports, "economy": economy
                 }))
@@ -111,6 +111,12 @@ pub async fn session(State(app): State<Arc<AppState>>, Path(id): Path<String>) -
             Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
         },
     }
+}
+
+/// The state with every list whole ([`derived::whole_json`]), not in its stored form; should
+/// that fail, the stored form, which reads back the same.
+fn whole(state: &SessionState) -> serde_json::Value {
+    derived::whole_json(state).unwrap_or_else(|_| json!(state))
 }
 
 /// The cost of the session's recent turns and the baselines on them, at the session's

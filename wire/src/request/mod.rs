@@ -85,10 +85,6 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
         && openai_responses::decode_string_input(&mut cx, &path, &messages_span)?;
     if !string_input {
         let items = cx.items(&path, &messages_span)?;
-        // Every wire message is an entry and holds a unit or more: sized once for them
-        // rather than grown a dozen times over a long session's first decode.
-        cx.entries.reserve(items.len());
-        cx.messages.reserve(items.len());
         decode_items(&mut cx, &path, &items, 0, gemini::Pending::default())?;
     }
     Ok(finish(cx, body.clone(), messages_span, (model, stream), 0))
