@@ -253,7 +253,8 @@ async fn side_requests_are_told_by_their_frame_and_left_alone_on_every_wire() {
         assert_eq!(turn.report.counter(SIDE_REQUEST_COUNTER), 1, "{wire}");
     }
     // A request that leaves the model free to call tools gets them.
-    let main = r#"{"model":"m","messages":[{"role":"user","content":"q"}],"tool_choice":{"type":"auto"}}"#;
+    let main =
+        r#"{"model":"m","messages":[{"role":"user","content":"q"}],"tool_choice":{"type":"auto"}}"#;
     let (turn, out) = injected(Wire::Anthropic, main).await;
     assert_eq!(turn.report.counter(INJECTED_COUNTER), 1);
     assert_eq!(turn.report.counter(SIDE_REQUEST_COUNTER), 0);

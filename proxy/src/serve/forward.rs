@@ -221,4 +221,3 @@ async fn process(
         }
     }
 }
-

@@ -158,7 +158,10 @@ mod tests {
             ),
         ];
         for (wire, body) in side {
-            assert!(wire.dialect().side_request(&body).is_some(), "{wire}: {body}");
+            assert!(
+                wire.dialect().side_request(&body).is_some(),
+                "{wire}: {body}"
+            );
         }
         let main = [
             (Wire::Anthropic, json!({"tool_choice": {"type": "auto"}})),
@@ -176,7 +179,10 @@ mod tests {
             ),
         ];
         for (wire, body) in main {
-            assert!(wire.dialect().side_request(&body).is_none(), "{wire}: {body}");
+            assert!(
+                wire.dialect().side_request(&body).is_none(),
+                "{wire}: {body}"
+            );
         }
     }
 }

@@ -441,7 +441,10 @@ mod tests {
 
     #[test]
     fn taking_originals_leaves_exactly_the_others_few_or_many() {
-        for (held, taken) in [(10u32, vec![2u32, 5]), (500, (1..=400).step_by(2).collect())] {
+        for (held, taken) in [
+            (10u32, vec![2u32, 5]),
+            (500, (1..=400).step_by(2).collect()),
+        ] {
             let mut map = originals(held);
             let refs: Vec<Ref> = taken.iter().copied().map(Ref).collect();
             take_originals(&mut map, &refs);

@@ -66,7 +66,10 @@ impl Stage for ToolsInject {
         };
         // Read from the frame alone: the decode already knows where the messages are.
         let frame = frame_value_of(conversation);
-        if let Some(why) = frame.as_ref().and_then(|f| dialect(turn.wire).side_request(f)) {
+        if let Some(why) = frame
+            .as_ref()
+            .and_then(|f| dialect(turn.wire).side_request(f))
+        {
             tracing::debug!(session = %turn.session, why, "Side request: proxy tools not injected.");
             turn.report.count(SIDE_REQUEST_COUNTER, 1);
             return Ok(());
