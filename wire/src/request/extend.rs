@@ -287,23 +287,14 @@ pub fn without_added_units(conv: &Conversation) -> Conversation {
 }
 
 /// The request's top-level fields other than its messages array, as JSON: the frame
-/// (system, tools, output constraints, params), read without building the messages.
-pub fn frame_value(wire: Wire, body: &[u8]) -> Option<Value> {
-    frame_value_around(wire, body, &(0..0))
-}
-
-/// [`frame_value`] of a decoded conversation's request: its messages array is passed over
-/// where the decode found it rather than scanned again, so reading the frame costs what
-/// the frame holds, not what the whole history does.
+/// (system, tools, output constraints, params). The messages array is passed over where
+/// the decode found it rather than scanned again, so reading the frame costs what the
+/// frame holds, not what the whole history does.
 pub fn frame_value_of(conv: &Conversation) -> Option<Value> {
-    frame_value_around(conv.wire, &conv.source, &conv.messages_span)
-}
-
-/// The frame of `body`, whose messages array lies at `known` when that is not empty.
-fn frame_value_around(wire: Wire, body: &[u8], known: &Range<usize>) -> Option<Value> {
+    let (wire, body) = (conv.wire, &conv.source);
     let text = foldwire_core::checked_utf8(body).ok()?;
     let start = scan::skip_ws(body, 0);
-    let (fields, _) = scan::frame_fields(text, start, known).ok()?;
+    let (fields, _) = scan::frame_fields(text, start, &conv.messages_span).ok()?;
     let key = messages_key(wire);
     let mut map = serde_json::Map::new();
     for f in fields {
