@@ -61,6 +61,7 @@ pub mod derived;
 pub mod extensions;
 pub mod ids;
 pub mod message;
+pub mod par;
 pub mod registry;
 pub mod report;
 pub mod resolve;

@@ -88,56 +88,15 @@ pub fn parse_ref(raw: &str) -> Result<Ref, StoreError> {
 }
 
 /// [`sha256_hex`] of every payload of a batch, in order. A large batch (a session's first
-/// fold archives megabytes of originals) is hashed on as many threads as the machine has,
-/// up to four, each taking a contiguous share.
+/// fold archives megabytes of originals) is hashed on the machine's cores, each taking a
+/// contiguous share ([`foldwire_core::par`]).
 pub fn sha256_hex_all(items: &[(String, bytes::Bytes)]) -> Vec<String> {
-    /// Below this many bytes one thread is quicker than starting others.
-    const PARALLEL_FROM: usize = 1 << 20;
-    let total: usize = items.iter().map(|(_, b)| b.len()).sum();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .min(4);
-    if total < PARALLEL_FROM || threads < 2 || items.len() < 2 {
-        return items.iter().map(|(_, b)| sha256_hex(b)).collect();
-    }
-    // Contiguous shares of about equal bytes.
-    let share = total.div_ceil(threads);
-    let mut cuts = vec![0];
-    let mut acc = 0;
-    for (i, (_, b)) in items.iter().enumerate() {
-        acc += b.len();
-        if acc >= share * cuts.len() && i + 1 < items.len() {
-            cuts.push(i + 1);
-        }
-    }
-    cuts.push(items.len());
-    cuts.dedup();
-    let chunks: Vec<&[(String, bytes::Bytes)]> = cuts
-        .windows(2)
-        .filter_map(|w| items.get(w.first().copied()?..w.get(1).copied()?))
-        .collect();
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = chunks
-            .iter()
-            .skip(1)
-            .map(|chunk| {
-                scope.spawn(move || chunk.iter().map(|(_, b)| sha256_hex(b)).collect::<Vec<_>>())
-            })
-            .collect();
-        let mut out: Vec<String> = chunks
-            .first()
-            .map(|chunk| chunk.iter().map(|(_, b)| sha256_hex(b)).collect())
-            .unwrap_or_default();
-        for (handle, chunk) in handles.into_iter().zip(chunks.iter().skip(1)) {
-            // A hashing thread cannot fail short of a panic in the digest itself; should it,
-            // its share is hashed here instead.
-            match handle.join() {
-                Ok(keys) => out.extend(keys),
-                Err(_) => out.extend(chunk.iter().map(|(_, b)| sha256_hex(b))),
-            }
-        }
-        out
-    })
+    foldwire_core::par::map(
+        items,
+        |(_, b)| b.len(),
+        foldwire_core::par::BYTES_WORTH_A_THREAD,
+        |(_, b)| sha256_hex(b),
+    )
 }
 
 /// SHA-256 of the bytes as lowercase hex (sha2 0.11 digests do not format as hex themselves).
