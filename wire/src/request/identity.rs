@@ -110,8 +110,13 @@ pub(crate) fn assign_ids_after(messages: &mut [Message], kept: usize) {
         return;
     }
     // Only the copies of the new units' bytes need counting, among the kept units too.
-    let digests: Vec<[u8; ID_HEX_LEN / 2]> =
-        new.iter().map(|m| digest(m.role, m.slot, &m.raw)).collect();
+    // A first turn digests its whole history: on the machine's cores.
+    let digests: Vec<[u8; ID_HEX_LEN / 2]> = foldwire_core::par::map(
+        new,
+        |m| m.raw.len(),
+        foldwire_core::par::BYTES_WORTH_A_THREAD,
+        |m| digest(m.role, m.slot, &m.raw),
+    );
     let mut seen: HashMap<[u8; ID_HEX_LEN / 2], u32> = HashMap::with_capacity(digests.len());
     for d in &digests {
         seen.insert(*d, 0);

@@ -20,6 +20,9 @@ mod rebuild;
 pub(crate) mod scan;
 mod tape;
 
+#[cfg(test)]
+mod split_tests;
+
 use std::borrow::Cow;
 use std::ops::Range;
 
@@ -35,7 +38,7 @@ pub use identity::{content_digest, fingerprint};
 pub use rebuild::{MessageSize, encode, frame, message_sizes};
 
 use scan::{Field, Mode, Syntax};
-use tape::Tape;
+use tape::{Cursor, Tape};
 
 /// The key of the messages array on each wire.
 pub fn messages_key(wire: Wire) -> &'static str {
@@ -44,6 +47,16 @@ pub fn messages_key(wire: Wire) -> &'static str {
 
 /// Decodes a request body of `wire` into a conversation whose spans all point into `body`.
 pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
+    decode_split_from(wire, body, foldwire_core::par::BYTES_WORTH_A_THREAD)
+}
+
+/// [`decode`], its messages array decoded in shares on the machine's cores when it holds
+/// at least `split_from` bytes ([`decode_items`]).
+fn decode_split_from(
+    wire: Wire,
+    body: Bytes,
+    split_from: usize,
+) -> Result<Conversation, WireError> {
     let src = match foldwire_core::checked_utf8(&body) {
         Ok(s) => s,
         Err(e) => {
@@ -85,7 +98,8 @@ pub fn decode(wire: Wire, body: Bytes) -> Result<Conversation, WireError> {
         && openai_responses::decode_string_input(&mut cx, &path, &messages_span)?;
     if !string_input {
         let items = cx.items(&path, &messages_span)?;
-        decode_items(&mut cx, &path, &items, 0, gemini::Pending::default())?;
+        let pending = gemini::Pending::default();
+        decode_items(&mut cx, &path, &items, (0, pending), split_from)?;
     }
     Ok(finish(cx, body.clone(), messages_span, (model, stream), 0))
 }
@@ -249,7 +263,8 @@ fn decode_rest(
     let (kept_entries, kept_units) = (kept.0.len(), kept.1.len());
     let mut cx = Cx::new(wire, src, body, &tape);
     (cx.entries, cx.messages) = kept;
-    decode_items(&mut cx, &path, &items, kept_entries, pending)?;
+    let split_from = foldwire_core::par::BYTES_WORTH_A_THREAD;
+    decode_items(&mut cx, &path, &items, (kept_entries, pending), split_from)?;
     let conv = finish(cx, body.clone(), messages_span, (model, stream), kept_units);
     Ok((conv, kept_entries))
 }
@@ -257,14 +272,77 @@ fn decode_rest(
 /// Decodes the wire messages `items` of the messages array at `path`, the first being item
 /// `first` of the array (a decode that reused the ones before it starts further in), with
 /// the derived Gemini call ids the items before it left unanswered.
+///
+/// Items of `split_from` bytes or more (a session's first turn) are decoded in contiguous
+/// shares on the machine's cores ([`foldwire_core::par`]): every wire but Gemini decodes an
+/// item on its own, so the shares' entries and units, put end to end, are what one pass
+/// makes. Gemini pairs id-less calls across contents and decodes in one pass.
 fn decode_items(
+    cx: &mut Cx<'_>,
+    path: &Path<'_>,
+    items: &[Range<usize>],
+    (first, pending): (usize, gemini::Pending),
+    split_from: usize,
+) -> Result<(), WireError> {
+    if cx.wire == Wire::Gemini {
+        cx.reserve(items.len());
+        return decode_share(cx, path, items, first, pending);
+    }
+    // A decode from the start lets the first share's lists become its own (sized for every
+    // item), so only the later shares' units are moved.
+    let fresh = cx.entries.is_empty() && cx.messages.is_empty();
+    if !fresh {
+        cx.reserve(items.len());
+    }
+    let (wire, src, body, tape) = (cx.wire, cx.src, cx.body, cx.tape.tape());
+    let parts = foldwire_core::par::split(
+        items,
+        |item| item.len(),
+        split_from,
+        |start, share| {
+            let mut part = Cx::new(wire, src, body, tape);
+            part.reserve(if start == 0 && fresh {
+                items.len()
+            } else {
+                share.len()
+            });
+            decode_share(
+                &mut part,
+                path,
+                share,
+                first + start,
+                gemini::Pending::default(),
+            )?;
+            Ok::<_, WireError>((part.entries, part.messages))
+        },
+    );
+    for (start, part) in parts {
+        let (entries, mut messages) = part?;
+        if start == 0 && fresh {
+            (cx.entries, cx.messages) = (entries, messages);
+            continue;
+        }
+        // A share numbered its entries from its own first.
+        let base = cx.entries.len();
+        if base > 0 {
+            for unit in &mut messages {
+                unit.entry += base;
+            }
+        }
+        cx.entries.extend(entries);
+        cx.messages.extend(messages);
+    }
+    Ok(())
+}
+
+/// Decodes `items` one after another, the first being item `first` of the array.
+fn decode_share(
     cx: &mut Cx<'_>,
     path: &Path<'_>,
     items: &[Range<usize>],
     first: usize,
     mut pending: gemini::Pending,
 ) -> Result<(), WireError> {
-    cx.reserve(items.len());
     for (i, item) in items.iter().enumerate() {
         let path = path.index(first + i);
         match cx.wire {
@@ -383,8 +461,8 @@ pub(crate) struct UnitSpec {
 
 /// Decoding state: the body and the entries and units found so far.
 pub(crate) struct Cx<'a> {
-    /// The validated body's structural index.
-    tape: &'a Tape,
+    /// The validated body's structural index, read front to back.
+    tape: Cursor<'a>,
     /// The wire.
     pub wire: Wire,
     /// The body as text.
@@ -399,7 +477,7 @@ pub(crate) struct Cx<'a> {
 impl<'a> Cx<'a> {
     fn new(wire: Wire, src: &'a str, body: &'a Bytes, tape: &'a Tape) -> Self {
         Cx {
-            tape,
+            tape: tape.cursor(),
             wire,
             src,
             body,
@@ -447,7 +525,7 @@ impl<'a> Cx<'a> {
         if self.bytes().get(span.start) != Some(&b'{') {
             return Err(self.shape(path, "an object", span));
         }
-        scan::indexed_object_fields(self.tape, self.src, span)
+        scan::indexed_object_fields(&self.tape, self.src, span)
             .unwrap_or_else(|| scan::object_fields_mode(self.src, span, Mode::Trusted))
             .map_err(|e| self.syntax(path, e))
     }

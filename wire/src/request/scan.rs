@@ -7,7 +7,7 @@
 use std::borrow::Cow;
 use std::ops::Range;
 
-use super::tape::{INDEX_DEPTH, Tape};
+use super::tape::{Cursor, INDEX_DEPTH, Tape};
 
 /// A syntax error: the byte offset and what the scanner expected there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -349,7 +349,7 @@ pub(crate) fn object_fields<'a>(
 /// The fields of the object at `span` from the index alone, or `None` when its children
 /// are not indexed (the caller then scans the bytes).
 pub(crate) fn indexed_object_fields<'a>(
-    tape: &Tape,
+    tape: &Cursor<'_>,
     src: &'a str,
     span: &Range<usize>,
 ) -> Option<Result<Vec<Field<'a>>, Syntax>> {
@@ -697,6 +697,7 @@ mod tests {
             r#"{{"a":[1,{{"b":"{long}"}},[]],"c":"{long}","d":{{}},"e":[[[[[[[[1]]]]]]]]}}"#
         );
         let (end, tape) = value_end_indexed(src.as_bytes(), 0).unwrap();
+        let tape = tape.cursor();
         assert_eq!(end, src.len());
         let top = indexed_object_fields(&tape, &src, &(0..end))
             .unwrap()
@@ -743,7 +744,7 @@ mod tests {
 
     /// Walks every container of `span` by scanning and checks the index agrees wherever it
     /// answers; returns how many containers the index answered for.
-    fn check_index(src: &str, tape: &Tape, span: &Range<usize>) -> usize {
+    fn check_index(src: &str, tape: &Cursor<'_>, span: &Range<usize>) -> usize {
         let mut answered = 0;
         let children: Vec<Range<usize>> = match src.as_bytes().get(span.start) {
             Some(b'{') => {
@@ -800,7 +801,7 @@ mod tests {
             let src = if pretty { serde_json::to_string_pretty(&v) } else { serde_json::to_string(&v) }.unwrap();
             let (end, tape) = value_end_indexed(src.as_bytes(), 0).unwrap();
             proptest::prop_assert_eq!(end, src.len());
-            let answered = check_index(&src, &tape, &(0..end));
+            let answered = check_index(&src, &tape.cursor(), &(0..end));
             let empty_root = matches!(&v, serde_json::Value::Array(a) if a.is_empty())
                 || matches!(&v, serde_json::Value::Object(o) if o.is_empty());
             proptest::prop_assert!(answered > 0 || empty_root || !(v.is_array() || v.is_object()));

@@ -29,9 +29,17 @@ pub(crate) struct Node {
 
 /// The index: nodes in pre-order (a container, then its keys and values), so a container's
 /// first child is the node right after it and each child links to the one after it.
+/// Read through a [`Cursor`]; a body decoded in shares on several threads shares one tape,
+/// each share with a cursor of its own.
 #[derive(Debug, Default)]
 pub(crate) struct Tape {
     nodes: Vec<Node>,
+}
+
+/// One reader's way through a [`Tape`].
+#[derive(Debug)]
+pub(crate) struct Cursor<'t> {
+    tape: &'t Tape,
     /// Where the last lookup landed: decoders walk the body front to back, so the next
     /// lookup is almost always a little after it (searched by galloping from here, which
     /// stays in cache where a binary search over the whole index would not).
@@ -44,6 +52,13 @@ impl Tape {
         // About one indexed value per 64 bytes in agent traffic; growing past it is fine.
         Tape {
             nodes: Vec::with_capacity(len / 64),
+        }
+    }
+
+    /// A reader starting at the front.
+    pub(crate) fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            tape: self,
             hint: Cell::new(0),
         }
     }
@@ -77,17 +92,24 @@ impl Tape {
             next,
         });
     }
+}
+
+impl<'t> Cursor<'t> {
+    /// The tape it reads.
+    pub(crate) fn tape(&self) -> &'t Tape {
+        self.tape
+    }
 
     /// The node of the value starting at byte `start`, when its children are indexed.
     /// Values start at distinct offsets, and the nodes are sorted by start.
-    fn children_of(&self, start: usize) -> Option<Children<'_>> {
+    fn children_of(&self, start: usize) -> Option<Children<'t>> {
         let i = self.find(start)?;
         self.hint.set(i);
-        let node = self.nodes.get(i)?;
+        let node = self.tape.nodes.get(i)?;
         // A container whose subtree is empty either is empty or sits at the depth limit;
         // the caller scans those bytes itself.
         (node.next > i + 1).then_some(Children {
-            nodes: &self.nodes,
+            nodes: &self.tape.nodes,
             at: i + 1,
             until: node.next,
         })
@@ -97,10 +119,10 @@ impl Tape {
     /// search below it.
     fn find(&self, start: usize) -> Option<usize> {
         let by_start = |n: &Node| n.start;
-        let hint = self.hint.get().min(self.nodes.len());
-        let from_hint = self.nodes.get(hint..).unwrap_or_default();
+        let hint = self.hint.get().min(self.tape.nodes.len());
+        let from_hint = self.tape.nodes.get(hint..).unwrap_or_default();
         if from_hint.first().is_none_or(|n| n.start > start) {
-            let below = self.nodes.get(..hint).unwrap_or_default();
+            let below = self.tape.nodes.get(..hint).unwrap_or_default();
             return below.binary_search_by_key(&start, by_start).ok();
         }
         let mut step = 1;
@@ -117,7 +139,7 @@ impl Tape {
     pub(crate) fn child_spans(
         &self,
         span: &Range<usize>,
-    ) -> Option<impl Iterator<Item = Range<usize>> + '_> {
+    ) -> Option<impl Iterator<Item = Range<usize>> + 't> {
         let children = self.children_of(span.start)?;
         Some(children.map(|n| n.start..n.end))
     }
