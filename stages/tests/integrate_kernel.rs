@@ -658,6 +658,43 @@ async fn a_deferred_batch_is_recorded_when_planned_and_leaves_its_write_pending(
     assert_eq!(failing.refused(), 1);
 }
 
+/// A deferred pack's write gets under way while the thread that started it is still busy
+/// (a stage computing on the engine's current-thread runtime, which polls no task until the
+/// turn's stages are done): it runs on a thread of its own, so it overlaps the rest of the
+/// turn rather than starting when the turn stores its state.
+#[tokio::test(flavor = "current_thread")]
+async fn a_deferred_pack_is_written_while_the_turn_goes_on() {
+    let mut state = SessionState::new(session());
+    let view = minted(&history(Wire::Anthropic), &mut state);
+    fold_middle(&mut state, &view);
+    let threads = BatchThreads::over(Backends::memory().media);
+    let archive: Arc<dyn MediaArchive> = threads.clone();
+    let to = BatchTarget {
+        defer: true,
+        ..target(&archive, Some(&view.source))
+    };
+    let in_flight = start_archiving(&state, to);
+    assert!(in_flight.is_some());
+    // Busy without yielding, as the stages after the fold are.
+    assert!(
+        threads.wait_for_writes(1, Duration::from_secs(20)),
+        "the pack's write waited for the runtime the turn computes on"
+    );
+    let mut pending = PendingWrites::default();
+    let done = finish_archiving(
+        &mut state,
+        in_flight,
+        archive.as_ref(),
+        &session(),
+        Duration::from_secs(5),
+        &mut pending,
+    )
+    .await;
+    assert!(done.failed.is_empty(), "{done:?}");
+    pending.finish().await.unwrap();
+    assert!(state.originals.is_empty());
+}
+
 /// [`finish_archiving`] with five seconds to spare.
 async fn finish(
     state: &mut SessionState,

@@ -9,11 +9,13 @@ use foldwire_core::{
 };
 
 /// An archive that notes the thread each batch write ([`MediaArchive::put_contents`]) ran
-/// on, and otherwise is the archive it wraps.
+/// on and when the writes it planned got under way, and otherwise is the archive it wraps.
 #[derive(Debug)]
 pub struct BatchThreads {
     inner: Arc<dyn MediaArchive>,
     batches: std::sync::Mutex<Vec<std::thread::ThreadId>>,
+    /// How many planned writes have been polled for the first time.
+    writes_begun: Arc<(std::sync::Mutex<usize>, std::sync::Condvar)>,
 }
 
 impl BatchThreads {
@@ -22,7 +24,20 @@ impl BatchThreads {
         Arc::new(BatchThreads {
             inner,
             batches: std::sync::Mutex::new(Vec::new()),
+            writes_begun: Arc::default(),
         })
+    }
+
+    /// Blocks this thread (it does not yield to an async runtime) until `n` of the writes
+    /// [`MediaArchive::plan_contents`] handed out have begun, or `timeout` passes; whether
+    /// they did.
+    pub fn wait_for_writes(&self, n: usize, timeout: std::time::Duration) -> bool {
+        let (begun, changed) = &*self.writes_begun;
+        let guard = begun.lock().unwrap();
+        let (guard, _) = changed
+            .wait_timeout_while(guard, timeout, |begun| *begun < n)
+            .unwrap();
+        *guard >= n
     }
 
     /// The thread of each [`MediaArchive::put_contents`] call so far, in order.
@@ -90,7 +105,18 @@ impl MediaArchive for BatchThreads {
             .lock()
             .unwrap()
             .push(std::thread::current().id());
-        self.inner.plan_contents(session, source, items).await
+        let mut planned = self.inner.plan_contents(session, source, items).await?;
+        let write = planned.write;
+        let begun = Arc::clone(&self.writes_begun);
+        planned.write = Box::pin(async move {
+            {
+                let (count, changed) = &*begun;
+                *count.lock().unwrap() += 1;
+                changed.notify_all();
+            }
+            write.await
+        });
+        Ok(planned)
     }
 
     async fn get_packed(

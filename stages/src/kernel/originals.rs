@@ -176,7 +176,14 @@ fn spawn_batch(
                 .plan_contents(&session, source.as_ref(), items)
                 .await?;
             if defer {
-                return Ok((planned.parts, Some(tokio::spawn(planned.write))));
+                // On a thread of its own, not as a task: the runtime this runs on may be the
+                // one the stage computes on (a current-thread runtime, the engine's), which
+                // would not poll a task until the turn's stages are done, and the write
+                // would only start then.
+                let write = planned.write;
+                let on = tokio::runtime::Handle::current();
+                let writing = tokio::task::spawn_blocking(move || on.block_on(write));
+                return Ok((planned.parts, Some(writing)));
             }
             planned.write.await?;
             Ok((planned.parts, None))
