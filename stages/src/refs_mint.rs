@@ -78,23 +78,37 @@ pub fn mint_refs(state: &mut SessionState, conversation: &mut Conversation) -> M
             }
         }
     }
-    // Sized once: a session's first turn mints thousands.
-    let mut minted: HashMap<MessageId, Ref> = HashMap::with_capacity(fresh.len());
-    if !fresh.is_empty() {
-        state.refs.reserve(fresh.len());
+    if fresh.is_empty() {
+        return report;
     }
-    for i in fresh {
-        let Some(unit) = conversation.messages.get_mut(i) else {
-            continue;
-        };
-        if let Some(r) = minted.get(&unit.id) {
-            unit.r#ref = Some(*r);
-            report.known += 1;
-        } else {
-            let r = state.mint_ref(unit.id.clone());
-            minted.insert(unit.id.clone(), r);
+    // Sized once: a session's first turn mints thousands. The fingerprints are looked up
+    // where the units hold them, and each is copied once, into the refs table.
+    state.refs.reserve(fresh.len());
+    let mut assigned: Vec<(usize, Ref)> = Vec::with_capacity(fresh.len());
+    {
+        let mut minted: HashMap<&str, Ref> = HashMap::with_capacity(fresh.len());
+        for i in fresh {
+            let Some(unit) = conversation.messages.get(i) else {
+                continue;
+            };
+            let r = match minted.get(unit.id.0.as_str()) {
+                Some(r) => {
+                    report.known += 1;
+                    *r
+                }
+                None => {
+                    let r = state.mint_ref(unit.id.clone());
+                    minted.insert(unit.id.0.as_str(), r);
+                    report.minted += 1;
+                    r
+                }
+            };
+            assigned.push((i, r));
+        }
+    }
+    for (i, r) in assigned {
+        if let Some(unit) = conversation.messages.get_mut(i) {
             unit.r#ref = Some(r);
-            report.minted += 1;
         }
     }
     report

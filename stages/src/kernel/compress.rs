@@ -1,6 +1,6 @@
 //! The compress operation: turning ranges of refs into blocks.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashSet};
 
@@ -464,9 +464,10 @@ pub fn apply_compression(
     }
 
     let mut result = CompressionResult::default();
+    let mut originals = Vec::new();
     for ((plan, request), outcome) in plans.into_iter().zip(requests).zip(outcomes.iter_mut()) {
         let Some(plan) = plan else { continue };
-        match cx.create(state, &plan, request) {
+        match cx.create(state, &plan, request, &mut originals) {
             Ok((id, tokens)) => {
                 outcome.block = Some(id);
                 outcome.tier = Some(plan.tier);
@@ -476,6 +477,7 @@ pub fn apply_compression(
             Err(e) => fail(outcome, e),
         }
     }
+    keep_originals(&mut state.originals, originals);
     result.ranges = outcomes;
     result.note = unknown_batch_note(state, &result);
     result
@@ -958,11 +960,14 @@ impl Ctx<'_> {
             .map_or_else(|| format!("#{i}"), |r| r.to_string())
     }
 
+    /// Makes the block `plan` describes; the originals it folds are added to `kept`
+    /// (kept in the state by the caller, once per batch).
     fn create(
         &self,
         state: &mut SessionState,
         plan: &Plan,
         request: &CompressRequest,
+        kept: &mut Vec<(Ref, OriginalText)>,
     ) -> Result<(BlockId, u64), CompressError> {
         let mut originals = Vec::with_capacity(plan.direct.len());
         let mut direct_refs = Vec::with_capacity(plan.direct.len());
@@ -1007,7 +1012,17 @@ impl Ctx<'_> {
             }
         }
         state.blocks.push(block);
-        state.originals.extend(originals);
+        kept.extend(originals);
         Ok((id, plan.fresh_tokens + consumed_tokens))
+    }
+}
+
+/// Adds a batch's originals to the state's. Into none (a session's first fold keeps
+/// thousands), the map is built from them in one pass rather than by one insertion each.
+fn keep_originals(into: &mut BTreeMap<Ref, OriginalText>, originals: Vec<(Ref, OriginalText)>) {
+    if into.is_empty() {
+        *into = originals.into_iter().collect();
+    } else {
+        into.extend(originals);
     }
 }
