@@ -50,6 +50,7 @@ use foldwire_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::kernel::units::KnownUnitTokens;
 use crate::kernel::{
     BatchTarget, CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin,
     FoldOutcome, MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression,
@@ -469,7 +470,10 @@ impl Folds<'_> {
         if let Some(tokens) = self.measured.get() {
             return tokens;
         }
-        let (tokens, view) = fold_and_measure(self.conversation, &self.turn.state, self.estimator);
+        // The units' estimates `ranges.build` made, where they still hold.
+        let known = self.turn.extensions.get::<KnownUnitTokens>();
+        let (tokens, view) =
+            fold_and_measure(self.conversation, &self.turn.state, self.estimator, known);
         self.measured.set(Some(tokens));
         self.view.replace(view);
         tokens

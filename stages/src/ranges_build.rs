@@ -28,7 +28,7 @@ use foldwire_core::{
 use foldwire_wire::request::content_digest;
 
 use crate::digest_memo::DigestMemo;
-use crate::kernel::units::unit_tokens;
+use crate::kernel::units::{KnownUnitTokens, estimator_id, unit_tokens};
 use crate::kernel::{Protection, RangesConfig, compressible_ranges_with};
 use crate::layout_head_window::{default_head_tokens, with_first_head};
 
@@ -85,11 +85,19 @@ impl Stage for RangesBuild {
             .options
             .head_tokens
             .unwrap_or_else(|| default_head_tokens(turn.budget.available()));
+        let estimator = cx.estimator.as_ref();
+        let last = turn.carry.remove::<LastEstimates>();
+        let (tokens, next, estimated) = estimate_units(conversation, estimator, last);
+        turn.carry.insert(next);
+        // The stages after this one measure the same units again (a first turn: the whole
+        // history); they take these estimates rather than read every unit's bytes again.
+        let known = KnownUnitTokens::of(conversation, estimator, &tokens);
         let first_head = match with_first_head(
             &turn.state,
             conversation,
-            cx.estimator.as_ref(),
+            estimator,
             head_tokens,
+            Some(&known),
         ) {
             Ok(s) => s,
             Err(e) => {
@@ -105,13 +113,10 @@ impl Stage for RangesBuild {
             .count("ranges.first_turn_head", u64::from(first_head.is_some()));
         let state = first_head.as_ref().unwrap_or(&turn.state);
         let config = self.config_for(turn.budget);
-        let estimator = cx.estimator.as_ref();
-        let last = turn.carry.remove::<LastEstimates>();
-        let (tokens, next, estimated) = estimate_units(conversation, estimator, last);
-        turn.carry.insert(next);
         turn.ranges = compressible_ranges_with(conversation, state, &config, estimator, &tokens);
         turn.extensions
             .insert(UsedProtection(config.protection.clone()));
+        turn.extensions.insert(known);
         let n = turn.ranges.len() as u64;
         let tokens = turn.ranges.iter().map(|r| r.tokens).sum();
         turn.report
@@ -142,10 +147,7 @@ fn estimate_units(
     last: Option<LastEstimates>,
 ) -> (Vec<u64>, LastEstimates, usize) {
     let wire = conversation.wire;
-    let which = (
-        estimator.name(),
-        std::ptr::from_ref(estimator).cast::<()>().addr(),
-    );
+    let which = estimator_id(estimator);
     let mut memo = last
         .filter(|l| l.wire == wire && l.estimator == which)
         .unwrap_or(LastEstimates {

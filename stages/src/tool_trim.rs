@@ -37,7 +37,7 @@ use foldwire_core::{
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::kernel::units::{Coverage, Links};
+use crate::kernel::units::{Coverage, KnownUnitTokens, Links};
 use crate::layout_head_window::{HeadState, unit_key};
 use crate::ranges_build::UsedProtection;
 
@@ -299,6 +299,7 @@ impl Stage for ToolTrim {
             conv,
             estimator,
             crate::layout_head_window::default_head_tokens(turn.budget.available()),
+            turn.extensions.get::<KnownUnitTokens>(),
         )
         .ok()
         .flatten();

@@ -729,7 +729,7 @@ fn ranges_build_sees_the_head_before_the_first_layout() {
     let msgs = history("h", 12, 400);
     let conv = conversation(Wire::Anthropic, &msgs);
     let state = SessionState::default();
-    let seen = lh::with_first_head(&state, &conv, &CharEstimator, 300)
+    let seen = lh::with_first_head(&state, &conv, &CharEstimator, 300, None)
         .unwrap()
         .unwrap();
     let head: Vec<String> = head_fingerprints(&seen).into_iter().map(|m| m.0).collect();
@@ -740,14 +740,14 @@ fn ranges_build_sees_the_head_before_the_first_layout() {
     assert_eq!(head_fingerprints(&t.state), head_fingerprints(&seen));
     // Once recorded, or while a reset waits, the state is used as it is.
     assert!(
-        lh::with_first_head(&t.state, &conv, &CharEstimator, 3_000)
+        lh::with_first_head(&t.state, &conv, &CharEstimator, 3_000, None)
             .unwrap()
             .is_none()
     );
     let mut fresh = SessionState::default();
     reset(&mut fresh, "New topic.").unwrap();
     assert!(
-        lh::with_first_head(&fresh, &conv, &CharEstimator, 300)
+        lh::with_first_head(&fresh, &conv, &CharEstimator, 300, None)
             .unwrap()
             .is_none()
     );

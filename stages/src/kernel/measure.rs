@@ -14,7 +14,7 @@ use foldwire_wire::request;
 use foldwire_wire::tokens::raw_tokens;
 
 use super::prune::{FoldOutcome, fold_copy};
-use super::units::unit_tokens;
+use super::units::{KnownUnitTokens, unit_tokens};
 
 /// A request's estimated tokens, split the way the layout's zones need them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -41,11 +41,23 @@ impl RequestTokens {
 /// conversation cannot be encoded the envelopes are left out rather than failing: the
 /// encode stage reports that error itself.
 pub fn measure(conversation: &Conversation, estimator: &dyn TokenEstimator) -> RequestTokens {
+    measure_knowing(conversation, estimator, None)
+}
+
+/// [`measure`], taking each unit's own estimate from `known` where the turn made it already.
+pub fn measure_knowing(
+    conversation: &Conversation,
+    estimator: &dyn TokenEstimator,
+    known: Option<&KnownUnitTokens>,
+) -> RequestTokens {
     let wire = conversation.wire;
     let mut units: Vec<u64> = conversation
         .messages
         .iter()
-        .map(|u| unit_tokens(wire, u, estimator))
+        .map(|u| match known {
+            Some(known) => known.unit(wire, u, estimator),
+            None => unit_tokens(wire, u, estimator),
+        })
         .collect();
     let mut frame = match request::frame(conversation) {
         Ok(bytes) => raw_tokens(wire, &bytes, estimator),
@@ -88,23 +100,29 @@ pub fn folded_request_tokens(
     state: &SessionState,
     estimator: &dyn TokenEstimator,
 ) -> u64 {
-    fold_and_measure(conversation, state, estimator).0
+    fold_and_measure(conversation, state, estimator, None).0
 }
 
 /// [`folded_request_tokens`], with the folded copy it measured and what folding it did, so
 /// a caller that goes on to send the same view need not fold it again; `None` when no
 /// block covers anything (the conversation was measured as it is, not copied).
+///
+/// `known`: the units' estimates the turn made already ([`KnownUnitTokens`]), if any.
 pub fn fold_and_measure(
     conversation: &Conversation,
     state: &SessionState,
     estimator: &dyn TokenEstimator,
+    known: Option<&KnownUnitTokens>,
 ) -> (u64, Option<(Conversation, FoldOutcome)>) {
     // No block covers anything (a new session's first measure): folding changes nothing,
     // so the conversation is measured as it is rather than copied whole first.
     if state.active_blocks().all(|b| b.effective.is_empty()) {
-        return (measure(conversation, estimator).total(), None);
+        return (
+            measure_knowing(conversation, estimator, known).total(),
+            None,
+        );
     }
     let (folded, outcome) = fold_copy(conversation, state);
-    let tokens = measure(&folded, estimator).total();
+    let tokens = measure_knowing(&folded, estimator, known).total();
     (tokens, Some((folded, outcome)))
 }

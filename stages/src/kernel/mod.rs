@@ -42,7 +42,9 @@ pub use compress::{
 };
 pub use inspect::{BlockView, Inspection, RefView, inspect};
 pub use lifecycle::{BlockSync, DEFAULT_OLD_AFTER_TURNS, sync_blocks};
-pub use measure::{RequestTokens, fold_and_measure, folded_request_tokens, measure};
+pub use measure::{
+    RequestTokens, fold_and_measure, folded_request_tokens, measure, measure_knowing,
+};
 pub use originals::{
     BatchTarget, OriginalsArchived, OriginalsInFlight, archive_originals, detach_originals,
     finish_archiving, original_key, start_archiving, start_archiving_units,

@@ -5,8 +5,8 @@
 use foldhash::{HashMap, HashMapExt as _};
 
 use foldwire_core::{
-    BlockId, MediaClass, Message, MessageKind, Origin, Ref, Role, SessionState, TokenEstimator,
-    Wire,
+    BlockId, Conversation, MediaClass, Message, MessageKind, Origin, Ref, Role, SessionState,
+    TokenEstimator, Wire,
 };
 use foldwire_wire::tokens::{default_image_tokens, raw_tokens};
 
@@ -143,6 +143,61 @@ pub fn unit_tokens(wire: Wire, unit: &Message, estimator: &dyn TokenEstimator) -
         return own;
     }
     own + referenced * default_image_tokens(wire)
+}
+
+/// The estimates a turn made of its client units ([`unit_tokens`]), by the bytes each was
+/// made from, so the stages after the one that made them (a first turn measures the whole
+/// history three times) do not read every unit's bytes again.
+///
+/// Only units whose bytes lie in the request body are kept: the body lives as long as the
+/// turn, so no other unit's bytes can sit at the same address, and a unit a stage changed
+/// (new bytes) is simply estimated again.
+#[derive(Debug, Clone)]
+pub struct KnownUnitTokens {
+    wire: Wire,
+    /// Which estimator made them (name and address, as the ranges stage's memo tells).
+    estimator: (&'static str, usize),
+    /// By the address of a unit's bytes: their length and the estimate.
+    by_bytes: HashMap<usize, (usize, u64)>,
+}
+
+impl KnownUnitTokens {
+    /// `tokens` (one per unit of `conversation`, made by `estimator`) kept by each unit's
+    /// bytes.
+    pub fn of(conversation: &Conversation, estimator: &dyn TokenEstimator, tokens: &[u64]) -> Self {
+        let body = conversation.source.as_ptr_range();
+        let mut by_bytes = HashMap::with_capacity(tokens.len());
+        for (unit, t) in conversation.messages.iter().zip(tokens) {
+            let bytes = unit.raw.as_ptr_range();
+            if !unit.raw.is_empty() && body.start <= bytes.start && bytes.end <= body.end {
+                by_bytes.insert(bytes.start.addr(), (unit.raw.len(), *t));
+            }
+        }
+        KnownUnitTokens {
+            wire: conversation.wire,
+            estimator: estimator_id(estimator),
+            by_bytes,
+        }
+    }
+
+    /// [`unit_tokens`] of `unit`: the kept estimate when it was made from these very bytes
+    /// by this estimator, else a fresh one.
+    pub fn unit(&self, wire: Wire, unit: &Message, estimator: &dyn TokenEstimator) -> u64 {
+        let same_source = self.wire == wire && self.estimator == estimator_id(estimator);
+        let kept = same_source && !unit.raw.is_empty();
+        match kept.then(|| self.by_bytes.get(&unit.raw.as_ptr().addr())) {
+            Some(Some((len, t))) if *len == unit.raw.len() => *t,
+            _ => unit_tokens(wire, unit, estimator),
+        }
+    }
+}
+
+/// An estimator's identity within a turn: its name and where it lives.
+pub(crate) fn estimator_id(estimator: &dyn TokenEstimator) -> (&'static str, usize) {
+    (
+        estimator.name(),
+        std::ptr::from_ref(estimator).cast::<()>().addr(),
+    )
 }
 
 /// Groups of units that must stay together: a tool call with every result carrying its call
@@ -415,6 +470,72 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
     use foldwire_core::Block;
+
+    /// An estimator that is not [`foldwire_core::CharEstimator`] (another name, other
+    /// numbers).
+    #[derive(Debug)]
+    struct Doubled;
+
+    impl TokenEstimator for Doubled {
+        fn name(&self) -> &'static str {
+            "test.doubled"
+        }
+        fn text_tokens(&self, text: &str) -> u64 {
+            2 * text.len() as u64
+        }
+    }
+
+    #[test]
+    fn known_estimates_are_taken_only_for_the_bytes_and_estimator_they_were_made_for() {
+        use foldwire_core::CharEstimator;
+        let body = format!(
+            r#"{{"model":"m","messages":[{{"role":"user","content":"{}"}},{{"role":"assistant","content":"{}"}}],"max_tokens":5}}"#,
+            "a".repeat(400),
+            "b".repeat(800)
+        );
+        let conv =
+            foldwire_wire::request::decode(Wire::Anthropic, bytes::Bytes::from(body)).unwrap();
+        let fresh: Vec<u64> = conv
+            .messages
+            .iter()
+            .map(|u| unit_tokens(Wire::Anthropic, u, &CharEstimator))
+            .collect();
+        // Marked numbers, so a kept estimate shows.
+        let marked: Vec<u64> = fresh.iter().map(|t| t + 10_000).collect();
+        let known = KnownUnitTokens::of(&conv, &CharEstimator, &marked);
+        for (unit, mark) in conv.messages.iter().zip(&marked) {
+            assert_eq!(known.unit(Wire::Anthropic, unit, &CharEstimator), *mark);
+        }
+        // Another estimator, another wire: estimated afresh.
+        let first = &conv.messages[0];
+        assert_eq!(
+            known.unit(Wire::Anthropic, first, &Doubled),
+            unit_tokens(Wire::Anthropic, first, &Doubled)
+        );
+        assert_eq!(
+            known.unit(Wire::OpenAiChat, first, &CharEstimator),
+            unit_tokens(Wire::OpenAiChat, first, &CharEstimator)
+        );
+        // A unit with other bytes (a stage rewrote it), even of the same length: afresh.
+        let mut rewritten = first.clone();
+        rewritten.raw = bytes::Bytes::from(first.raw.to_vec());
+        assert_eq!(
+            known.unit(Wire::Anthropic, &rewritten, &CharEstimator),
+            fresh[0]
+        );
+        let mut shorter = first.clone();
+        shorter.raw = first.raw.slice(..first.raw.len() - 1);
+        assert_eq!(
+            known.unit(Wire::Anthropic, &shorter, &CharEstimator),
+            unit_tokens(Wire::Anthropic, &shorter, &CharEstimator)
+        );
+        // Measuring with the true estimates kept is measuring.
+        let kept = KnownUnitTokens::of(&conv, &CharEstimator, &fresh);
+        assert_eq!(
+            crate::kernel::measure_knowing(&conv, &CharEstimator, Some(&kept)),
+            crate::kernel::measure(&conv, &CharEstimator)
+        );
+    }
 
     fn block(id: u32, refs: &[u32], active: bool) -> Block {
         Block {

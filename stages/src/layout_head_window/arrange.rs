@@ -363,12 +363,13 @@ pub fn with_first_head(
     conv: &Conversation,
     estimator: &dyn TokenEstimator,
     head_tokens: u64,
+    known: Option<&crate::kernel::units::KnownUnitTokens>,
 ) -> Result<Option<SessionState>, LayoutStateError> {
     let mut head = HeadState::load(state)?;
     if !head.head_ids.is_empty() || head.sealed || head.transition.is_some() {
         return Ok(None);
     }
-    let tokens = crate::kernel::measure(conv, estimator).units;
+    let tokens = crate::kernel::measure_knowing(conv, estimator, known).units;
     let groups = windows::groups(&conv.messages);
     let group_tokens = windows::group_tokens(&groups, &tokens);
     let (end, _) = windows::head_walk(
