@@ -111,7 +111,16 @@ async fn two_replicas_behind_round_robin_lose_no_turn_and_mint_no_ref_twice() {
     for (wire, handle) in clients {
         let run = handle.await.unwrap();
         let id = SessionId::new(run.session.clone()).unwrap();
-        let (state, _) = backends.state.load(&id).await.unwrap().unwrap();
+        // Usage is recorded after the answer went out: the last round's may still be on its
+        // way to the store.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let state = loop {
+            let (state, _) = backends.state.load(&id).await.unwrap().unwrap();
+            if state.usage.len() >= run.acked || std::time::Instant::now() > deadline {
+                break state;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
         assert!(
             state.turns as usize >= run.acked,
             "{wire}: {} turns stored, {} acknowledged",

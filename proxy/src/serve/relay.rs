@@ -223,8 +223,11 @@ async fn learn(app: &AppState, session: &SessionId, window: u64) {
     }
 }
 
-/// Records the usage a round reported against foldwire's estimate.
-async fn record_usage(ex: &Exchange, wire: Wire, events: &[StreamEvent]) {
+/// Records the usage a round reported against foldwire's estimate, off the client's path:
+/// the answer does not wait for the state write (a durable one: an fsync on a directory,
+/// a PUT on S3), which the session's actor applies in its turn, retrying a lost race like
+/// any other update.
+fn record_usage(ex: &Exchange, wire: Wire, events: &[StreamEvent]) {
     let Some((_, session)) = &ex.session else {
         return;
     };
@@ -234,16 +237,18 @@ async fn record_usage(ex: &Exchange, wire: Wire, events: &[StreamEvent]) {
     };
     let estimated = ex.estimated;
     let keep = ex.app.config.usage_samples;
-    let stored = ex
-        .app
-        .engine
-        .update(session, move |state: &mut foldwire_core::SessionState| {
-            usage::record(state, estimated, reported, keep)
-        })
-        .await;
-    if let Err(e) = stored {
-        tracing::warn!(session = %session, error = %e, "Could not record usage.");
-    }
+    let (app, session) = (Arc::clone(&ex.app), session.clone());
+    tokio::spawn(async move {
+        let stored = app
+            .engine
+            .update(&session, move |state: &mut foldwire_core::SessionState| {
+                usage::record(state, estimated, reported, keep)
+            })
+            .await;
+        if let Err(e) = stored {
+            tracing::warn!(session = %session, error = %e, "Could not record usage.");
+        }
+    });
 }
 
 /// No loop: the bytes go to the client as they arrive, parsed on the side for usage (a
@@ -298,7 +303,7 @@ fn tap(
         {
             usage_events.extend(events);
         }
-        record_usage(&ex, wire, &usage_events).await;
+        record_usage(&ex, wire, &usage_events);
     });
     let body = futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|item| (item, rx))
@@ -487,7 +492,7 @@ async fn stream_rounds(
             }
         }
         if round == 0 {
-            record_usage(&ex, wire, &seen.events).await;
+            record_usage(&ex, wire, &seen.events);
         }
         let hidden = filter.finish();
         if goes_on(&ex, round, &seen, &hidden) {
@@ -580,7 +585,7 @@ async fn json_rounds(
         let mut seen = RoundSeen::default();
         seen.see(&events);
         if round == 0 {
-            record_usage(&ex, wire, &seen.events).await;
+            record_usage(&ex, wire, &seen.events);
         }
         let hidden = hidden_calls(&events);
         if goes_on(&ex, round, &seen, &hidden)
