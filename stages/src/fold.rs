@@ -11,7 +11,7 @@
 //!    put to the `FoldPolicy` named by `policy` (default `fold.scheduled`) over
 //!    `turn.ranges`; the ranges it picks are merged where they are adjacent, summarized by
 //!    the `Summarizer` named by `summarizer` (default `summarizer.extractive`) and applied
-//!    with [`apply_compression`]. While the request is still over the policy's threshold,
+//!    with [`apply_compression`](crate::kernel::apply_compression). While the request is still over the policy's threshold,
 //!    the summaries on the wire fold again: the runs of them ([`summary_runs`]) the policy
 //!    picks are folded by block ids into one block a tier up each (nested blocks, which
 //!    restore down to the originals). On a turn that folded, the runs of summaries also fold
@@ -53,7 +53,7 @@ use serde::{Deserialize, Serialize};
 use crate::kernel::units::KnownUnitTokens;
 use crate::kernel::{
     BatchTarget, CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin,
-    FoldOutcome, MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression,
+    FoldOutcome, MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression_knowing,
     detach_originals, finish_archiving, fold_and_measure, fold_view, folded_media_warning,
     start_archiving, start_archiving_units, summary_runs, summary_text, sync_blocks,
 };
@@ -647,12 +647,13 @@ impl Folds<'_> {
         }
         self.measured.set(None);
         self.view.replace(None);
-        let result = apply_compression(
+        let result = apply_compression_knowing(
             &mut self.turn.state,
             self.conversation,
             requests,
             self.compress,
             self.estimator,
+            self.turn.extensions.get::<KnownUnitTokens>(),
         );
         let report = &mut self.turn.report;
         for outcome in &result.ranges {

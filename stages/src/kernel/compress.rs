@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use super::protect::Protection;
 use super::tiers::MAX_TIER;
-use super::units::{Coverage, Links, coverage, foldable, unit_tokens};
+use super::units::{Coverage, KnownUnitTokens, Links, coverage, foldable, unit_tokens};
 
 /// One range the caller (the model through the compress tool, the CLI, a fold policy) asks
 /// to fold. Build one with [`CompressRequest::new`] and the `with_` methods, so a field added
@@ -329,6 +329,8 @@ struct Ctx<'a> {
     head: HashSet<usize>,
     config: &'a CompressConfig,
     estimator: &'a dyn TokenEstimator,
+    /// The units' estimates made earlier in the turn, if any.
+    known: Option<&'a KnownUnitTokens>,
     wire: foldwire_core::Wire,
 }
 
@@ -351,6 +353,19 @@ pub fn apply_compression(
     requests: &[CompressRequest],
     config: &CompressConfig,
     estimator: &dyn TokenEstimator,
+) -> CompressionResult {
+    apply_compression_knowing(state, view, requests, config, estimator, None)
+}
+
+/// [`apply_compression`], taking the units' estimates from `known` where the turn made
+/// them already ([`KnownUnitTokens`]).
+pub fn apply_compression_knowing(
+    state: &mut SessionState,
+    view: &Conversation,
+    requests: &[CompressRequest],
+    config: &CompressConfig,
+    estimator: &dyn TokenEstimator,
+    known: Option<&KnownUnitTokens>,
 ) -> CompressionResult {
     let units = view.messages.as_slice();
     let covered = coverage(state);
@@ -378,6 +393,7 @@ pub fn apply_compression(
         head,
         config,
         estimator,
+        known,
         wire: view.wire,
     };
 
@@ -918,7 +934,10 @@ impl Ctx<'_> {
         let fresh_tokens: u64 = direct
             .iter()
             .filter_map(|&i| self.units.get(i))
-            .map(|u| unit_tokens(self.wire, u, self.estimator))
+            .map(|u| match self.known {
+                Some(known) => known.unit(self.wire, u, self.estimator),
+                None => unit_tokens(self.wire, u, self.estimator),
+            })
             .sum();
         // acp §26 #61: a summary far shorter than what it replaces loses the range; refuse
         // it with the numbers the model needs to write a better one.

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use foldwire_core::{Conversation, Message};
-use foldwire_core::{MessageKind, RangeInfo, Role, SessionState, TokenEstimator, Wire};
+use foldwire_core::{MessageKind, RangeInfo, Role, SessionState, TokenEstimator};
 use serde::{Deserialize, Serialize};
 
 use super::protect::Protection;
@@ -140,7 +140,10 @@ pub fn compressible_ranges_with(
         if !changed {
             let described = segments
                 .into_iter()
-                .filter_map(|seg| Some((seg.clone(), describe(wire, units.get(seg)?, estimator)?)))
+                .filter_map(|seg| {
+                    let info = describe(units.get(seg.clone())?, tokens.get(seg.clone())?)?;
+                    Some((seg, info))
+                })
                 .collect();
             return merge_small(described, config.min_tokens)
                 .into_iter()
@@ -230,8 +233,9 @@ fn segment(units: &[Message], candidate: &[bool], cuts: &Cuts<'_>) -> Vec<std::o
     out
 }
 
-/// The range a run of units forms.
-fn describe(wire: Wire, units: &[Message], estimator: &dyn TokenEstimator) -> Option<RangeInfo> {
+/// The range `units` make, whose estimates are `tokens` (one each, as
+/// [`compressible_ranges_with`] was given them).
+fn describe(units: &[Message], tokens: &[u64]) -> Option<RangeInfo> {
     let start = units.first()?.r#ref?;
     let end = units.last()?.r#ref?;
     let mut tool_calls: BTreeMap<String, u32> = BTreeMap::new();
@@ -251,18 +255,13 @@ fn describe(wire: Wire, units: &[Message], estimator: &dyn TokenEstimator) -> Op
         }
     }
     Some(
-        RangeInfo::new(
-            start,
-            end,
-            units.iter().map(|u| unit_tokens(wire, u, estimator)).sum(),
-            units.len(),
-        )
-        .with_tool_calls(tool_calls)
-        .with_tool_units(
-            units
-                .iter()
-                .filter(|u| matches!(u.kind, MessageKind::ToolCall | MessageKind::ToolResult))
-                .count(),
-        ),
+        RangeInfo::new(start, end, tokens.iter().sum(), units.len())
+            .with_tool_calls(tool_calls)
+            .with_tool_units(
+                units
+                    .iter()
+                    .filter(|u| matches!(u.kind, MessageKind::ToolCall | MessageKind::ToolResult))
+                    .count(),
+            ),
     )
 }
