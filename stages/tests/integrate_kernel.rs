@@ -605,15 +605,7 @@ async fn a_deferred_batch_is_recorded_when_planned_and_leaves_its_write_pending(
     };
     let in_flight = start_archiving(&state, to);
     let mut pending = PendingWrites::default();
-    let done = finish_archiving(
-        &mut state,
-        in_flight,
-        archive.as_ref(),
-        &session(),
-        Duration::from_secs(5),
-        &mut pending,
-    )
-    .await;
+    let done = finish_leaving(&mut state, in_flight, archive.as_ref(), &mut pending).await;
     assert!(done.failed.is_empty(), "{done:?}");
     assert!(state.originals.is_empty());
     assert!(
@@ -645,15 +637,7 @@ async fn a_deferred_batch_is_recorded_when_planned_and_leaves_its_write_pending(
     };
     let in_flight = start_archiving(&state, to);
     let mut pending = PendingWrites::default();
-    finish_archiving(
-        &mut state,
-        in_flight,
-        backends.media.as_ref(),
-        &session(),
-        Duration::from_secs(5),
-        &mut pending,
-    )
-    .await;
+    finish_leaving(&mut state, in_flight, backends.media.as_ref(), &mut pending).await;
     assert!(pending.finish().await.is_err());
     assert_eq!(failing.refused(), 1);
 }
@@ -681,15 +665,7 @@ async fn a_deferred_pack_is_written_while_the_turn_goes_on() {
         "the pack's write waited for the runtime the turn computes on"
     );
     let mut pending = PendingWrites::default();
-    let done = finish_archiving(
-        &mut state,
-        in_flight,
-        archive.as_ref(),
-        &session(),
-        Duration::from_secs(5),
-        &mut pending,
-    )
-    .await;
+    let done = finish_leaving(&mut state, in_flight, archive.as_ref(), &mut pending).await;
     assert!(done.failed.is_empty(), "{done:?}");
     pending.finish().await.unwrap();
     assert!(state.originals.is_empty());
@@ -701,13 +677,23 @@ async fn finish(
     in_flight: Option<foldwire_stages::kernel::OriginalsInFlight>,
     archive: &dyn MediaArchive,
 ) -> foldwire_stages::kernel::OriginalsArchived {
+    finish_leaving(state, in_flight, archive, &mut PendingWrites::default()).await
+}
+
+/// [`finish`], leaving a deferred batch's write in `pending`.
+async fn finish_leaving(
+    state: &mut SessionState,
+    in_flight: Option<foldwire_stages::kernel::OriginalsInFlight>,
+    archive: &dyn MediaArchive,
+    pending: &mut PendingWrites,
+) -> foldwire_stages::kernel::OriginalsArchived {
     finish_archiving(
         state,
         in_flight,
         archive,
         &session(),
         Duration::from_secs(5),
-        &mut PendingWrites::default(),
+        pending,
     )
     .await
 }
