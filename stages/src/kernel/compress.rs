@@ -933,9 +933,9 @@ impl Ctx<'_> {
         let len = summary.chars().count();
         let fresh_tokens: u64 = direct
             .iter()
-            .filter_map(|&i| self.units.get(i))
-            .map(|u| match self.known {
-                Some(known) => known.unit(self.wire, u, self.estimator),
+            .filter_map(|&i| Some((i, self.units.get(i)?)))
+            .map(|(i, u)| match self.known {
+                Some(known) => known.unit(self.wire, i, u, self.estimator),
                 None => unit_tokens(self.wire, u, self.estimator),
             })
             .sum();

@@ -54,8 +54,9 @@ pub fn measure_knowing(
     let mut units: Vec<u64> = conversation
         .messages
         .iter()
-        .map(|u| match known {
-            Some(known) => known.unit(wire, u, estimator),
+        .enumerate()
+        .map(|(i, u)| match known {
+            Some(known) => known.unit(wire, i, u, estimator),
             None => unit_tokens(wire, u, estimator),
         })
         .collect();

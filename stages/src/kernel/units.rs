@@ -157,8 +157,12 @@ pub struct KnownUnitTokens {
     wire: Wire,
     /// Which estimator made them (name and address, as the ranges stage's memo tells).
     estimator: (&'static str, usize),
-    /// By the address of a unit's bytes: their length and the estimate.
-    by_bytes: HashMap<usize, (usize, u64)>,
+    /// Per kept unit: where its bytes start, their length and its estimate; sorted by start
+    /// (units lie in the body in conversation order).
+    by_bytes: Vec<(usize, usize, u64)>,
+    /// Whether `by_bytes[i]` is unit `i` (every unit was kept): a unit asked for at the
+    /// same position in the same conversation is then found without a search.
+    aligned: bool,
 }
 
 impl KnownUnitTokens {
@@ -166,27 +170,54 @@ impl KnownUnitTokens {
     /// bytes.
     pub fn of(conversation: &Conversation, estimator: &dyn TokenEstimator, tokens: &[u64]) -> Self {
         let body = conversation.source.as_ptr_range();
-        let mut by_bytes = HashMap::with_capacity(tokens.len());
-        for (unit, t) in conversation.messages.iter().zip(tokens) {
-            let bytes = unit.raw.as_ptr_range();
-            if !unit.raw.is_empty() && body.start <= bytes.start && bytes.end <= body.end {
-                by_bytes.insert(bytes.start.addr(), (unit.raw.len(), *t));
-            }
+        let mut by_bytes: Vec<(usize, usize, u64)> = conversation
+            .messages
+            .iter()
+            .zip(tokens)
+            .filter_map(|(unit, t)| {
+                let bytes = unit.raw.as_ptr_range();
+                let inside = body.start <= bytes.start && bytes.end <= body.end;
+                (!unit.raw.is_empty() && inside).then(|| (bytes.start.addr(), unit.raw.len(), *t))
+            })
+            .collect();
+        let mut aligned = by_bytes.len() == conversation.messages.len();
+        if !by_bytes.is_sorted_by_key(|(start, ..)| *start) {
+            by_bytes.sort_by_key(|(start, ..)| *start);
+            aligned = false;
         }
         KnownUnitTokens {
             wire: conversation.wire,
             estimator: estimator_id(estimator),
             by_bytes,
+            aligned,
         }
     }
 
-    /// [`unit_tokens`] of `unit`: the kept estimate when it was made from these very bytes
-    /// by this estimator, else a fresh one.
-    pub fn unit(&self, wire: Wire, unit: &Message, estimator: &dyn TokenEstimator) -> u64 {
+    /// [`unit_tokens`] of `unit`, unit `at` of its conversation: the kept estimate when it
+    /// was made from these very bytes by this estimator, else a fresh one.
+    pub fn unit(
+        &self,
+        wire: Wire,
+        at: usize,
+        unit: &Message,
+        estimator: &dyn TokenEstimator,
+    ) -> u64 {
         let same_source = self.wire == wire && self.estimator == estimator_id(estimator);
-        let kept = same_source && !unit.raw.is_empty();
-        match kept.then(|| self.by_bytes.get(&unit.raw.as_ptr().addr())) {
-            Some(Some((len, t))) if *len == unit.raw.len() => *t,
+        let start = unit.raw.as_ptr().addr();
+        let kept = (same_source && !unit.raw.is_empty())
+            .then(|| {
+                let here = self
+                    .by_bytes
+                    .get(at)
+                    .filter(|k| self.aligned && k.0 == start);
+                here.or_else(|| {
+                    let i = self.by_bytes.binary_search_by_key(&start, |k| k.0).ok()?;
+                    self.by_bytes.get(i)
+                })
+            })
+            .flatten();
+        match kept {
+            Some((_, len, t)) if *len == unit.raw.len() => *t,
             _ => unit_tokens(wire, unit, estimator),
         }
     }
@@ -503,30 +534,36 @@ mod tests {
         // Marked numbers, so a kept estimate shows.
         let marked: Vec<u64> = fresh.iter().map(|t| t + 10_000).collect();
         let known = KnownUnitTokens::of(&conv, &CharEstimator, &marked);
-        for (unit, mark) in conv.messages.iter().zip(&marked) {
-            assert_eq!(known.unit(Wire::Anthropic, unit, &CharEstimator), *mark);
+        for (i, (unit, mark)) in conv.messages.iter().zip(&marked).enumerate() {
+            assert_eq!(known.unit(Wire::Anthropic, i, unit, &CharEstimator), *mark);
+            // Found by its bytes wherever it sits now (a folded copy moves units).
+            let elsewhere = conv.messages.len() - 1 - i;
+            assert_eq!(
+                known.unit(Wire::Anthropic, elsewhere, unit, &CharEstimator),
+                *mark
+            );
         }
         // Another estimator, another wire: estimated afresh.
         let first = &conv.messages[0];
         assert_eq!(
-            known.unit(Wire::Anthropic, first, &Doubled),
+            known.unit(Wire::Anthropic, 0, first, &Doubled),
             unit_tokens(Wire::Anthropic, first, &Doubled)
         );
         assert_eq!(
-            known.unit(Wire::OpenAiChat, first, &CharEstimator),
+            known.unit(Wire::OpenAiChat, 0, first, &CharEstimator),
             unit_tokens(Wire::OpenAiChat, first, &CharEstimator)
         );
         // A unit with other bytes (a stage rewrote it), even of the same length: afresh.
         let mut rewritten = first.clone();
         rewritten.raw = bytes::Bytes::from(first.raw.to_vec());
         assert_eq!(
-            known.unit(Wire::Anthropic, &rewritten, &CharEstimator),
+            known.unit(Wire::Anthropic, 0, &rewritten, &CharEstimator),
             fresh[0]
         );
         let mut shorter = first.clone();
         shorter.raw = first.raw.slice(..first.raw.len() - 1);
         assert_eq!(
-            known.unit(Wire::Anthropic, &shorter, &CharEstimator),
+            known.unit(Wire::Anthropic, 0, &shorter, &CharEstimator),
             unit_tokens(Wire::Anthropic, &shorter, &CharEstimator)
         );
         // Measuring with the true estimates kept is measuring.
