@@ -10,7 +10,7 @@ use foldwire_archive::Backends;
 use foldwire_archive::object_store::path::Path as ObjectPath;
 use foldwire_archive::object_store::{ObjectStore, ObjectStoreExt as _};
 use foldwire_core::{
-    Conversation, Registry, SessionId, SessionState, StageCx, StateVersion, Turn, Wire,
+    Conversation, Registry, SessionId, SessionState, StageCx, StateVersion, StoreError, Turn, Wire,
 };
 use foldwire_wire::shared_bytes::{common_prefix_len, common_suffix_len};
 use futures::{StreamExt as _, TryStreamExt as _};
@@ -129,23 +129,68 @@ impl OfflineSession {
             .ok_or_else(|| anyhow!("the view pipeline produced no conversation"))
     }
 
-    /// Saves the state if nobody else changed it since it was loaded.
+    /// Applies `change` to the state and saves it. When another writer (a running
+    /// `foldwire serve` recording a turn or the model's usage) stored a newer state in
+    /// between, the state is loaded again and `change` runs again on it, so an offline
+    /// command never fails only because the session was live. `change` returns its output
+    /// and whether it changed anything (nothing is saved when it did not).
     ///
     /// # Errors
-    /// A concurrent writer (run the command again) or a store failure.
-    pub async fn save(&mut self) -> Result<()> {
-        let v = self
+    /// An error of `change`, a store failure, or a session changed underneath
+    /// [`SAVE_ATTEMPTS`] times in a row.
+    pub async fn update<T>(
+        &mut self,
+        mut change: impl AsyncFnMut(&mut Self) -> Result<(T, bool)>,
+    ) -> Result<T> {
+        let mut attempt = 1;
+        loop {
+            let (out, changed) = change(self).await?;
+            if !changed {
+                return Ok(out);
+            }
+            match self
+                .backends
+                .state
+                .save(&self.id, &self.state, self.version.as_ref())
+                .await
+            {
+                Ok(v) => {
+                    self.version = Some(v);
+                    return Ok(out);
+                }
+                Err(StoreError::Conflict { .. }) if attempt < SAVE_ATTEMPTS => {
+                    attempt += 1;
+                    self.reload().await?;
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!(
+                            "saving the state of session {} (attempt {attempt})",
+                            self.id
+                        )
+                    });
+                }
+            }
+        }
+    }
+
+    /// Loads the stored state again (after another writer changed it).
+    async fn reload(&mut self) -> Result<()> {
+        let (state, version) = self
             .backends
             .state
-            .save(&self.id, &self.state, self.version.as_ref())
-            .await
-            .context(
-                "saving the session state (if another process changed it, run the command again)",
-            )?;
-        self.version = Some(v);
+            .load(&self.id)
+            .await?
+            .ok_or_else(|| anyhow!("session {} has no state any more", self.id))?;
+        self.state = state;
+        self.version = Some(version);
         Ok(())
     }
 }
+
+/// How many times an offline command applies its change before it gives up on a session
+/// that another writer keeps changing.
+pub const SAVE_ATTEMPTS: usize = 8;
 
 /// Where a session's last request is kept, beside its state: the base object, overwritten
 /// when a new base is written.
@@ -589,5 +634,50 @@ mod tests {
         for (a, b) in &cases {
             assert_eq!(common_ends(a, b), naive(a, b), "{} vs {}", a.len(), b.len());
         }
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn an_offline_change_is_applied_again_after_a_live_writer_saves() {
+        let dir = tempfile::tempdir().unwrap();
+        let location = dir.path().to_str().unwrap();
+        let id = SessionId::new("live").unwrap();
+        let backends = setup::backends(Some(location)).unwrap();
+        let first = backends
+            .state
+            .save(&id, &SessionState::new(id.clone()), None)
+            .await
+            .unwrap();
+        let mut s = OfflineSession::open("live", Some(location)).await.unwrap();
+        // A running proxy stores a turn after the command loaded the state.
+        let mut live = SessionState::new(id.clone());
+        live.extra.insert("turn".into(), 2.into());
+        backends.state.save(&id, &live, Some(&first)).await.unwrap();
+
+        let mut runs = 0;
+        let out = s
+            .update(async |s| {
+                runs += 1;
+                s.state.extra.insert("folded".into(), true.into());
+                Ok((runs, true))
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            out, 2,
+            "the change ran once on the stale state and once reloaded"
+        );
+        let (stored, _) = backends.state.load(&id).await.unwrap().unwrap();
+        assert_eq!(
+            stored.extra.get("turn"),
+            Some(&2.into()),
+            "the live turn kept"
+        );
+        assert_eq!(stored.extra.get("folded"), Some(&true.into()));
+
+        // A change that changes nothing saves nothing.
+        let (_, before) = backends.state.load(&id).await.unwrap().unwrap();
+        s.update(async |_| Ok(((), false))).await.unwrap();
+        let (_, after) = backends.state.load(&id).await.unwrap().unwrap();
+        assert_eq!(before, after);
     }
 }

@@ -216,7 +216,8 @@ async fn send(proxy: std::net::SocketAddr, wire: foldwire_core::Wire, session: &
     assert_eq!(resp.status(), 200, "{}", resp.text().await.unwrap());
 }
 
-/// Folds `m00002..m00006` of a session offline; the exit code and stdout.
+/// Folds `m00002..m00006` of a session offline; the exit code and what it printed (stdout,
+/// then stderr).
 fn fold_early(session: &str, st: &str) -> (Option<i32>, String) {
     let out = foldwire(&[
         "fold",
@@ -233,7 +234,11 @@ fn fold_early(session: &str, st: &str) -> (Option<i32>, String) {
     ]);
     (
         out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
     )
 }
 

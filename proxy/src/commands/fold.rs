@@ -66,33 +66,20 @@ pub fn run(args: FoldArgs) -> Result<ExitCode> {
         };
         let mut request = CompressRequest::new(start, end, summary).with_author(author);
         request.topic = args.topic.or(written_topic);
-        let cx = s.cx();
-        let result = kernel::apply_compression(
-            &mut s.state,
-            &view,
-            std::slice::from_ref(&request),
-            // A person's explicit fold: no minimum summary length (that rule is the model's).
-            &CompressConfig {
-                min_summary: MinSummary::OFF,
-                ..CompressConfig::default()
-            },
-            cx.estimator.as_ref(),
-        );
-        if !result.blocks_created.is_empty() {
-            // The originals go to the archive before the state is saved; any that cannot be
-            // stored stay in the state (nothing is lost) and are named.
-            let archived = kernel::archive_originals(
-                &mut s.state,
-                s.backends.media.as_ref(),
-                &s.id,
-                cx.archive_timeout,
-            )
-            .await;
-            for (r, why) in &archived.failed {
-                eprintln!("foldwire: the original of {r} stays in the session state: {why}");
-            }
-            s.save().await?;
-        }
+        // The summary is written once; the fold itself runs again on a reloaded state when a
+        // live proxy saved a turn in between (its refs and blocks are then current).
+        let mut view = Some(view);
+        let result = s
+            .update(async |s| {
+                let view = match view.take() {
+                    Some(v) => v,
+                    None => s.view().await?,
+                };
+                let result = fold_range(s, &view, &request).await;
+                let changed = !result.blocks_created.is_empty();
+                Ok((result, changed))
+            })
+            .await?;
         print_json(&result)?;
         Ok(if result.blocks_created.is_empty() {
             ExitCode::FAILURE
@@ -101,6 +88,41 @@ pub fn run(args: FoldArgs) -> Result<ExitCode> {
         })
     })
 }
+/// Folds one range in the session's state; the originals go to the archive before the
+/// state is saved, and any that cannot be stored stay in the state (nothing is lost) and are
+/// named.
+async fn fold_range(
+    s: &mut OfflineSession,
+    view: &foldwire_core::Conversation,
+    request: &CompressRequest,
+) -> kernel::CompressionResult {
+    let cx = s.cx();
+    let result = kernel::apply_compression(
+        &mut s.state,
+        view,
+        std::slice::from_ref(request),
+        // A person's explicit fold: no minimum summary length (that rule is the model's).
+        &CompressConfig {
+            min_summary: MinSummary::OFF,
+            ..CompressConfig::default()
+        },
+        cx.estimator.as_ref(),
+    );
+    if !result.blocks_created.is_empty() {
+        let archived = kernel::archive_originals(
+            &mut s.state,
+            s.backends.media.as_ref(),
+            &s.id,
+            cx.archive_timeout,
+        )
+        .await;
+        for (r, why) in &archived.failed {
+            eprintln!("foldwire: the original of {r} stays in the session state: {why}");
+        }
+    }
+    result
+}
+
 /// Longest summary a summarizer is asked for by `foldwire fold`, in characters.
 const CLI_SUMMARY_CHARS: usize = 1500;
 

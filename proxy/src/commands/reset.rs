@@ -27,9 +27,13 @@ pub fn run(args: ResetArgs) -> Result<ExitCode> {
     let session = &args.session;
     runtime()?.block_on(async {
         let mut s = OfflineSession::open(&session.session, session.state.state.as_deref()).await?;
-        let generation = layout_head_window::reset(&mut s.state, &args.transition)
-            .map_err(|e| anyhow!("{e}"))?;
-        s.save().await?;
+        let generation = s
+            .update(async |s| {
+                let generation = layout_head_window::reset(&mut s.state, &args.transition)
+                    .map_err(|e| anyhow!("{e}"))?;
+                Ok((generation, true))
+            })
+            .await?;
         print_json(&serde_json::json!({ "session": s.id, "reset_generation": generation }))?;
         Ok(ExitCode::SUCCESS)
     })
