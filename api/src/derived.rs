@@ -12,11 +12,10 @@
 //! state that was saved. [`SessionState`]'s `Serialize` and `Deserialize` are here for that
 //! reason: they are the derived ones with this step around them.
 
-use foldhash::HashMap;
-
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::block::Block;
+use crate::by_ref::ByRef;
 use crate::ids::Ref;
 use crate::message::MessageId;
 use crate::shared::Shared;
@@ -30,7 +29,7 @@ const MESSAGE_IDS: &str = "message_ids";
 const ARCHIVE_KEYS: &str = "archive_keys";
 
 /// The fingerprint each ref of the refs table was minted for.
-pub fn fingerprints(refs: &[RefEntry]) -> HashMap<Ref, &MessageId> {
+pub fn fingerprints(refs: &[RefEntry]) -> ByRef<&MessageId> {
     refs.iter().map(|e| (e.r#ref, &e.message)).collect()
 }
 
@@ -38,15 +37,24 @@ pub fn fingerprints(refs: &[RefEntry]) -> HashMap<Ref, &MessageId> {
 /// (refs the table does not hold are passed over).
 pub fn message_ids_of<'a>(
     effective: impl IntoIterator<Item = &'a Ref>,
-    fingerprints: &HashMap<Ref, &MessageId>,
+    fingerprints: &ByRef<&MessageId>,
 ) -> Vec<MessageId> {
-    message_ids_in(effective, fingerprints).cloned().collect()
+    collect_sized(message_ids_in(effective, fingerprints).cloned())
+}
+
+/// Collects into a vector sized for the iterator's upper bound: the lists are filtered
+/// lookups of thousands of refs on a first turn, and a filtered iterator's lower bound is 0.
+fn collect_sized<T>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let (lower, upper) = items.size_hint();
+    let mut list = Vec::with_capacity(upper.unwrap_or(lower));
+    list.extend(items);
+    list
 }
 
 /// [`message_ids_of`], borrowed.
 fn message_ids_in<'a, 'm>(
     effective: impl IntoIterator<Item = &'a Ref>,
-    fingerprints: &HashMap<Ref, &'m MessageId>,
+    fingerprints: &ByRef<&'m MessageId>,
 ) -> impl Iterator<Item = &'m MessageId> {
     effective
         .into_iter()
@@ -55,7 +63,7 @@ fn message_ids_in<'a, 'm>(
 
 /// The key of each ref's archived original; of several records of one ref the newest (the
 /// last in the index) wins.
-pub fn original_keys(archive: &[ArchivedItem]) -> HashMap<Ref, &str> {
+pub fn original_keys(archive: &[ArchivedItem]) -> ByRef<&str> {
     archive
         .iter()
         .filter(|item| item.original)
@@ -67,15 +75,15 @@ pub fn original_keys(archive: &[ArchivedItem]) -> HashMap<Ref, &str> {
 /// order of `direct` (refs whose original is not archived are passed over).
 pub fn archive_keys_of<'a>(
     direct: impl IntoIterator<Item = &'a Ref>,
-    keys: &HashMap<Ref, &str>,
+    keys: &ByRef<&str>,
 ) -> Vec<String> {
-    archive_keys_in(direct, keys).map(str::to_owned).collect()
+    collect_sized(archive_keys_in(direct, keys).map(str::to_owned))
 }
 
 /// [`archive_keys_of`], borrowed.
 fn archive_keys_in<'a, 'k>(
     direct: impl IntoIterator<Item = &'a Ref>,
-    keys: &HashMap<Ref, &'k str>,
+    keys: &ByRef<&'k str>,
 ) -> impl Iterator<Item = &'k str> {
     direct.into_iter().filter_map(|r| keys.get(r).copied())
 }

@@ -54,6 +54,7 @@
 pub mod archive;
 pub mod block;
 pub mod budget;
+pub mod by_ref;
 pub mod component;
 pub mod config;
 pub mod conversation;
@@ -83,6 +84,7 @@ pub use archive::{
 };
 pub use block::{Block, Generation};
 pub use budget::{Budget, CharEstimator, TokenEstimator};
+pub use by_ref::ByRef;
 pub use component::{BuildError, ComponentKind, Params, RegistryError, StrategyUse};
 pub use config::ComponentConfig;
 pub use conversation::{Conversation, Entry, FieldOverride, LastDecode};

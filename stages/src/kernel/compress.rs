@@ -2,11 +2,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use foldhash::{HashMap, HashSet};
+use foldhash::HashSet;
 
 use foldwire_core::derived;
 use foldwire_core::{
-    AnyRef, Block, BlockId, Conversation, Message, MessageId, Origin, OriginalText, Ref,
+    AnyRef, Block, BlockId, ByRef, Conversation, Message, MessageId, Origin, OriginalText, Ref,
     SessionState, TokenEstimator, state::Shared,
 };
 use serde::{Deserialize, Serialize};
@@ -319,10 +319,10 @@ struct Ctx<'a> {
     state: &'a SessionState,
     units: &'a [Message],
     covered: Coverage,
-    pos_by_ref: HashMap<Ref, usize>,
+    pos_by_ref: ByRef<usize>,
     /// The refs table's fingerprints, for the `message_ids` of every block the batch makes
     /// (creating blocks mints no refs).
-    fingerprints: HashMap<Ref, &'a MessageId>,
+    fingerprints: ByRef<&'a MessageId>,
     links: Links,
     zone: HashSet<usize>,
     tools: HashSet<usize>,
