@@ -69,11 +69,13 @@ fn decode_split_from(
     let root = Path::root();
     let start = scan::skip_ws(src.as_bytes(), 0);
     let (end, tape) =
-        scan::value_end_indexed(src.as_bytes(), start).map_err(|e| WireError::Syntax {
-            wire,
-            path: scan::path_at(src, e.at),
-            at: e.at,
-            expected: e.expected,
+        scan::value_end_indexed_split(src.as_bytes(), start, split_from).map_err(|e| {
+            WireError::Syntax {
+                wire,
+                path: scan::path_at(src, e.at),
+                at: e.at,
+                expected: e.expected,
+            }
         })?;
     let mut cx = Cx::new(wire, src, &body, &tape);
     let trailing = scan::skip_ws(src.as_bytes(), end);

@@ -145,6 +145,108 @@ pub(crate) fn value_end_indexed(src: &[u8], start: usize) -> Result<(usize, Tape
     Ok((end, tape))
 }
 
+/// The depth of a top-level array's items (the root object is depth 0, its fields' values
+/// depth 1): where every wire keeps its messages.
+const ITEM_DEPTH: usize = 2;
+
+/// Where a scan hands over to the scan of the rest of an array made on another thread:
+/// when it reaches a value starting at `at`, at [`ITEM_DEPTH`] inside an array, it takes
+/// that thread's index of the value and of every item after it, and where the array's
+/// closing bracket sits (or its first syntax error).
+struct Join<'scope> {
+    at: usize,
+    src: &'scope [u8],
+    other: std::thread::ScopedJoinHandle<'scope, Result<(Tape, usize), Syntax>>,
+}
+
+impl Join<'_> {
+    /// The other thread's scan (made here if that thread failed).
+    fn rest(self) -> Result<(Tape, usize), Syntax> {
+        self.other
+            .join()
+            .unwrap_or_else(|_| items_from(self.src, self.at))
+    }
+
+    /// Waits for the other thread and drops its work (the guess was not an item).
+    fn discard(self) {
+        let _ = self.other.join();
+    }
+}
+
+/// [`value_end_indexed`], on two threads when the body holds at least `split_from` bytes:
+/// a second thread guesses where a message starts past the middle of the body
+/// ([`item_start_after`]) and validates and indexes from there to the end of its array
+/// ([`items_from`]), while this thread scans from the front. Only if this thread's scan
+/// reaches that very position as an item of an array does it take the other's work; any
+/// other guess is dropped and this thread scans on, so the result (the end, the index, or
+/// the first syntax error in the body) is always the one-thread scan's.
+pub(crate) fn value_end_indexed_split(
+    src: &[u8],
+    start: usize,
+    split_from: usize,
+) -> Result<(usize, Tape), Syntax> {
+    let guess = (foldwire_core::par::threads_for(src.len(), split_from) > 1)
+        .then(|| item_start_after(src, src.len() / 2))
+        .flatten();
+    let Some(at) = guess else {
+        return value_end_indexed(src, start);
+    };
+    split_scan(src, start, at).0
+}
+
+/// [`value_end_indexed_split`] with the guess `at` given; also says whether the front scan
+/// took the other thread's work.
+fn split_scan(src: &[u8], start: usize, at: usize) -> (Result<(usize, Tape), Syntax>, bool) {
+    std::thread::scope(|scope| {
+        let mut join = Some(Join {
+            at,
+            src,
+            other: scope.spawn(move || items_from(src, at)),
+        });
+        let mut tape = Tape::for_body(src.len());
+        let end = scan_value_joining(src, start, string_end, Some(&mut tape), 0, &mut join);
+        let joined = join.is_none();
+        if let Some(unused) = join {
+            unused.discard();
+        }
+        (end.map(|end| (end, tape)), joined)
+    })
+}
+
+/// The first place at or after `from` that looks like the start of a message in an array
+/// of messages: `{"role"` right after `},` (whitespace allowed around the comma). Inside a
+/// JSON string a quote is escaped, so this is always an object inside an array (perhaps a
+/// nested one); whether it is a message is for the front scan to confirm.
+fn item_start_after(src: &[u8], from: usize) -> Option<usize> {
+    let tail = src.get(from..)?;
+    memchr::memmem::find_iter(tail, br#"{"role""#)
+        .map(|i| from + i)
+        .find(|&at| {
+            let before = src.get(..at).unwrap_or_default().trim_ascii_end();
+            match before.split_last() {
+                Some((b',', rest)) => rest.trim_ascii_end().last() == Some(&b'}'),
+                _ => false,
+            }
+        })
+}
+
+/// Validates and indexes the item at `at` of an array at [`ITEM_DEPTH`] and every item
+/// after it, as a front-to-back scan would; returns their index and where the array's
+/// closing bracket sits.
+fn items_from(src: &[u8], at: usize) -> Result<(Tape, usize), Syntax> {
+    let mut tape = Tape::for_body(src.len().saturating_sub(at));
+    let mut pos = at;
+    loop {
+        let end = scan_value(src, pos, string_end, Some(&mut tape), ITEM_DEPTH)?;
+        pos = skip_ws(src, end);
+        match src.get(pos) {
+            Some(b',') => pos = skip_ws(src, pos + 1),
+            Some(b']') => return Ok((tape, pos)),
+            _ => return syntax(pos, "',' or ']'"),
+        }
+    }
+}
+
 /// Validates and indexes the rest of an array from `after`, the end of one of its items at
 /// `depth` in the body: the remaining items (their spans, indexed as [`value_end_indexed`]
 /// would have indexed them) and the array's end. For a body whose start is known valid.
@@ -211,50 +313,78 @@ fn scan_value(
     src: &[u8],
     start: usize,
     string_end: StringEnd,
+    tape: Option<&mut Tape>,
+    depth: usize,
+) -> Result<usize, Syntax> {
+    scan_value_joining(src, start, string_end, tape, depth, &mut None)
+}
+
+/// [`scan_value`], taking over the rest of an array from another scan at `join.at` (see
+/// [`Join`]).
+fn scan_value_joining(
+    src: &[u8],
+    start: usize,
+    string_end: StringEnd,
     mut tape: Option<&mut Tape>,
     depth: usize,
+    join: &mut Option<Join<'_>>,
 ) -> Result<usize, Syntax> {
     // Open containers, innermost last, with their index slot (when indexed).
     let mut stack: Vec<(u8, Option<usize>)> = Vec::new();
     let mut pos = start;
     'value: loop {
         // Parse one value at `pos`, at depth `stack.len()`.
-        let indexed = tape
-            .as_deref_mut()
-            .filter(|_| depth + stack.len() <= INDEX_DEPTH);
-        let at = pos;
-        match src.get(pos) {
-            Some(b'"') => pos = string_end(src, pos)?,
-            Some(&open @ (b'{' | b'[')) => {
-                let close = if open == b'{' { b'}' } else { b']' };
-                pos = skip_ws(src, pos + 1);
-                if src.get(pos) != Some(&close) {
-                    let slot = indexed.map(|t| t.open(at));
-                    stack.push((open, slot));
-                    if open == b'{' {
-                        pos = key_and_colon(
-                            src,
-                            pos,
-                            string_end,
-                            tape.as_deref_mut(),
-                            depth + stack.len(),
-                        )?;
-                    }
-                    continue 'value;
-                }
-                pos += 1;
+        let joins = join.as_ref().is_some_and(|j| {
+            pos == j.at
+                && depth + stack.len() == ITEM_DEPTH
+                && matches!(stack.last(), Some((b'[', _)))
+        });
+        if let Some(j) = join.take_if(|_| joins) {
+            // The other scan validated and indexed this item and the rest of its array
+            // exactly as this loop would have; its end is the array's closing bracket.
+            let (rest, close) = j.rest()?;
+            if let Some(t) = tape.as_deref_mut() {
+                t.append(rest);
             }
-            Some(b't') => pos = literal_end(src, pos, b"true")?,
-            Some(b'f') => pos = literal_end(src, pos, b"false")?,
-            Some(b'n') => pos = literal_end(src, pos, b"null")?,
-            Some(b'-' | b'0'..=b'9') => pos = number_end(src, pos)?,
-            _ => return syntax(pos, "a JSON value"),
-        }
-        if let Some(t) = tape
-            .as_deref_mut()
-            .filter(|_| depth + stack.len() <= INDEX_DEPTH)
-        {
-            t.leaf(at..pos);
+            pos = close;
+        } else {
+            let indexed = tape
+                .as_deref_mut()
+                .filter(|_| depth + stack.len() <= INDEX_DEPTH);
+            let at = pos;
+            match src.get(pos) {
+                Some(b'"') => pos = string_end(src, pos)?,
+                Some(&open @ (b'{' | b'[')) => {
+                    let close = if open == b'{' { b'}' } else { b']' };
+                    pos = skip_ws(src, pos + 1);
+                    if src.get(pos) != Some(&close) {
+                        let slot = indexed.map(|t| t.open(at));
+                        stack.push((open, slot));
+                        if open == b'{' {
+                            pos = key_and_colon(
+                                src,
+                                pos,
+                                string_end,
+                                tape.as_deref_mut(),
+                                depth + stack.len(),
+                            )?;
+                        }
+                        continue 'value;
+                    }
+                    pos += 1;
+                }
+                Some(b't') => pos = literal_end(src, pos, b"true")?,
+                Some(b'f') => pos = literal_end(src, pos, b"false")?,
+                Some(b'n') => pos = literal_end(src, pos, b"null")?,
+                Some(b'-' | b'0'..=b'9') => pos = number_end(src, pos)?,
+                _ => return syntax(pos, "a JSON value"),
+            }
+            if let Some(t) = tape
+                .as_deref_mut()
+                .filter(|_| depth + stack.len() <= INDEX_DEPTH)
+            {
+                t.leaf(at..pos);
+            }
         }
         // After a value: close containers or move to the next element.
         loop {
@@ -835,5 +965,84 @@ mod tests {
         assert_eq!(f[0].key, "k");
         assert_eq!(&src[f[0].key_start..f[0].value.end], r#""k" : [1]"#);
         assert_eq!(f[1].key, "é\"");
+    }
+
+    /// A messages body whose content holds everything a guess could land on: nested
+    /// arrays of objects, a tool input with a `{"role"` object of its own after `},`,
+    /// escaped quotes spelling `},{"role"` inside a string, and whitespace between items.
+    fn tricky_body() -> String {
+        let mut items = vec![r#"{"role":"user","content":"start"}"#.to_owned()];
+        for i in 0..6 {
+            items.push(format!(
+                r#"{{"role":"assistant","content":[{{"type":"text","text":"step {i}"}},{{"type":"tool_use","id":"t{i}","name":"x","input":{{"list":[{{"a":1}},{{"role":"nested"}}]}}}}]}}"#
+            ));
+            items.push(format!(
+                r#"{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{i}","content":"out \"}},{{\"role\" {i}"}}]}}"#
+            ));
+        }
+        format!(
+            r#"{{"model":"m","messages":[{}],"tools":[{{"name":"x"}}],"stream":false}}"#,
+            items.join(",\n  ")
+        )
+    }
+
+    /// Whatever the guess, the split scan gives what the one-thread scan gives: the end
+    /// and the index of a valid body, or the same first error of a broken one.
+    #[test]
+    fn a_split_scan_equals_the_one_thread_scan_for_every_guess() {
+        let body = tricky_body();
+        let valid = body.as_bytes();
+        let mut broken_late = valid.to_vec();
+        let late = body.rfind("out").unwrap();
+        broken_late[late - 1] = b'x'; // the tool result's content: no longer a string
+        let mut broken_early = valid.to_vec();
+        broken_early[body.find("step 0").unwrap() - 2] = b'}';
+        let truncated = &valid[..valid.len() - 1];
+        for (src, is_valid) in [
+            (valid, true),
+            (&broken_late[..], false),
+            (&broken_early[..], false),
+            (truncated, false),
+        ] {
+            let one = value_end_indexed(src, 0);
+            let mut joins = 0;
+            for at in 0..=src.len() {
+                let (split, joined) = split_scan(src, 0, at);
+                assert_eq!(split, one, "guess at {at}");
+                joins += usize::from(joined);
+            }
+            // The front scan takes over at each item of the two top-level arrays: the 13
+            // messages and the one tool.
+            if is_valid {
+                assert_eq!(joins, 14);
+            }
+        }
+        assert!(value_end_indexed(&broken_late, 0).is_err());
+        assert!(value_end_indexed(truncated, 0).is_err());
+    }
+
+    /// The guess is an object starting with `"role"` after `},` (whitespace allowed), never
+    /// quoted text.
+    #[test]
+    fn the_guess_is_the_next_message_start() {
+        let body = tricky_body();
+        let src = body.as_bytes();
+        let expected: Vec<usize> = body
+            .match_indices(r#"{"role":"#)
+            .map(|(at, _)| at)
+            .filter(|&at| body[..at].trim_end().ends_with(','))
+            .collect();
+        // 12 messages after the first, and the 6 nested objects of the tool inputs.
+        assert_eq!(expected.len(), 18);
+        let mut from = 0;
+        for &at in &expected {
+            assert_eq!(item_start_after(src, from), Some(at), "from {from}");
+            from = at + 1;
+        }
+        assert_eq!(item_start_after(src, from), None);
+        // A split scan of a body past the threshold joins and equals the one-thread scan.
+        let one = value_end_indexed(src, 0);
+        assert_eq!(value_end_indexed_split(src, 0, 0), one);
+        assert_eq!(value_end_indexed_split(src, 0, usize::MAX), one);
     }
 }

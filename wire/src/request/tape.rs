@@ -17,7 +17,7 @@ use std::ops::Range;
 pub(crate) const INDEX_DEPTH: usize = 6;
 
 /// One indexed value.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Node {
     /// First byte of the value.
     pub start: usize,
@@ -31,7 +31,7 @@ pub(crate) struct Node {
 /// first child is the node right after it and each child links to the one after it.
 /// Read through a [`Cursor`]; a body decoded in shares on several threads shares one tape,
 /// each share with a cursor of its own.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq, Eq)]
 pub(crate) struct Tape {
     nodes: Vec<Node>,
 }
@@ -81,6 +81,16 @@ impl Tape {
             node.end = end;
             node.next = next;
         }
+    }
+
+    /// Appends `rest`, the index of the values after this tape's last (the rest of an array,
+    /// scanned on another thread), its links moved past this tape's nodes.
+    pub(crate) fn append(&mut self, rest: Tape) {
+        let base = self.nodes.len();
+        self.nodes.extend(rest.nodes.into_iter().map(|n| Node {
+            next: n.next + base,
+            ..n
+        }));
     }
 
     /// Records a value with no indexed children.
