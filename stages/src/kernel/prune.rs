@@ -63,12 +63,19 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
         return FoldOutcome::nothing();
     };
     let units = std::mem::take(&mut conversation.messages);
+    let staying = plan.staying();
     let kept = units
         .into_iter()
         .zip(plan.remove)
         .filter(|(_, leaves)| !leaves)
         .map(|(u, _)| u);
-    assemble(conversation, kept, plan.inserts, plan.outcome, state)
+    assemble(
+        conversation,
+        (kept, staying),
+        plan.inserts,
+        plan.outcome,
+        state,
+    )
 }
 
 /// [`fold_view`] on a copy: the folded conversation and what folding did, with
@@ -89,13 +96,20 @@ pub fn fold_copy(conversation: &Conversation, state: &SessionState) -> (Conversa
         folded.messages = conversation.messages.clone();
         return (folded, FoldOutcome::nothing());
     };
+    let staying = plan.staying();
     let kept = conversation
         .messages
         .iter()
         .zip(plan.remove)
         .filter(|(_, leaves)| !leaves)
         .map(|(u, _)| u.clone());
-    let outcome = assemble(&mut folded, kept, plan.inserts, plan.outcome, state);
+    let outcome = assemble(
+        &mut folded,
+        (kept, staying),
+        plan.inserts,
+        plan.outcome,
+        state,
+    );
     (folded, outcome)
 }
 
@@ -119,6 +133,13 @@ struct FoldPlan {
     inserts: Vec<(usize, usize, usize, BlockId)>,
     /// The counts and the pin decision (summaries are filled in as they are rendered).
     outcome: FoldOutcome,
+}
+
+impl FoldPlan {
+    /// How many units stay on the wire.
+    fn staying(&self) -> usize {
+        self.remove.iter().filter(|leaves| !**leaves).count()
+    }
 }
 
 /// Decides what folding `units` with `state`'s active blocks does (see [`fold_view`]);
@@ -263,12 +284,13 @@ fn plan_fold(units: &[Message], state: &SessionState) -> Option<FoldPlan> {
 /// summaries ([`FoldPlan::inserts`]), each rendered where the plan put it.
 fn assemble(
     conversation: &mut Conversation,
-    kept: impl Iterator<Item = Message>,
+    (kept, staying): (impl Iterator<Item = Message>, usize),
     inserts: Vec<(usize, usize, usize, BlockId)>,
     mut outcome: FoldOutcome,
     state: &SessionState,
 ) -> FoldOutcome {
-    let mut rendered: Vec<Message> = Vec::with_capacity(kept.size_hint().0 + inserts.len());
+    // Sized for every unit that stays (a filtered iterator cannot say how many).
+    let mut rendered: Vec<Message> = Vec::with_capacity(staying + inserts.len());
     let mut next = inserts.iter().peekable();
     let blocks: HashMap<BlockId, &foldwire_core::Block> =
         state.blocks.iter().map(|b| (b.id, b)).collect();

@@ -252,7 +252,9 @@ impl Links {
             first: Vec::new(),
             last: Vec::new(),
         };
-        let mut calls: HashMap<&str, usize> = HashMap::new();
+        // Sized once: a first turn links thousands of calls, and growing the map a doubling
+        // at a time rehashed every call id a dozen times.
+        let mut calls: HashMap<&str, usize> = HashMap::with_capacity(n / 2);
         for (i, u) in units.iter().enumerate() {
             if let Some(id) = call_id(u) {
                 calls.entry(id).or_insert(i);
