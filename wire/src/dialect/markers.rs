@@ -1,8 +1,9 @@
 //! Substrings each wire's shapes of a kind always contain, searched with searchers built
 //! once: a unit without any of its wire's markers is passed over without being parsed.
-//! Every unit of every request goes through such a check, so it is one vectorized pass per
-//! marker and nothing more.
+//! Every unit of every request goes through such a check, so it is one vectorized pass over
+//! the unit for all of a wire's markers and nothing more.
 
+use aho_corasick::packed;
 use foldwire_core::Wire;
 use memchr::memmem::Finder;
 
@@ -10,15 +11,43 @@ use super::{Dialect, dialect};
 
 /// One searcher per marker, per wire.
 pub struct WireMarkers {
-    finders: [Vec<Finder<'static>>; Wire::ALL.len()],
+    searchers: [Searcher; Wire::ALL.len()],
+}
+
+/// The search for one wire's markers.
+enum Searcher {
+    /// One vectorized pass for all of them (Teddy): a first turn checks every unit of a
+    /// long session, and a pass per marker read the whole history once for each.
+    Packed(packed::Searcher),
+    /// One pass per marker: a single marker, or where the vectorized searcher is not
+    /// available on this machine.
+    Each(Vec<Finder<'static>>),
+}
+
+impl Searcher {
+    fn new(markers: &'static [&'static [u8]]) -> Self {
+        let packed = (markers.len() > 1)
+            .then(|| packed::Searcher::new(markers.iter().copied()))
+            .flatten();
+        match packed {
+            Some(searcher) => Searcher::Packed(searcher),
+            None => Searcher::Each(markers.iter().map(|m| Finder::new(*m)).collect()),
+        }
+    }
+
+    fn any_in(&self, raw: &[u8]) -> bool {
+        match self {
+            Searcher::Packed(s) => s.find(raw).is_some(),
+            Searcher::Each(finders) => finders.iter().any(|f| f.find(raw).is_some()),
+        }
+    }
 }
 
 impl WireMarkers {
     /// The searchers for the markers `of` names for each wire's dialect.
     pub fn new(of: impl Fn(&dyn Dialect) -> &'static [&'static [u8]]) -> Self {
         WireMarkers {
-            finders: Wire::ALL
-                .map(|wire| of(dialect(wire)).iter().map(|m| Finder::new(*m)).collect()),
+            searchers: Wire::ALL.map(|wire| Searcher::new(of(dialect(wire)))),
         }
     }
 
@@ -28,9 +57,7 @@ impl WireMarkers {
             .iter()
             .position(|w| *w == wire)
             .unwrap_or_default();
-        self.finders
-            .get(at)
-            .is_some_and(|finders| finders.iter().any(|f| f.find(raw).is_some()))
+        self.searchers.get(at).is_some_and(|s| s.any_in(raw))
     }
 }
 
@@ -48,6 +75,25 @@ mod tests {
         for wire in Wire::ALL {
             assert!(markers.any_in(wire, data_url), "{wire}");
             assert!(!markers.any_in(wire, b"plain text"), "{wire}");
+        }
+    }
+
+    /// With several markers (one vectorized pass where the machine has it), each marker is
+    /// found anywhere in a long span, and a span without any is passed over.
+    #[test]
+    fn every_marker_is_found_in_one_pass() {
+        let markers = WireMarkers::new(|d| d.media_markers());
+        for wire in Wire::ALL {
+            let all = dialect(wire).media_markers();
+            let filler = "tool output line without the words\n".repeat(2000);
+            assert!(!markers.any_in(wire, filler.as_bytes()), "{wire}");
+            for m in all {
+                for at in [0, filler.len() / 2, filler.len()] {
+                    let mut raw = filler.clone().into_bytes();
+                    raw.splice(at..at, m.iter().copied());
+                    assert!(markers.any_in(wire, &raw), "{wire}: {:?} at {at}", m);
+                }
+            }
         }
     }
 }
