@@ -93,17 +93,31 @@ pub fn pull_back_over_calls(
             .get(floor)
             .map_or(boundary_unit, |g| g.start)
             .min(boundary_unit)..boundary_unit;
-        let crossing = head_units.clone().find(|&i| {
-            messages.get(i).is_some_and(|m| {
-                m.kind == MessageKind::ToolCall
-                    && m.tool.as_ref().is_some_and(|link| {
-                        messages.iter().skip(boundary_unit).any(|r| {
-                            r.kind == MessageKind::ToolResult
-                                && r.tool.as_ref().is_some_and(|l| l.call_id == link.call_id)
-                        })
-                    })
+        // The head's calls first (a head holds a few units), then one pass over the units
+        // after the boundary for their results: a pass per call read a long session's
+        // whole history once for each.
+        let calls: Vec<(usize, &str)> = head_units
+            .filter_map(|i| {
+                let m = messages.get(i)?;
+                let link = m.tool.as_ref()?;
+                (m.kind == MessageKind::ToolCall).then_some((i, link.call_id.as_str()))
             })
-        });
+            .collect();
+        let answered_after: Vec<&str> = if calls.is_empty() {
+            Vec::new()
+        } else {
+            messages
+                .iter()
+                .skip(boundary_unit)
+                .filter(|r| r.kind == MessageKind::ToolResult)
+                .filter_map(|r| r.tool.as_ref().map(|l| l.call_id.as_str()))
+                .filter(|id| calls.iter().any(|(_, call)| call == id))
+                .collect()
+        };
+        let crossing = calls
+            .iter()
+            .find(|(_, call)| answered_after.contains(call))
+            .map(|(i, _)| *i);
         match crossing {
             Some(call) => {
                 let g = group_of(groups, call).max(floor);
