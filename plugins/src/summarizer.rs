@@ -9,12 +9,11 @@
 use std::collections::HashSet;
 use std::sync::{Arc, LazyLock};
 
-use aho_corasick::{AhoCorasick, packed};
-
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Message, MessageKind,
     StrategyError, Summarizer, Summary, SummaryRequest, async_trait,
 };
+use foldwire_wire::any_of::AnyOf;
 use serde::{Deserialize, Serialize};
 
 /// Registered name.
@@ -56,40 +55,12 @@ const DECISION_WORDS: [&str; 8] = [
     "decided", "decision", "we will", "i will", "i'll", "let's", "plan:", "instead",
 ];
 
-/// The error words, searched for in a unit's undecoded bytes ([`Lowered::may_mention`]).
-static ERROR_FINDER: LazyLock<Option<WordFinder>> = LazyLock::new(|| word_finder(&ERROR_WORDS));
+/// The error words, searched for in a unit's undecoded bytes ([`Lowered::may_mention`]),
+/// lowercased first: no searcher keeps its speed when it ignores case itself.
+static ERROR_FINDER: LazyLock<Option<AnyOf>> = LazyLock::new(|| AnyOf::new(&ERROR_WORDS));
 
 /// The decision words, searched for in a unit's undecoded bytes ([`Lowered::may_mention`]).
-static DECISION_FINDER: LazyLock<Option<WordFinder>> =
-    LazyLock::new(|| word_finder(&DECISION_WORDS));
-
-/// One searcher for a few lowercase words.
-enum WordFinder {
-    /// The vectorized searcher for small sets of words (Teddy): on 11 MB of tool outputs
-    /// it took 0.8 ms where the general automaton took 18.
-    Packed(packed::Searcher),
-    /// The general automaton, where the vectorized one is not available.
-    Automaton(AhoCorasick),
-}
-
-impl WordFinder {
-    fn is_match(&self, haystack: &[u8]) -> bool {
-        match self {
-            WordFinder::Packed(s) => s.find(haystack).is_some(),
-            WordFinder::Automaton(a) => a.is_match(haystack),
-        }
-    }
-}
-
-/// One searcher for all of `words` (lowercase; `None` if none can be built, and then every
-/// unit may mention them). The bytes it searches are lowercased first, since neither
-/// searcher keeps its speed when it ignores case itself.
-fn word_finder(words: &[&str]) -> Option<WordFinder> {
-    match packed::Searcher::new(words) {
-        Some(searcher) => Some(WordFinder::Packed(searcher)),
-        None => AhoCorasick::new(words).ok().map(WordFinder::Automaton),
-    }
-}
+static DECISION_FINDER: LazyLock<Option<AnyOf>> = LazyLock::new(|| AnyOf::new(&DECISION_WORDS));
 
 /// A buffer the searches for section words lowercase into, reused across units and lines
 /// (a first turn searches every folded unit once).
@@ -111,7 +82,7 @@ impl Lowered {
     /// broken by a JSON escape (`err\u006fr`) is missed, and `traceback` written with the
     /// Kelvin sign (the one letter outside ASCII that lowercases into one of the words'
     /// letters).
-    fn may_mention(&self, finder: &Option<WordFinder>) -> bool {
+    fn may_mention(&self, finder: &Option<AnyOf>) -> bool {
         finder.as_ref().is_none_or(|f| f.is_match(&self.1))
     }
 
@@ -538,34 +509,6 @@ mod tests {
         assert!(results[30].text.is_decoded());
         assert!(!results[20].text.is_decoded());
         assert!(!results[39].text.is_decoded());
-    }
-
-    /// The vectorized searcher and the automaton it falls back to find the same words.
-    #[test]
-    fn both_word_finders_agree() {
-        let automaton = AhoCorasick::new(ERROR_WORDS)
-            .map(WordFinder::Automaton)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let Some(chosen) = word_finder(&ERROR_WORDS) else {
-            panic!("no word finder");
-        };
-        for text in [
-            "all good here",
-            "build failed at step 3",
-            "a traceback follows",
-            "fatal",
-            "errors",
-            "err or",
-            "",
-        ] {
-            assert_eq!(
-                chosen.is_match(text.as_bytes()),
-                automaton.is_match(text.as_bytes()),
-                "{text}"
-            );
-        }
-        assert!(chosen.is_match(b"x panic y"));
-        assert!(!chosen.is_match(b"fail"));
     }
 
     /// Once one section is full the others still fill, in first-seen order: the scan only

@@ -5,6 +5,7 @@
 //! readers they price images with ([`image_size`]), and each wire's dialect ([`dialect`]):
 //! what the stages and the proxy need to know about a wire besides its codec.
 
+pub mod any_of;
 pub mod dialect;
 pub mod image_size;
 pub mod request;

@@ -3,51 +3,21 @@
 //! Every unit of every request goes through such a check, so it is one vectorized pass over
 //! the unit for all of a wire's markers and nothing more.
 
-use aho_corasick::packed;
 use foldwire_core::Wire;
-use memchr::memmem::Finder;
 
 use super::{Dialect, dialect};
+use crate::any_of::AnyOf;
 
-/// One searcher per marker, per wire.
+/// One searcher per wire, for all of that wire's markers.
 pub struct WireMarkers {
-    searchers: [Searcher; Wire::ALL.len()],
-}
-
-/// The search for one wire's markers.
-enum Searcher {
-    /// One vectorized pass for all of them (Teddy): a first turn checks every unit of a
-    /// long session, and a pass per marker read the whole history once for each.
-    Packed(packed::Searcher),
-    /// One pass per marker: a single marker, or where the vectorized searcher is not
-    /// available on this machine.
-    Each(Vec<Finder<'static>>),
-}
-
-impl Searcher {
-    fn new(markers: &'static [&'static [u8]]) -> Self {
-        let packed = (markers.len() > 1)
-            .then(|| packed::Searcher::new(markers.iter().copied()))
-            .flatten();
-        match packed {
-            Some(searcher) => Searcher::Packed(searcher),
-            None => Searcher::Each(markers.iter().map(|m| Finder::new(*m)).collect()),
-        }
-    }
-
-    fn any_in(&self, raw: &[u8]) -> bool {
-        match self {
-            Searcher::Packed(s) => s.find(raw).is_some(),
-            Searcher::Each(finders) => finders.iter().any(|f| f.find(raw).is_some()),
-        }
-    }
+    searchers: [Option<AnyOf>; Wire::ALL.len()],
 }
 
 impl WireMarkers {
     /// The searchers for the markers `of` names for each wire's dialect.
     pub fn new(of: impl Fn(&dyn Dialect) -> &'static [&'static [u8]]) -> Self {
         WireMarkers {
-            searchers: Wire::ALL.map(|wire| Searcher::new(of(dialect(wire)))),
+            searchers: Wire::ALL.map(|wire| AnyOf::new(of(dialect(wire)))),
         }
     }
 
@@ -57,7 +27,9 @@ impl WireMarkers {
             .iter()
             .position(|w| *w == wire)
             .unwrap_or_default();
-        self.searchers.get(at).is_some_and(|s| s.any_in(raw))
+        self.searchers
+            .get(at)
+            .is_some_and(|s| s.as_ref().is_some_and(|s| s.is_match(raw)))
     }
 }
 
