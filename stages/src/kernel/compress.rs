@@ -315,6 +315,71 @@ struct Plan {
     fresh_tokens: u64,
 }
 
+/// The units of one range a fold takes directly: a mask over the range. A first turn
+/// plans ranges of thousands of units and checks every linked group against them, a
+/// lookup per member that a tree of indices made a descent each.
+struct RangeSet {
+    first: usize,
+    mask: Vec<bool>,
+    len: usize,
+}
+
+impl RangeSet {
+    /// None of `first..=last`.
+    fn new(first: usize, last: usize) -> Self {
+        RangeSet {
+            first,
+            mask: vec![false; last.saturating_sub(first).saturating_add(1)],
+            len: 0,
+        }
+    }
+
+    fn slot(&mut self, i: usize) -> Option<&mut bool> {
+        i.checked_sub(self.first).and_then(|k| self.mask.get_mut(k))
+    }
+
+    /// Adds `i` (an index outside the range is ignored).
+    fn insert(&mut self, i: usize) {
+        if let Some(slot) = self.slot(i)
+            && !*slot
+        {
+            *slot = true;
+            self.len += 1;
+        }
+    }
+
+    /// Takes `i` out; true when it was in.
+    fn remove(&mut self, i: usize) -> bool {
+        match self.slot(i) {
+            Some(slot) if *slot => {
+                *slot = false;
+                self.len -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    fn contains(&self, i: usize) -> bool {
+        i.checked_sub(self.first)
+            .and_then(|k| self.mask.get(k))
+            .is_some_and(|&b| b)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The indices in, ascending.
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.mask
+            .iter()
+            .enumerate()
+            .filter(|(_, in_set)| **in_set)
+            .map(|(k, _)| self.first + k)
+    }
+}
+
 struct Ctx<'a> {
     state: &'a SessionState,
     units: &'a [Message],
@@ -808,7 +873,7 @@ impl Ctx<'_> {
             .flat_map(|b| b.effective.iter().copied())
             .collect();
 
-        let mut direct: BTreeSet<usize> = BTreeSet::new();
+        let mut direct = RangeSet::new(first, last);
         let mut hard = 0usize;
         let mut in_head: Vec<String> = Vec::new();
         let mut soft: Vec<String> = Vec::new();
@@ -866,9 +931,9 @@ impl Ctx<'_> {
         loop {
             let mut changed = false;
             for members in groups.values() {
-                let touches = members.iter().any(|i| direct.contains(i));
+                let touches = members.iter().any(|&i| direct.contains(i));
                 let whole = members.iter().all(|&i| {
-                    direct.contains(&i)
+                    direct.contains(i)
                         || self
                             .units
                             .get(i)
@@ -877,7 +942,7 @@ impl Ctx<'_> {
                 });
                 if touches && !whole {
                     for i in members {
-                        if direct.remove(i) {
+                        if direct.remove(*i) {
                             withdrawn += 1;
                         }
                     }
@@ -933,7 +998,7 @@ impl Ctx<'_> {
         let len = summary.chars().count();
         let fresh_tokens: u64 = direct
             .iter()
-            .filter_map(|&i| Some((i, self.units.get(i)?)))
+            .filter_map(|i| Some((i, self.units.get(i)?)))
             .map(|(i, u)| match self.known {
                 Some(known) => known.unit(self.wire, i, u, self.estimator),
                 None => unit_tokens(self.wire, u, self.estimator),
@@ -965,7 +1030,7 @@ impl Ctx<'_> {
             first,
             last,
             is_block,
-            direct: direct.into_iter().collect(),
+            direct: direct.iter().collect(),
             consumed,
             tier,
             fresh_tokens,
@@ -1043,5 +1108,44 @@ fn keep_originals(into: &mut BTreeMap<Ref, OriginalText>, originals: Vec<(Ref, O
         *into = originals.into_iter().collect();
     } else {
         into.extend(originals);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// The mask answers what a set of indices answers, for indices inside and outside its
+    /// range, through inserts (repeated too) and removals.
+    #[test]
+    fn a_range_set_agrees_with_a_set_of_indices() {
+        let (first, last) = (40, 140);
+        let mut mask = RangeSet::new(first, last);
+        let mut set: BTreeSet<usize> = BTreeSet::new();
+        let mut x: u64 = 7;
+        for step in 0..2_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let i = (x >> 33) as usize % 200;
+            if step % 3 == 2 {
+                assert_eq!(mask.remove(i), set.remove(&i), "remove {i}");
+            } else {
+                mask.insert(i);
+                if (first..=last).contains(&i) {
+                    set.insert(i);
+                }
+            }
+            assert_eq!(mask.contains(i), set.contains(&i), "contains {i}");
+            assert_eq!(mask.is_empty(), set.is_empty());
+        }
+        assert_eq!(
+            mask.iter().collect::<Vec<_>>(),
+            set.iter().copied().collect::<Vec<_>>()
+        );
+        assert!(!mask.contains(0) && !mask.contains(usize::MAX));
+        let one = RangeSet::new(5, 5);
+        assert!(one.is_empty() && !one.contains(5));
     }
 }
