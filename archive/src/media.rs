@@ -5,7 +5,6 @@
 //! success. A ref names its newest payload through a small JSON pointer object
 //! (`sessions/<s>/refs/<ref>.json`) holding the key, media type and size.
 
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -337,9 +336,15 @@ impl ObjectMediaArchive {
             // payloads, framing cut from the source, are pointed at by nothing.)
             let mut manifest =
                 String::with_capacity(layout.places.len() * (keys::CONTENT_KEY_LEN + 24));
+            let mut number = itoa::Buffer::new();
             for (i, offset, size) in &layout.places {
                 let key = parts.get(*i).map_or("", |p| p.content.key.as_str());
-                let _ = writeln!(manifest, "{key} {offset} {size}");
+                manifest.push_str(key);
+                manifest.push(' ');
+                manifest.push_str(number.format(*offset));
+                manifest.push(' ');
+                manifest.push_str(number.format(*size));
+                manifest.push('\n');
             }
             let pack_key = keys::sha256_hex(manifest.as_bytes());
             packs.push(PackWrite::Pack(

@@ -221,3 +221,36 @@ async fn retention_keeps_a_pack_a_journal_entry_names() {
     );
     assert_eq!(b.state.load(&s).await.unwrap().unwrap().0, state);
 }
+
+/// A pack is named by the SHA-256 of its manifest, one `key offset size` line per payload
+/// in pack order: the same batch written by any build names the same pack (a write of a
+/// pack that exists already is not an error), so the manifest's bytes must not change.
+#[tokio::test]
+async fn a_pack_is_named_by_the_digest_of_its_manifest() {
+    let (_, b, s) = counted("manifest");
+    let payloads: Vec<Bytes> = (0..3u8)
+        .map(|i| Bytes::from(vec![b'a' + i; 10 * (usize::from(i) + 1)]))
+        .collect();
+    let items = payloads
+        .iter()
+        .map(|p| (ORIGINAL.to_owned(), p.clone()))
+        .collect();
+    let parts = b.media.put_contents(&s, items).await.unwrap();
+    let mut manifest = String::new();
+    for part in &parts {
+        let at = part.location.as_ref().unwrap();
+        manifest.push_str(&format!("{} {} {}\n", part.content.key, at.offset, at.size));
+    }
+    let expected = keys::sha256_hex(manifest.as_bytes());
+    assert!(
+        parts
+            .iter()
+            .all(|p| p.location.as_ref().unwrap().pack == expected)
+    );
+    // Laid out back to back: offsets 0, 10, 30.
+    let offsets: Vec<u64> = parts
+        .iter()
+        .map(|p| p.location.as_ref().unwrap().offset)
+        .collect();
+    assert_eq!(offsets, [0, 10, 30]);
+}
