@@ -1,6 +1,8 @@
 //! The folding kernel on the 2,002-message bench body (`anthropic_turns(1000, 2000)`, 3,002
 //! units) with 20 active blocks: `ranges.build + fold + pairing.repair` against the
 //! `serde_json::Value` round trip of the same body (the naive floor). Prints the ratio.
+//! `kernel/apply_one_range_15002_units`: a session's first fold, one range over the whole
+//! history of the 10,002-message body.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
@@ -95,11 +97,9 @@ fn conversation(body: &[u8]) -> Conversation {
 }
 
 /// The conversation with refs minted and 20 active blocks over its first 800 turns.
-fn folded_session(body: &[u8]) -> (Conversation, SessionState) {
-    let mut state = SessionState::default();
-    let mut conv = conversation(body);
-    mint_refs(&mut state, &mut conv);
-    let open = CompressConfig {
+/// Folding with nothing protected, no size limits.
+fn open_config() -> CompressConfig {
+    CompressConfig {
         protection: Protection {
             recent_messages: 0,
             recent_tokens: 0,
@@ -111,7 +111,14 @@ fn folded_session(body: &[u8]) -> (Conversation, SessionState) {
         min_tokens: 0,
         max_summary_chars: 0,
         min_summary: foldwire_stages::kernel::MinSummary::OFF,
-    };
+    }
+}
+
+fn folded_session(body: &[u8]) -> (Conversation, SessionState) {
+    let mut state = SessionState::default();
+    let mut conv = conversation(body);
+    mint_refs(&mut state, &mut conv);
+    let open = open_config();
     // Each turn is 3 units (text, call, result); a block covers 40 turns.
     let requests: Vec<CompressRequest> = (0..20u32)
         .map(|i| {
@@ -216,5 +223,35 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// A session's first fold: one range over the whole history of a 10,002-message body
+/// (15,002 units), as a first turn of a resumed session folds it.
+fn first_fold(c: &mut Criterion) {
+    let body = foldwire_benches::anthropic_turns(5000, 2000);
+    let mut conv = conversation(&body);
+    let mut state = SessionState::default();
+    mint_refs(&mut state, &mut conv);
+    let last = Ref(state.next_ref - 10);
+    let request = [CompressRequest::new(
+        AnyRef::Message(Ref(2)),
+        AnyRef::Message(last),
+        "the whole session so far",
+    )];
+    let open = open_config();
+    let mut g = c.benchmark_group("kernel");
+    g.sample_size(20);
+    g.bench_function("apply_one_range_15002_units", |b| {
+        b.iter_batched(
+            || state.clone(),
+            |mut st| {
+                let r = apply_compression(&mut st, &conv, &request, &open, &CharEstimator);
+                assert_eq!(r.blocks_created.len(), 1);
+                st
+            },
+            BatchSize::LargeInput,
+        )
+    });
+    g.finish();
+}
+
+criterion_group!(benches, bench, first_fold);
 criterion_main!(benches);
