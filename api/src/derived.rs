@@ -80,6 +80,17 @@ pub fn archive_keys_of<'a>(
     collect_sized(archive_keys_in(direct, keys).map(str::to_owned))
 }
 
+/// True when `current` is the list [`archive_keys_of`] makes, found without making it (a
+/// block's keys are checked after every batch of originals is recorded, most of them
+/// unchanged).
+pub fn archive_keys_are<'a>(
+    direct: impl IntoIterator<Item = &'a Ref>,
+    keys: &ByRef<&str>,
+    current: &[String],
+) -> bool {
+    archive_keys_in(direct, keys).eq(current.iter().map(String::as_str))
+}
+
 /// [`archive_keys_of`], borrowed.
 fn archive_keys_in<'a, 'k>(
     direct: impl IntoIterator<Item = &'a Ref>,
@@ -258,6 +269,34 @@ mod tests {
         };
         state.blocks = vec![block].into();
         state
+    }
+
+    /// The borrowed comparison answers what comparing with a list made afresh answers: the
+    /// same list, one key fewer or more, one key different, and refs with no key.
+    #[test]
+    fn keys_are_compared_as_the_made_list_would_be() {
+        let state = folded_state(30, 20);
+        let keys = original_keys(&state.archive);
+        let direct: Vec<Ref> = (1..=25).map(Ref).collect();
+        let made = archive_keys_of(&direct, &keys);
+        assert_eq!(made.len(), 20);
+        let mut other = made.clone();
+        other[7] = format!("{:064}", 999);
+        for current in [
+            made.clone(),
+            made[..19].to_vec(),
+            [made.clone(), vec![made[0].clone()]].concat(),
+            other,
+            Vec::new(),
+        ] {
+            assert_eq!(
+                archive_keys_are(&direct, &keys, &current),
+                current == made,
+                "{} keys",
+                current.len()
+            );
+        }
+        assert!(archive_keys_are(&[Ref(26), Ref(27)], &keys, &[]));
     }
 
     #[test]

@@ -426,25 +426,23 @@ pub fn detach_originals(state: &mut SessionState) {
 fn record_on_blocks(state: &mut SessionState) {
     // One pass over the index (newest record of a ref wins), then one lookup per ref; the
     // same functions make the lists again when a stored state is loaded.
+    // Only the lists of blocks whose keys changed are made and written (compared borrowed:
+    // a long session has thousands of keys on blocks a batch leaves as they were), so the
+    // blocks stay shared with the state before the turn when nothing did.
     let by_ref = derived::original_keys(&state.archive);
-    let keys: Vec<Vec<String>> = state
+    let keys: Vec<Option<Vec<String>>> = state
         .blocks
         .iter()
-        .map(|b| derived::archive_keys_of(b.direct.iter(), &by_ref))
+        .map(|b| {
+            let same = derived::archive_keys_are(b.direct.iter(), &by_ref, &b.archive_keys);
+            (!same).then(|| derived::archive_keys_of(b.direct.iter(), &by_ref))
+        })
         .collect();
-    // Only blocks whose keys changed are written, so the blocks stay shared with the
-    // state before the turn when nothing did.
-    let changed: Vec<bool> = state
-        .blocks
-        .iter()
-        .zip(&keys)
-        .map(|(b, k)| *b.archive_keys != *k)
-        .collect();
-    if !changed.contains(&true) {
+    if keys.iter().all(Option::is_none) {
         return;
     }
-    for ((block, keys), changed) in state.blocks.iter_mut().zip(keys).zip(changed) {
-        if changed {
+    for (block, keys) in state.blocks.iter_mut().zip(keys) {
+        if let Some(keys) = keys {
             block.archive_keys = keys.into();
         }
     }
