@@ -101,7 +101,13 @@ pub fn record_at(
 /// Notes on an archive item where in a pack its bytes are (`pack`, `offset`; `size` is
 /// already the item's).
 pub fn set_location(item: &mut ArchivedItem, location: &PackLocation) {
-    item.pack = Some(location.pack.clone());
+    put_location(item, location.clone());
+}
+
+/// [`set_location`], taking the location (a batch records thousands: no copy of the pack's
+/// key for each).
+pub fn put_location(item: &mut ArchivedItem, location: PackLocation) {
+    item.pack = Some(location.pack);
     item.offset = Some(location.offset);
 }
 

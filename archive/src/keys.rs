@@ -101,14 +101,60 @@ pub fn sha256_hex_all(items: &[(String, bytes::Bytes)]) -> Vec<String> {
 
 /// SHA-256 of the bytes as lowercase hex (sha2 0.11 digests do not format as hex themselves).
 pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex_key(&Sha256::digest(bytes))
+}
+
+/// A digest as a content key: lowercase hex.
+fn hex_key(digest: &[u8]) -> String {
     const HEX: &[u8; 16] = b"0123456789abcdef";
-    let digest = Sha256::digest(bytes);
     let mut out = String::with_capacity(CONTENT_KEY_LEN);
-    for byte in digest.iter() {
+    for byte in digest {
         out.push(char::from(HEX[usize::from(byte >> 4)]));
         out.push(char::from(HEX[usize::from(byte & 0x0f)]));
     }
     out
+}
+
+/// The content key of bytes written in pieces: what [`sha256_hex`] gives for them joined,
+/// without ever holding them joined (a pack's manifest names thousands of payloads).
+pub struct KeyWriter {
+    hasher: Sha256,
+    /// Pieces gathered until there are enough to be worth a call to the hasher.
+    pending: Vec<u8>,
+}
+
+impl KeyWriter {
+    /// Bytes gathered before they go to the hasher.
+    const FLUSH_AT: usize = 16 << 10;
+
+    /// Nothing written yet.
+    pub fn new() -> Self {
+        KeyWriter {
+            hasher: Sha256::new(),
+            pending: Vec::with_capacity(Self::FLUSH_AT + 256),
+        }
+    }
+
+    /// Appends `bytes`.
+    pub fn write(&mut self, bytes: &[u8]) {
+        self.pending.extend_from_slice(bytes);
+        if self.pending.len() >= Self::FLUSH_AT {
+            self.hasher.update(&self.pending);
+            self.pending.clear();
+        }
+    }
+
+    /// The key of everything written.
+    pub fn finish(mut self) -> String {
+        self.hasher.update(&self.pending);
+        hex_key(&self.hasher.finalize())
+    }
+}
+
+impl Default for KeyWriter {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 /// Builds a store path from segments that were validated above. `Path::parse` refuses empty
@@ -173,6 +219,23 @@ pub fn ref_pointer_path(session: &SessionId, r: Ref) -> Result<Path, StoreError>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_key_written_in_pieces_is_the_key_of_the_pieces_joined() {
+        // Pieces of every size from empty to past the flush point, so some cross it.
+        let pieces: Vec<Vec<u8>> = (0..400usize)
+            .map(|i| vec![u8::try_from(i % 251).unwrap_or(0); (i * 131) % 20_000])
+            .collect();
+        for count in [0, 1, 2, 7, 400] {
+            let mut writer = KeyWriter::new();
+            let mut joined = Vec::new();
+            for piece in &pieces[..count] {
+                writer.write(piece);
+                joined.extend_from_slice(piece);
+            }
+            assert_eq!(writer.finish(), sha256_hex(&joined), "{count} pieces");
+        }
+    }
 
     #[test]
     fn a_large_batch_hashes_on_several_threads_to_the_same_keys_in_order() {

@@ -305,7 +305,7 @@ impl ObjectMediaArchive {
         };
         let mut parts: Vec<StoredPart> = Vec::with_capacity(items.len());
         // Payloads of the batch in pack order, each once.
-        let mut packed: Vec<(usize, Bytes)> = Vec::new();
+        let mut packed: Vec<(usize, Bytes)> = Vec::with_capacity(items.len());
         for (i, ((media_type, bytes), key)) in items.into_iter().zip(digests).enumerate() {
             let content = StoredContent {
                 key,
@@ -334,19 +334,19 @@ impl ObjectMediaArchive {
             // size in order: that fixes every byte anything points at as surely as their own
             // digest (every key is one), without hashing them a second time. (Bytes between
             // payloads, framing cut from the source, are pointed at by nothing.)
-            let mut manifest =
-                String::with_capacity(layout.places.len() * (keys::CONTENT_KEY_LEN + 24));
+            // Hashed as it is written, never held whole (a first turn's is a megabyte).
+            let mut manifest = keys::KeyWriter::new();
             let mut number = itoa::Buffer::new();
             for (i, offset, size) in &layout.places {
                 let key = parts.get(*i).map_or("", |p| p.content.key.as_str());
-                manifest.push_str(key);
-                manifest.push(' ');
-                manifest.push_str(number.format(*offset));
-                manifest.push(' ');
-                manifest.push_str(number.format(*size));
-                manifest.push('\n');
+                manifest.write(key.as_bytes());
+                manifest.write(b" ");
+                manifest.write(number.format(*offset).as_bytes());
+                manifest.write(b" ");
+                manifest.write(number.format(*size).as_bytes());
+                manifest.write(b"\n");
             }
-            let pack_key = keys::sha256_hex(manifest.as_bytes());
+            let pack_key = manifest.finish();
             packs.push(PackWrite::Pack(
                 keys::pack_path(session, &pack_key)?,
                 payload::in_pieces(layout.pieces),
