@@ -242,6 +242,7 @@ impl Fold {
             per_turn: 0,
             measured: std::cell::Cell::new(None),
             view: std::cell::RefCell::new(None),
+            runs: std::cell::RefCell::new(None),
             archive: cx.archive.as_ref(),
             in_flight: None,
         };
@@ -292,18 +293,14 @@ impl Fold {
                 });
                 continue;
             }
-            let runs: Vec<(SummaryRun, RangeInfo)> = summary_runs(
-                &conversation,
-                &folds.turn.state,
-                &compress.protection,
-                estimator,
-            )
-            .into_iter()
-            .filter_map(|run| {
-                let info = run.as_range(&folds.turn.state)?;
-                Some((run, info))
-            })
-            .collect();
+            let runs: Vec<(SummaryRun, RangeInfo)> = folds
+                .summary_runs()
+                .into_iter()
+                .filter_map(|run| {
+                    let info = run.as_range(&folds.turn.state)?;
+                    Some((run, info))
+                })
+                .collect();
             let infos: Vec<RangeInfo> = runs.iter().map(|(_, r)| r.clone()).collect();
             let mut picked = choose(&policy, &scope, &infos, &demand).await;
             picked.sort_unstable();
@@ -319,9 +316,7 @@ impl Fold {
             }
         }
         if folds.turn.state.blocks.len() != blocks && self.config.tier_after_fold > 0.0 {
-            folds
-                .tier_with_fold(self.config.tier_after_fold, &compress.protection)
-                .await;
+            folds.tier_with_fold(self.config.tier_after_fold).await;
         }
         if folds.turn.state.blocks.len() != blocks {
             record.floor = folds.request_tokens();
@@ -457,6 +452,10 @@ struct Folds<'a> {
     /// The folded copy that measure was made on (none when no block covered anything): the
     /// view the stage sends if the state does not change again.
     view: std::cell::RefCell<Option<(Conversation, FoldOutcome)>>,
+    /// The runs of summaries on the wire with the blocks as they stand: a turn that folded
+    /// asks twice between changes (the last round, then `tier_with_fold`), and each walk
+    /// links every unit of the conversation again.
+    runs: std::cell::RefCell<Option<Vec<SummaryRun>>>,
     /// Where the originals of folded units go, when the stage has an archive.
     archive: Option<&'a Arc<dyn MediaArchive>>,
     /// The write of the first round's originals, started when the policy picked them.
@@ -479,6 +478,22 @@ impl Folds<'_> {
         tokens
     }
 
+    /// The runs of summaries on the wire ([`summary_runs`]) with the blocks as they stand,
+    /// under the protection the turn's ranges were built with.
+    fn summary_runs(&self) -> Vec<SummaryRun> {
+        if let Some(runs) = self.runs.borrow().as_ref() {
+            return runs.clone();
+        }
+        let runs = summary_runs(
+            self.conversation,
+            &self.turn.state,
+            &self.compress.protection,
+            self.estimator,
+        );
+        self.runs.replace(Some(runs.clone()));
+        runs
+    }
+
     /// Starts writing the units of `spans` before they are summarized and folded, so the
     /// write runs beside the summarizer (on a first turn it is most of the session).
     fn start_archiving_spans(&mut self, spans: &[(Ref, Ref)]) {
@@ -498,7 +513,13 @@ impl Folds<'_> {
                 _ => None,
             })
             .collect();
-        self.in_flight = start_archiving_units(ranges.into_iter().flatten(), self.target(archive));
+        let target = self.target(archive);
+        self.in_flight = match ranges.as_slice() {
+            // One span (a first turn's whole history, merged): its exact length sizes the
+            // batch.
+            [one] => start_archiving_units(one.iter(), target),
+            _ => start_archiving_units(ranges.into_iter().flatten(), target),
+        };
     }
 
     /// Starts writing the originals folded so far, unless a write is already under way
@@ -568,14 +589,9 @@ impl Folds<'_> {
 
     /// On a turn that folded: the runs of summaries on the wire, each folded a tier up when
     /// together they hold more than `share` of the available budget.
-    async fn tier_with_fold(&mut self, share: f64, protection: &Protection) {
+    async fn tier_with_fold(&mut self, share: f64) {
         let limit = (share * self.turn.budget.available() as f64) as u64;
-        let runs = summary_runs(
-            self.conversation,
-            &self.turn.state,
-            protection,
-            self.estimator,
-        );
+        let runs = self.summary_runs();
         if runs.iter().map(|r| r.tokens).sum::<u64>() <= limit {
             return;
         }
@@ -647,6 +663,7 @@ impl Folds<'_> {
         }
         self.measured.set(None);
         self.view.replace(None);
+        self.runs.replace(None);
         let result = apply_compression_knowing(
             &mut self.turn.state,
             self.conversation,

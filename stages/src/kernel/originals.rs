@@ -80,10 +80,11 @@ async fn archive_all_but(
     timeout: Duration,
     skip: &HashSet<Ref>,
 ) -> OriginalsArchived {
-    let (pending, items) = pending_originals(state, skip);
+    let (pending, payloads) = pending_originals(state, skip);
     if pending.is_empty() {
         return OriginalsArchived::default();
     }
+    let items = as_items(payloads);
     let answer = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
         Ok(Ok(parts)) => Ok(parts),
         Ok(Err(e)) => Err(format!("archive write failed: {e}")),
@@ -132,8 +133,8 @@ pub struct BatchTarget<'a> {
 /// The state is not touched: the originals stay in it until [`finish_archiving`] sees the
 /// write confirmed (or, deferred, planned), so a turn that fails meanwhile loses nothing.
 pub fn start_archiving(state: &SessionState, to: BatchTarget<'_>) -> Option<OriginalsInFlight> {
-    let (pending, items) = pending_originals(state, &HashSet::new());
-    spawn_batch(pending, items, to)
+    let (pending, payloads) = pending_originals(state, &HashSet::new());
+    spawn_batch(pending, payloads, to)
 }
 
 /// Like [`start_archiving`], ahead of the fold: the bytes of `units` about to be folded
@@ -145,18 +146,33 @@ pub fn start_archiving_units<'a>(
     units: impl IntoIterator<Item = &'a Message>,
     to: BatchTarget<'_>,
 ) -> Option<OriginalsInFlight> {
-    let (pending, items) = units
+    let units = units.into_iter();
+    // Sized once from the hint (a first turn hands over thousands of units at once).
+    let room = units.size_hint().0;
+    let (mut pending, mut payloads) = (Vec::with_capacity(room), Vec::with_capacity(room));
+    for unit in units {
+        if let Some(r) = unit.r#ref {
+            pending.push(r);
+            payloads.push(unit.raw.clone());
+        }
+    }
+    spawn_batch(pending, payloads, to)
+}
+
+/// The batch's items as the archive takes them: each payload under
+/// [`ORIGINAL_MEDIA_TYPE`].
+fn as_items(payloads: Vec<Bytes>) -> Vec<(String, Bytes)> {
+    payloads
         .into_iter()
-        .filter_map(|u| Some((u.r#ref?, (ORIGINAL_MEDIA_TYPE.to_owned(), u.raw.clone()))))
-        .unzip();
-    spawn_batch(pending, items, to)
+        .map(|bytes| (ORIGINAL_MEDIA_TYPE.to_owned(), bytes))
+        .collect()
 }
 
 /// Plans and writes a batch on a blocking thread (a deferred write goes on as a task of its
 /// own); `None` when it is empty or there is no runtime.
 fn spawn_batch(
     pending: Vec<Ref>,
-    items: Vec<(String, Bytes)>,
+    payloads: Vec<Bytes>,
     to: BatchTarget<'_>,
 ) -> Option<OriginalsInFlight> {
     if pending.is_empty() {
@@ -169,11 +185,12 @@ fn spawn_batch(
     let defer = to.defer;
     // A blocking thread rather than a task: the stage goes on computing without yielding,
     // so a task would not run until it is done. The archive's own I/O is driven by the
-    // runtime as usual (`Handle::block_on`).
+    // runtime as usual (`Handle::block_on`). The items are made there too: a first turn's
+    // thousands of media-type strings are no work for the request's thread.
     let task = tokio::task::spawn_blocking(move || {
         runtime.block_on(async move {
             let planned = archive
-                .plan_contents(&session, source.as_ref(), items)
+                .plan_contents(&session, source.as_ref(), as_items(payloads))
                 .await?;
             if defer {
                 // On a thread of its own, not as a task: the runtime this runs on may be the
@@ -259,18 +276,13 @@ fn timed_out(timeout: Duration) -> String {
 /// The originals in the state except those in `skip`: their refs and, in the same order,
 /// each payload to write (shared with the state, which keeps it until the write is
 /// confirmed).
-fn pending_originals(
-    state: &SessionState,
-    skip: &HashSet<Ref>,
-) -> (Vec<Ref>, Vec<(String, Bytes)>) {
+fn pending_originals(state: &SessionState, skip: &HashSet<Ref>) -> (Vec<Ref>, Vec<Bytes>) {
     state
         .originals
         .iter()
         .filter(|(r, _)| !skip.contains(r))
-        .map(|(r, raw)| {
-            // Shared with the state, not copied: the bytes do not change.
-            (*r, (ORIGINAL_MEDIA_TYPE.to_owned(), raw.bytes()))
-        })
+        // Shared with the state, not copied: the bytes do not change.
+        .map(|(r, raw)| (*r, raw.bytes()))
         .unzip()
 }
 
@@ -366,8 +378,8 @@ fn record_written(
             original: true,
             ..ArchivedItem::default()
         };
-        if let Some(location) = &part.location {
-            foldwire_archive::index::set_location(&mut item, location);
+        if let Some(location) = part.location {
+            foldwire_archive::index::put_location(&mut item, location);
         }
         state.archive.push(item);
     }
