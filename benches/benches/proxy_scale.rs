@@ -8,7 +8,9 @@
 //!
 //! Reported per size: the first turn of a new session (what a client that resumes a long
 //! session pays once) and the median of the steady turns after it, with the ratios the
-//! targets name (default / passthrough, first / steady, default / Value round trip).
+//! targets name (default / passthrough, first / steady, default / Value round trip), and
+//! passthrough's own first / steady beside them: what a new session costs the proxy before
+//! any folding (its body received into new memory, decoded whole, a first state written).
 //!
 //! `cargo bench -p foldwire-benches --bench proxy_scale` (`FOLDWIRE_SCALE_SIZES=500,2000`
 //! picks sizes; `FOLDWIRE_SCALE_TURNS` the steady turns per size, 7 by default;
@@ -132,7 +134,7 @@ async fn main() {
         "added latency per turn (ms; median of {steady} steady turns, interleaved), Anthropic tool-use session:"
     );
     println!(
-        "{:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>10} {:>8} {:>9}",
+        "{:>8} {:>8} {:>8} {:>9} {:>9} {:>8} {:>9} {:>10} {:>10} {:>8} {:>9} {:>9}",
         "messages",
         "MB",
         "direct",
@@ -143,7 +145,8 @@ async fn main() {
         "first_def",
         "first_pass",
         "1st/stdy",
-        "def/value"
+        "def/value",
+        "pass_1st"
     );
     for messages in sizes {
         let turns = messages.saturating_sub(2) / 2;
@@ -174,11 +177,12 @@ async fn main() {
         }
         let (d, a_def, a_pass, v) = (median(direct_ms), median(def), median(pass), median(value));
         println!(
-            "{messages:>8} {:>8.2} {d:>8.2} {a_def:>9.2} {a_pass:>9.2} {:>8.2} {v:>9.2} {f_def:>10.2} {f_pass:>10.2} {:>8.2} {:>9.2}",
+            "{messages:>8} {:>8.2} {d:>8.2} {a_def:>9.2} {a_pass:>9.2} {:>8.2} {v:>9.2} {f_def:>10.2} {f_pass:>10.2} {:>8.2} {:>9.2} {:>9.2}",
             first_body.len() as f64 / 1e6,
             a_def / a_pass.max(0.01),
             f_def / a_def.max(0.01),
             a_def / v.max(0.01),
+            f_pass / a_pass.max(0.01),
         );
     }
     let _ = std::fs::remove_dir_all(dir);
