@@ -649,17 +649,16 @@ impl JournalStateStore {
         expected: Option<&StateVersion>,
         mut ready: Option<PendingWrites>,
     ) -> Result<StateVersion, StoreError> {
+        // A new session: refused if an earlier build's state is there (the caller did not
+        // load it) — the journal slot alone would not show it. Asked while the first entry
+        // is serialized and what it names is stored, not before (on S3 a round trip the
+        // first turn then does not wait for on its own).
+        let earlier_build = match expected {
+            None => Some(self.refuse_earlier_build(session, keys::state_path(session)?)),
+            Some(_) => None,
+        };
         let pos = match expected {
-            None => {
-                // A new session: refuse if an earlier build's state is there (the caller
-                // did not load it) — the journal slot alone would not show it.
-                match self.store.head(&keys::state_path(session)?).await {
-                    Ok(_) => return Err(conflict(session, expected)),
-                    Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(self.err("head state", e)),
-                }
-                None
-            }
+            None => None,
             Some(v) => {
                 let seq = Self::decode_version(v)?;
                 let known = self
@@ -725,9 +724,21 @@ impl JournalStateStore {
             .max(estimated_json_len(state));
         let mut entry = Self::header_line(session, seq, Kind::Full, None, room)?;
         serde_json::to_writer(&mut entry, state).map_err(|e| format_error(session, e.into()))?;
-        if let Some(ready) = ready.take() {
-            ready.finish().await?;
-        }
+        let stored = async {
+            match ready.take() {
+                Some(ready) => ready.finish().await,
+                None => Ok(()),
+            }
+        };
+        let checked = async {
+            match earlier_build {
+                Some(check) => check.await,
+                None => Ok(()),
+            }
+        };
+        let (stored, checked) = futures::join!(stored, checked);
+        stored?;
+        checked?;
         let Some(size) = self.create(session, seq, entry).await? else {
             return Err(conflict(session, expected));
         };
@@ -749,6 +760,20 @@ impl JournalStateStore {
                 at,
             },
         ))
+    }
+
+    /// `Err(Conflict)` when `state_path` (a new session's whole-document state, as
+    /// earlier builds wrote it) exists.
+    async fn refuse_earlier_build(
+        &self,
+        session: &SessionId,
+        state_path: Path,
+    ) -> Result<(), StoreError> {
+        match self.store.head(&state_path).await {
+            Ok(_) => Err(conflict(session, None)),
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(self.err("head state", e)),
+        }
     }
 
     /// The entry to write at `seq` for a turn whose delta is `delta`: a plain delta, or at

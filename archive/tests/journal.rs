@@ -328,6 +328,41 @@ async fn an_entry_is_created_only_after_the_writes_it_names() {
     assert_eq!(store.load(&session).await.unwrap().unwrap(), (next, v2));
 }
 
+/// A new session's first save asks whether an earlier build's state is there while the
+/// writes its entry names are still under way, not before them: the write below lands only
+/// once that question was asked after it started (on S3 the first turn waits for the slower
+/// of the two round trips, not for both one after the other).
+#[tokio::test]
+async fn a_first_save_checks_for_an_earlier_builds_state_while_its_writes_land() {
+    let counting = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
+    let store = JournalStateStore::new(counting.clone(), "memory");
+    let session = SessionId::new("overlap").unwrap();
+    let first = long_state(&session, 50);
+    let asked = Arc::clone(&counting);
+    let mut ready = PendingWrites::default();
+    ready.push(Box::pin(async move {
+        let before = asked.counts().gets;
+        for _ in 0..500 {
+            if asked.counts().gets > before {
+                return Ok(());
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        Err(StoreError::Backend {
+            backend: "test".into(),
+            operation: "write a pack".into(),
+            source: "the check for an earlier build's state never came while it was under way"
+                .into(),
+        })
+    }));
+    let empty = SessionState::new(session.clone());
+    let saved = store
+        .save_change_after(&session, &empty, &first, None, ready)
+        .await;
+    assert!(saved.is_ok(), "{saved:?}");
+    assert_eq!(store.load(&session).await.unwrap().unwrap().0, first);
+}
+
 /// A first turn's state: `messages` refs, all but the last 20 folded into one block whose
 /// originals sit in one pack, as the fold leaves them.
 fn first_turn_state(session: &SessionId, messages: u32) -> SessionState {
