@@ -402,8 +402,19 @@ impl JournalStateStore {
         session: &SessionId,
     ) -> Result<Option<Option<(SessionState, StateVersion)>>, StoreError> {
         let at = Instant::now();
-        let listed = self.list_entries(session).await?;
+        // Whether an earlier build's state is there is asked beside the listing, not after
+        // it came back empty: a new session (nothing listed, nothing there) then costs one
+        // round trip on S3, where it cost two; a session with a journal pays a HEAD whose
+        // answer it does not need.
+        let (listed, earlier_build) = futures::join!(
+            self.list_entries(session),
+            self.earlier_build_state(keys::state_path(session)?)
+        );
+        let listed = listed?;
         let Some(&(newest, _)) = listed.last() else {
+            if !earlier_build? {
+                return Ok(Some(None));
+            }
             return self.load_legacy(session, at).await.map(Some);
         };
         // Newest first until a full entry, following merged entries back to what they
@@ -762,17 +773,25 @@ impl JournalStateStore {
         ))
     }
 
-    /// `Err(Conflict)` when `state_path` (a new session's whole-document state, as
-    /// earlier builds wrote it) exists.
+    /// Whether `state_path` (a session's whole-document state, as earlier builds wrote it)
+    /// exists.
+    async fn earlier_build_state(&self, state_path: Path) -> Result<bool, StoreError> {
+        match self.store.head(&state_path).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(self.err("head state", e)),
+        }
+    }
+
+    /// `Err(Conflict)` when [`Self::earlier_build_state`] is there for a new session.
     async fn refuse_earlier_build(
         &self,
         session: &SessionId,
         state_path: Path,
     ) -> Result<(), StoreError> {
-        match self.store.head(&state_path).await {
-            Ok(_) => Err(conflict(session, None)),
-            Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(self.err("head state", e)),
+        match self.earlier_build_state(state_path).await? {
+            true => Err(conflict(session, None)),
+            false => Ok(()),
         }
     }
 

@@ -4,7 +4,16 @@
 //! still loads, and a steady turn's write stays within its budget in bytes and requests.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use foldwire_archive::object_store::path::Path;
+use foldwire_archive::object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 
 use foldwire_archive::counting::CountingStore;
 use foldwire_archive::object_store::memory::InMemory;
@@ -361,6 +370,141 @@ async fn a_first_save_checks_for_an_earlier_builds_state_while_its_writes_land()
         .await;
     assert!(saved.is_ok(), "{saved:?}");
     assert_eq!(store.load(&session).await.unwrap().unwrap().0, first);
+}
+
+/// A store whose listings answer only once something has been read or headed (after five
+/// seconds without, they fail): a load that lists first and asks afterwards cannot finish.
+#[derive(Debug)]
+struct ListsAfterARead {
+    inner: Arc<dyn ObjectStore>,
+    reads: Arc<AtomicU64>,
+}
+
+impl std::fmt::Display for ListsAfterARead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ListsAfterARead({})", self.inner)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for ListsAfterARead {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let mut listing = Some(self.inner.list(prefix));
+        let reads = Arc::clone(&self.reads);
+        let gate = async move {
+            for _ in 0..500 {
+                if reads.load(Ordering::SeqCst) > 0 {
+                    return Ok(());
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            Err(object_store::Error::Generic {
+                store: "lists-after-a-read",
+                source: "nothing was read while the listing was under way".into(),
+            })
+        };
+        futures::stream::once(gate)
+            .map_ok(move |()| {
+                listing
+                    .take()
+                    .unwrap_or_else(|| futures::stream::empty().boxed())
+            })
+            .try_flatten()
+            .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Loading a session asks whether an earlier build's state is there beside listing its
+/// journal, not once the listing came back empty: a new session costs one round trip on S3,
+/// not two. The earlier build's state still loads when there is no journal, and a session
+/// with a journal loads from it.
+#[tokio::test]
+async fn a_load_lists_the_journal_and_asks_for_an_earlier_builds_state_at_once() {
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let gated = |reads: &Arc<AtomicU64>| {
+        JournalStateStore::new(
+            Arc::new(ListsAfterARead {
+                inner: Arc::clone(&memory),
+                reads: Arc::clone(reads),
+            }),
+            "memory",
+        )
+    };
+    let reads = Arc::new(AtomicU64::new(0));
+    let new = SessionId::new("new").unwrap();
+    let loaded = gated(&reads).load(&new).await;
+    assert!(matches!(loaded, Ok(None)), "{loaded:?}");
+
+    let old = SessionId::new("old").unwrap();
+    let mut state = SessionState::new(old.clone());
+    state.turns = 3;
+    ObjectStateStore::new(Arc::clone(&memory), "memory")
+        .save(&old, &state, None)
+        .await
+        .unwrap();
+    let (from_old, _) = gated(&Arc::new(AtomicU64::new(0)))
+        .load(&old)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(from_old, state);
+
+    let store = gated(&Arc::new(AtomicU64::new(0)));
+    let journaled = SessionId::new("journaled").unwrap();
+    let first = long_state(&journaled, 30);
+    store.save(&journaled, &first, None).await.unwrap();
+    let (again, _) = gated(&Arc::new(AtomicU64::new(0)))
+        .load(&journaled)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again, first);
 }
 
 /// A first turn's state: `messages` refs, all but the last 20 folded into one block whose
