@@ -28,9 +28,9 @@
 //!   because a writer whose version is older than half the grace first checks the journal.
 //! - **Migration**: a session with no journal but a `state.json` (earlier builds) loads from
 //!   it; its first save writes a full entry, and the first compaction removes `state.json`.
-//! - **Crash leftovers**: a directory store's half-written entries (object_store stages a
-//!   put as `<name>#<n>` and hard-links it into place) and the temp files of earlier builds
-//!   are removed at compaction once older than the grace.
+//! - **Crash leftovers**: a directory store's half-written entries (an entry is staged as
+//!   `<name>#<…>` and hard-linked into place, by object_store or by [`local_entry`]) and the
+//!   temp files of earlier builds are removed at compaction once older than the grace.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -48,7 +48,7 @@ use foldwire_core::{PendingWrites, SessionId, SessionState, StateStore, StateVer
 
 use crate::delta::StateDelta;
 use crate::media::backend_error;
-use crate::{keys, payload};
+use crate::{keys, local_entry, payload};
 
 /// The newest entry format this build writes and reads (2 added merged entries, 3 full
 /// entries of the compact state; delta entries are still written as format 1, which
@@ -190,6 +190,21 @@ impl Entry {
             Kind::Merged if end - start >= 2 => self.body.slice(start + 1..end - 1),
             _ => self.body.slice(start..end),
         }
+    }
+}
+
+/// The writes of `ready` when any is under way.
+fn under_way(ready: Option<PendingWrites>) -> Option<PendingWrites> {
+    ready.filter(|r| !r.is_empty())
+}
+
+/// What `work` ends in, or done at once when there is none.
+async fn done_or(
+    work: Option<impl std::future::Future<Output = Result<(), StoreError>>>,
+) -> Result<(), StoreError> {
+    match work {
+        Some(work) => work.await,
+        None => Ok(()),
     }
 }
 
@@ -570,6 +585,55 @@ impl JournalStateStore {
         }
     }
 
+    /// [`Self::create`] once `before` (the writes the entry names, checks), when given, has
+    /// succeeded. In a local directory the entry is written and synced meanwhile, and only
+    /// linked into place after ([`local_entry`]); elsewhere it is created after.
+    async fn create_after(
+        &self,
+        session: &SessionId,
+        seq: u64,
+        bytes: Vec<u8>,
+        before: Option<impl std::future::Future<Output = Result<(), StoreError>>>,
+    ) -> Result<Option<u64>, StoreError> {
+        let Some(root) = &self.config.local_root else {
+            done_or(before).await?;
+            return self.create(session, seq, bytes).await;
+        };
+        let dest = root.join(Self::entry_path(session, seq)?.as_ref());
+        let size = bytes.len() as u64;
+        let failed =
+            |operation: &str, e: Box<dyn std::error::Error + Send + Sync>| StoreError::Backend {
+                backend: self.backend.to_owned(),
+                operation: operation.to_owned(),
+                source: e,
+            };
+        // Linked: the entry's size; `None` when another writer created it first.
+        let linked = |answer: Result<std::io::Result<bool>, tokio::task::JoinError>| match answer {
+            Ok(Ok(true)) => Ok(Some(size)),
+            Ok(Ok(false)) => Ok(None),
+            Ok(Err(e)) => Err(failed("put state entry", Box::new(e))),
+            Err(e) => Err(failed("put state entry", Box::new(e))),
+        };
+        let Some(before) = before else {
+            // Nothing to wait for: staged and linked in one go, as object_store would.
+            let created = tokio::task::spawn_blocking(move || {
+                local_entry::stage(&dest, &bytes)?.publish(&dest)
+            });
+            return linked(created.await);
+        };
+        let staging = {
+            let dest = dest.clone();
+            tokio::task::spawn_blocking(move || local_entry::stage(&dest, &bytes))
+        };
+        let (staged, before) = futures::join!(staging, before);
+        // Dropped unpublished when what it names failed: the staged file goes with it.
+        before?;
+        let staged = staged
+            .map_err(|e| failed("stage state entry", Box::new(e)))?
+            .map_err(|e| failed("stage state entry", Box::new(e)))?;
+        linked(tokio::task::spawn_blocking(move || staged.publish(&dest)).await)
+    }
+
     /// After a full entry at `full_seq`: deletes the entries it supersedes that are older
     /// than the grace, `state.json` of an earlier build, and crash leftovers. Best effort:
     /// whatever is left is tried again at the next compaction.
@@ -613,8 +677,9 @@ impl JournalStateStore {
         }
     }
 
-    /// Removes staged puts (`<name>#<n>`) a killed writer left in the session's journal
-    /// folder and temp files of earlier builds' state writes, once older than the grace.
+    /// Removes staged puts (`<name>#<n>`) a killed writer left in the session's journal and
+    /// packs folders and temp files of earlier builds' state writes, once older than the
+    /// grace.
     fn sweep_local(&self, root: &std::path::Path, session: &SessionId) {
         let Ok(segment) = keys::session_segment(session.as_str()) else {
             return;
@@ -629,11 +694,10 @@ impl JournalStateStore {
                 .and_then(|t| t.elapsed().ok())
                 .is_some_and(|age| age >= grace)
         };
+        let staged = (|name: &str| name.contains('#')) as fn(&str) -> bool;
         for (folder, is_leftover) in [
-            (
-                dir.join("journal"),
-                (|name: &str| name.contains('#')) as fn(&str) -> bool,
-            ),
+            (dir.join("journal"), staged),
+            (dir.join("packs"), staged),
             (dir.clone(), |name: &str| {
                 name.starts_with(".state.json.") && name.ends_with(".tmp")
             }),
@@ -706,10 +770,8 @@ impl JournalStateStore {
                 let mut entry = Self::header_line(session, seq, kind, from, body.len())?;
                 entry.extend_from_slice(&body);
                 // The entry is ready; what it names must be stored before it is.
-                if let Some(ready) = ready.take() {
-                    ready.finish().await?;
-                }
-                let Some(size) = self.create(session, seq, entry).await? else {
+                let stored = under_way(ready.take()).map(PendingWrites::finish);
+                let Some(size) = self.create_after(session, seq, entry, stored).await? else {
                     return Err(conflict(session, expected));
                 };
                 let mut links = kept;
@@ -735,22 +797,15 @@ impl JournalStateStore {
             .max(estimated_json_len(state));
         let mut entry = Self::header_line(session, seq, Kind::Full, None, room)?;
         serde_json::to_writer(&mut entry, state).map_err(|e| format_error(session, e.into()))?;
-        let stored = async {
-            match ready.take() {
-                Some(ready) => ready.finish().await,
-                None => Ok(()),
-            }
+        let stored = under_way(ready.take()).map(PendingWrites::finish);
+        let before = match (stored, earlier_build) {
+            (None, None) => None,
+            (stored, checked) => Some(async move {
+                let (stored, checked) = futures::join!(done_or(stored), done_or(checked));
+                stored.and(checked)
+            }),
         };
-        let checked = async {
-            match earlier_build {
-                Some(check) => check.await,
-                None => Ok(()),
-            }
-        };
-        let (stored, checked) = futures::join!(stored, checked);
-        stored?;
-        checked?;
-        let Some(size) = self.create(session, seq, entry).await? else {
+        let Some(size) = self.create_after(session, seq, entry, before).await? else {
             return Err(conflict(session, expected));
         };
         let legacy = pos.as_ref().is_some_and(|p| p.legacy);

@@ -180,6 +180,11 @@ pub fn journal_prefix(session: &SessionId) -> Result<Path, StoreError> {
     join(&["sessions", session_segment(session.as_str())?, "journal"])
 }
 
+/// The folder of a session's packs.
+pub fn packs_prefix(session: &SessionId) -> Result<Path, StoreError> {
+    join(&["sessions", session_segment(session.as_str())?, "packs"])
+}
+
 /// Where a pack (several payloads of one batch in one object) with this content key lives.
 pub fn pack_path(session: &SessionId, key: &str) -> Result<Path, StoreError> {
     join(&[

@@ -25,6 +25,7 @@ pub mod faults;
 pub mod index;
 pub mod journal;
 pub mod keys;
+pub mod local_entry;
 pub mod media;
 pub mod pack_layout;
 pub mod payload;
@@ -129,7 +130,9 @@ impl Backends {
             state::LOCAL_IO_CONCURRENCY,
         ));
         Ok(Backends {
-            media: Arc::new(ObjectMediaArchive::new(Arc::clone(&store), "file")),
+            media: Arc::new(
+                ObjectMediaArchive::new(Arc::clone(&store), "file").with_local_root(dir.clone()),
+            ),
             state: Arc::new(JournalStateStore::with_config(
                 Arc::clone(&store),
                 "file",

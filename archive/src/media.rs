@@ -5,6 +5,7 @@
 //! success. A ref names its newest payload through a small JSON pointer object
 //! (`sessions/<s>/refs/<ref>.json`) holding the key, media type and size.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -19,7 +20,7 @@ use foldwire_core::{
     StoredContent, StoredPart,
 };
 
-use crate::{keys, pack_layout, payload};
+use crate::{keys, local_entry, pack_layout, payload};
 
 /// Wraps an object_store error with the backend and operation that failed; a missing object
 /// becomes [`StoreError::NotFound`].
@@ -55,12 +56,40 @@ struct RefPointer {
 pub struct ObjectMediaArchive {
     store: Arc<dyn ObjectStore>,
     backend: &'static str,
+    /// The directory under a local store, where a session's pack folder is made while its
+    /// first pack is planned.
+    local_root: Option<PathBuf>,
 }
 
 impl ObjectMediaArchive {
     /// An archive over `store`; `backend` names it in errors (`memory`, `file`, `s3`).
     pub fn new(store: Arc<dyn ObjectStore>, backend: &'static str) -> Self {
-        ObjectMediaArchive { store, backend }
+        ObjectMediaArchive {
+            store,
+            backend,
+            local_root: None,
+        }
+    }
+
+    /// The same archive, knowing `store` is the local directory `root`.
+    pub fn with_local_root(mut self, root: PathBuf) -> Self {
+        self.local_root = Some(root);
+        self
+    }
+
+    /// On a local store, starts making the folder of the session's packs (a first fold's
+    /// pack otherwise waits for it, and its fsyncs, after planning).
+    fn prepare_packs_folder(
+        &self,
+        session: &SessionId,
+    ) -> Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>, StoreError> {
+        let Some(root) = &self.local_root else {
+            return Ok(None);
+        };
+        let folder = root.join(keys::packs_prefix(session)?.as_ref());
+        Ok(tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|rt| rt.spawn_blocking(move || local_entry::make_folder(&folder))))
     }
 
     async fn read_pointer(&self, session: &SessionId, r: Ref) -> Result<RefPointer, StoreError> {
@@ -226,10 +255,26 @@ impl MediaArchive for ObjectMediaArchive {
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
     ) -> Result<PlannedContents, StoreError> {
+        let folder = match items.len() {
+            0 | 1 => None,
+            _ => self.prepare_packs_folder(session)?,
+        };
         let (parts, writes) = self.plan_packs(session, source, items)?;
-        // Planning reads and writes nothing; every request to the backend is in here.
+        // Planning reads and writes nothing (on a local directory, it makes the folder the
+        // pack goes in); every request to the backend is in here.
         let (archive, session) = (self.clone(), session.clone());
         let write = async move {
+            if let Some(folder) = folder {
+                let failed = |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Backend {
+                    backend: archive.backend.to_owned(),
+                    operation: "make the packs folder".to_owned(),
+                    source: e,
+                };
+                folder
+                    .await
+                    .map_err(|e| failed(Box::new(e)))?
+                    .map_err(|e| failed(Box::new(e)))?;
+            }
             for write in writes {
                 match write {
                     PackWrite::Pack(path, pieces) => {

@@ -161,8 +161,8 @@ async fn bad_urls_fail_with_a_clear_message() {
     assert!(err.contains("nonsense"), "{err}");
 }
 
-/// A writer killed half-way leaves a staged entry (`<entry>#<n>`) in the journal folder, and
-/// earlier builds left `.state.json.*.tmp` files; the next compaction removes both once they
+/// A writer killed half-way leaves a staged entry (`<entry>#<n>`) in the journal folder or a
+/// staged pack in the packs folder, and earlier builds left `.state.json.*.tmp` files; the next compaction removes both once they
 /// are older than the grace, along with the entries it superseded, and the state is the last
 /// one saved.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -187,8 +187,10 @@ async fn local_compactions_remove_what_killed_writers_left() {
     let journal = session_dir.join("journal");
     let leftovers = [
         journal.join("00000000000000000002.json#17"),
+        session_dir.join("packs/00ff#3"),
         session_dir.join(".state.json.4242.0.tmp"),
     ];
+    std::fs::create_dir_all(session_dir.join("packs")).unwrap();
     for path in &leftovers {
         std::fs::write(path, b"{half a state").unwrap();
     }

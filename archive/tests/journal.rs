@@ -337,6 +337,91 @@ async fn an_entry_is_created_only_after_the_writes_it_names() {
     assert_eq!(store.load(&session).await.unwrap().unwrap(), (next, v2));
 }
 
+/// In a local directory the entry is written and synced while the writes it names are
+/// still under way (a staged file beside its name, the journal folder made for it on a new
+/// session) and only linked into place once they have landed; when they fail, no entry and
+/// no staged file are left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_entry_is_staged_while_its_writes_land_and_linked_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Backends::local(dir.path()).unwrap();
+    let session = SessionId::new("staged").unwrap();
+    let journal = dir.path().join("sessions/staged/journal");
+    let names = move || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&journal)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    // A write that lands once the entry it is named by has been staged (and not linked).
+    let landing = |fails: bool, seq: u64| {
+        let names = names.clone();
+        let mut ready = PendingWrites::default();
+        ready.push(Box::pin(async move {
+            let entry = format!("{seq:020}.json");
+            let deadline = std::time::Instant::now() + Duration::from_secs(10);
+            loop {
+                let now = names();
+                assert!(!now.contains(&entry), "linked before the write: {now:?}");
+                if now.iter().any(|n| n.starts_with(&format!("{entry}#"))) {
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "never staged while the write was under way: {now:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+            if fails {
+                return Err(StoreError::Backend {
+                    backend: "test".into(),
+                    operation: "write a pack".into(),
+                    source: "refused on purpose".into(),
+                });
+            }
+            Ok(())
+        }));
+        ready
+    };
+    let first = long_state(&session, 200);
+    let empty = SessionState::new(session.clone());
+    let v1 = b
+        .state
+        .save_change_after(&session, &empty, &first, None, landing(false, 1))
+        .await
+        .unwrap();
+    assert_eq!(names(), vec![format!("{:020}.json", 1)]);
+    let next = steady_turn(&first, 0);
+    let v2 = b
+        .state
+        .save_change_after(&session, &first, &next, Some(&v1), landing(false, 2))
+        .await
+        .unwrap();
+    let refused = steady_turn(&next, 1);
+    let failed = b
+        .state
+        .save_change_after(&session, &next, &refused, Some(&v2), landing(true, 3))
+        .await;
+    assert!(
+        matches!(failed, Err(StoreError::Backend { .. })),
+        "{failed:?}"
+    );
+    assert_eq!(
+        names(),
+        vec![format!("{:020}.json", 1), format!("{:020}.json", 2)],
+        "the refused turn left an entry or a staged file"
+    );
+    let reopened = Backends::local(dir.path()).unwrap();
+    assert_eq!(
+        reopened.state.load(&session).await.unwrap().unwrap().0,
+        next
+    );
+}
+
 /// A new session's first save asks whether an earlier build's state is there while the
 /// writes its entry names are still under way, not before them: the write below lands only
 /// once that question was asked after it started (on S3 the first turn waits for the slower

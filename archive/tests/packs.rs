@@ -164,6 +164,95 @@ async fn slices_of_one_body_are_packed_as_the_body_holds_them() {
     assert_eq!(again.parts, parts);
 }
 
+/// On a local directory (where the packs folder is made while the batch is planned): a plan
+/// never run writes no pack, every payload reads back byte-identical by its range once the
+/// write has run, a payload sent twice is stored once, no staged file is left, and the same
+/// batch again names the same pack.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_local_pack_is_written_only_when_its_write_runs_and_reads_back_by_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Backends::local(dir.path()).unwrap();
+    let s = SessionId::new("local-packs").unwrap();
+    let packs = dir.path().join("sessions/local-packs/packs");
+    let listed = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(&packs)
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.sort();
+        names
+    };
+    let mut body = Vec::new();
+    let mut spans = Vec::new();
+    for i in 0..200u32 {
+        body.extend_from_slice(br#"]},{"role":"user","content":[{"type":"tool_result","#);
+        let start = body.len();
+        let text = format!(
+            r#""tool_use_id":"t{i}","content":"{}"}}"#,
+            "y".repeat(3_000 + i as usize)
+        );
+        body.extend_from_slice(text.as_bytes());
+        spans.push(start..body.len());
+    }
+    let body = Bytes::from(body);
+    let mut items: Vec<(String, Bytes)> = spans
+        .iter()
+        .map(|r| (ORIGINAL.to_owned(), body.slice(r.clone())))
+        .collect();
+    items.push((
+        ORIGINAL.to_owned(),
+        Bytes::from_static(b"{\"elsewhere\":1}"),
+    ));
+    items.push(items[7].clone());
+
+    drop(
+        b.media
+            .plan_contents(&s, Some(&body), items.clone())
+            .await
+            .unwrap(),
+    );
+    // The folder is made while the plan is, not when the pack is put.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !packs.is_dir() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    assert!(packs.is_dir(), "planning did not make the packs folder");
+    assert_eq!(
+        listed(),
+        Vec::<String>::new(),
+        "a plan never run wrote a pack"
+    );
+
+    let planned = b
+        .media
+        .plan_contents(&s, Some(&body), items.clone())
+        .await
+        .unwrap();
+    let pack = planned.parts[0].location.clone().expect("packed").pack;
+    planned.write.await.unwrap();
+    assert!(packs.is_dir());
+    assert_eq!(
+        listed(),
+        vec![pack.clone()],
+        "one pack, no staged file left"
+    );
+    let parts = planned.parts;
+    assert_eq!(parts[201].location, parts[7].location);
+    for (part, (_, bytes)) in parts.iter().zip(&items) {
+        assert_eq!(part.content.key, keys::sha256_hex(bytes));
+        let at = part.location.as_ref().expect("packed");
+        assert_eq!(at.pack, pack);
+        let back = b.media.get_packed(&s, &part.content.key, at).await.unwrap();
+        assert_eq!(&back, bytes);
+    }
+    let again = b.media.plan_contents(&s, Some(&body), items).await.unwrap();
+    again.write.await.unwrap();
+    assert_eq!(again.parts, parts);
+    assert_eq!(listed(), vec![pack]);
+}
+
 #[tokio::test]
 async fn retention_keeps_a_pack_a_journal_entry_names() {
     let b = Backends::memory();
