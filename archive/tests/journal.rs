@@ -282,6 +282,15 @@ async fn a_steady_turn_writes_what_it_added() {
     assert_eq!(store.load(&session).await.unwrap().unwrap().0, state);
 }
 
+/// The error of a pack write refused on purpose.
+fn refused_pack() -> StoreError {
+    StoreError::Backend {
+        backend: "test".into(),
+        operation: "write a pack".into(),
+        source: "refused on purpose".into(),
+    }
+}
+
 /// A state whose turn left a write under way is created only after that write: the entry
 /// is put once the write has landed (a first, full entry and a delta alike), and when the
 /// write fails nothing is stored and its error comes back.
@@ -300,11 +309,7 @@ async fn an_entry_is_created_only_after_the_writes_it_names() {
             tokio::time::sleep(Duration::from_millis(30)).await;
             assert_eq!(counting.counts().puts, puts_before, "put before the write");
             if fails {
-                return Err(StoreError::Backend {
-                    backend: "test".into(),
-                    operation: "write a pack".into(),
-                    source: "refused on purpose".into(),
-                });
+                return Err(refused_pack());
             }
             Ok(())
         }));
@@ -377,11 +382,7 @@ async fn a_local_entry_is_staged_while_its_writes_land_and_linked_after() {
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
             if fails {
-                return Err(StoreError::Backend {
-                    backend: "test".into(),
-                    operation: "write a pack".into(),
-                    source: "refused on purpose".into(),
-                });
+                return Err(refused_pack());
             }
             Ok(())
         }));

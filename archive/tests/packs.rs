@@ -102,6 +102,32 @@ async fn a_large_batch_is_one_pack_in_pieces_and_reads_back_by_range() {
     }
 }
 
+/// A request body of `results` tool results (each of about `chars` characters), and the
+/// span of each result's fields in it.
+fn tool_results_body(results: u32, chars: usize) -> (Bytes, Vec<std::ops::Range<usize>>) {
+    let mut body = Vec::new();
+    let mut spans = Vec::new();
+    for i in 0..results {
+        body.extend_from_slice(br#"]},{"role":"user","content":[{"type":"tool_result","#);
+        let start = body.len();
+        let text = format!(
+            r#""tool_use_id":"t{i}","content":"{}"}}"#,
+            "x".repeat(chars + i as usize)
+        );
+        body.extend_from_slice(text.as_bytes());
+        spans.push(start..body.len());
+    }
+    (Bytes::from(body), spans)
+}
+
+/// The originals a fold would archive: each span of `body`, sliced from it.
+fn originals_of(body: &Bytes, spans: &[std::ops::Range<usize>]) -> Vec<(String, Bytes)> {
+    spans
+        .iter()
+        .map(|r| (ORIGINAL.to_owned(), body.slice(r.clone())))
+        .collect()
+}
+
 /// A batch of slices of one request body (a first turn's originals) is written as the
 /// stretch of the body that holds them: one put of about the body's size, every payload
 /// back byte-identical by its range; one from elsewhere and a duplicate still find their
@@ -109,23 +135,8 @@ async fn a_large_batch_is_one_pack_in_pieces_and_reads_back_by_range() {
 #[tokio::test]
 async fn slices_of_one_body_are_packed_as_the_body_holds_them() {
     let (counting, b, s) = counted("body-packs");
-    let mut body = Vec::new();
-    let mut spans = Vec::new();
-    for i in 0..300u32 {
-        body.extend_from_slice(br#"]},{"role":"user","content":[{"type":"tool_result","#);
-        let start = body.len();
-        let text = format!(
-            r#""tool_use_id":"t{i}","content":"{}"}}"#,
-            "x".repeat(2_000 + i as usize)
-        );
-        body.extend_from_slice(text.as_bytes());
-        spans.push(start..body.len());
-    }
-    let body = Bytes::from(body);
-    let mut items: Vec<(String, Bytes)> = spans
-        .iter()
-        .map(|r| (ORIGINAL.to_owned(), body.slice(r.clone())))
-        .collect();
+    let (body, spans) = tool_results_body(300, 2_000);
+    let mut items = originals_of(&body, &spans);
     items.push((
         ORIGINAL.to_owned(),
         Bytes::from_static(b"{\"rewritten\":true}"),
@@ -184,23 +195,8 @@ async fn a_local_pack_is_written_only_when_its_write_runs_and_reads_back_by_rang
         names.sort();
         names
     };
-    let mut body = Vec::new();
-    let mut spans = Vec::new();
-    for i in 0..200u32 {
-        body.extend_from_slice(br#"]},{"role":"user","content":[{"type":"tool_result","#);
-        let start = body.len();
-        let text = format!(
-            r#""tool_use_id":"t{i}","content":"{}"}}"#,
-            "y".repeat(3_000 + i as usize)
-        );
-        body.extend_from_slice(text.as_bytes());
-        spans.push(start..body.len());
-    }
-    let body = Bytes::from(body);
-    let mut items: Vec<(String, Bytes)> = spans
-        .iter()
-        .map(|r| (ORIGINAL.to_owned(), body.slice(r.clone())))
-        .collect();
+    let (body, spans) = tool_results_body(200, 3_000);
+    let mut items = originals_of(&body, &spans);
     items.push((
         ORIGINAL.to_owned(),
         Bytes::from_static(b"{\"elsewhere\":1}"),
