@@ -3,6 +3,8 @@
 //! like a proxy replica, on one session, on a directory and on moto), earlier builds' state
 //! still loads, and a steady turn's write stays within its budget in bytes and requests.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -352,16 +354,7 @@ async fn a_local_entry_is_staged_while_its_writes_land_and_linked_after() {
     let b = Backends::local(dir.path()).unwrap();
     let session = SessionId::new("staged").unwrap();
     let journal = dir.path().join("sessions/staged/journal");
-    let names = move || -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&journal)
-            .map(|d| {
-                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    };
+    let names = move || support::names_in(&journal);
     // A write that lands once the entry it is named by has been staged (and not linked).
     let landing = |fails: bool, seq: u64| {
         let names = names.clone();

@@ -3,6 +3,8 @@
 //! duplicates are stored once, and retention keeps a pack a live state names (in any
 //! journal entry) and removes one nothing names.
 
+mod support;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -185,16 +187,7 @@ async fn a_local_pack_is_written_only_when_its_write_runs_and_reads_back_by_rang
     let b = Backends::local(dir.path()).unwrap();
     let s = SessionId::new("local-packs").unwrap();
     let packs = dir.path().join("sessions/local-packs/packs");
-    let listed = || -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(&packs)
-            .map(|d| {
-                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                    .collect()
-            })
-            .unwrap_or_default();
-        names.sort();
-        names
-    };
+    let listed = || support::names_in(&packs);
     let (body, spans) = tool_results_body(200, 3_000);
     let mut items = originals_of(&body, &spans);
     items.push((
