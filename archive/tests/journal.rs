@@ -135,11 +135,15 @@ fn racing_config() -> JournalConfig {
 async fn two_writers_lose_nothing_on_a_directory() {
     let dir = tempfile::tempdir().unwrap();
     let b = Backends::local(dir.path()).unwrap();
+    // As `Backends::local` makes them: entries staged beside their names and linked.
     let handle = || -> Arc<dyn StateStore> {
         Arc::new(JournalStateStore::with_config(
             Arc::clone(&b.store),
             "file",
-            racing_config(),
+            JournalConfig {
+                local_root: Some(dir.path().to_owned()),
+                ..racing_config()
+            },
         ))
     };
     two_writers([handle(), handle()], 500).await;
