@@ -43,6 +43,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions};
 use serde::{Deserialize, Serialize};
+use tokio::task::spawn_blocking;
 
 use foldwire_core::{PendingWrites, SessionId, SessionState, StateStore, StateVersion, StoreError};
 
@@ -601,37 +602,30 @@ impl JournalStateStore {
         };
         let dest = root.join(Self::entry_path(session, seq)?.as_ref());
         let size = bytes.len() as u64;
-        let failed =
-            |operation: &str, e: Box<dyn std::error::Error + Send + Sync>| StoreError::Backend {
-                backend: self.backend.to_owned(),
-                operation: operation.to_owned(),
-                source: e,
-            };
-        // Linked: the entry's size; `None` when another writer created it first.
-        let linked = |answer: Result<std::io::Result<bool>, tokio::task::JoinError>| match answer {
-            Ok(Ok(true)) => Ok(Some(size)),
-            Ok(Ok(false)) => Ok(None),
-            Ok(Err(e)) => Err(failed("put state entry", Box::new(e))),
-            Err(e) => Err(failed("put state entry", Box::new(e))),
-        };
-        let Some(before) = before else {
+        let backend = self.backend;
+        let linked = match before {
             // Nothing to wait for: staged and linked in one go, as object_store would.
-            let created = tokio::task::spawn_blocking(move || {
-                local_entry::stage(&dest, &bytes)?.publish(&dest)
-            });
-            return linked(created.await);
+            None => {
+                let created =
+                    spawn_blocking(move || local_entry::stage(&dest, &bytes)?.publish(&dest));
+                local_entry::finished(created, backend, "put state entry").await?
+            }
+            Some(before) => {
+                let staging = {
+                    let dest = dest.clone();
+                    spawn_blocking(move || local_entry::stage(&dest, &bytes))
+                };
+                let staged = local_entry::finished(staging, backend, "stage state entry");
+                let (staged, before) = futures::join!(staged, before);
+                // Dropped unpublished when what it names failed: the staged file goes with it.
+                before?;
+                let staged = staged?;
+                let publish = spawn_blocking(move || staged.publish(&dest));
+                local_entry::finished(publish, backend, "put state entry").await?
+            }
         };
-        let staging = {
-            let dest = dest.clone();
-            tokio::task::spawn_blocking(move || local_entry::stage(&dest, &bytes))
-        };
-        let (staged, before) = futures::join!(staging, before);
-        // Dropped unpublished when what it names failed: the staged file goes with it.
-        before?;
-        let staged = staged
-            .map_err(|e| failed("stage state entry", Box::new(e)))?
-            .map_err(|e| failed("stage state entry", Box::new(e)))?;
-        linked(tokio::task::spawn_blocking(move || staged.publish(&dest)).await)
+        // `false`: another writer created it first.
+        Ok(linked.then_some(size))
     }
 
     /// After a full entry at `full_seq`: deletes the entries it supersedes that are older

@@ -17,6 +17,9 @@ use std::io::{self, ErrorKind};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use foldwire_core::StoreError;
+use tokio::task::JoinHandle;
+
 use crate::payload;
 
 /// Tells staged files of one process apart.
@@ -135,6 +138,26 @@ pub fn make_folder(folder: &Path) -> io::Result<()> {
             None => return Ok(()),
         }
     }
+}
+
+/// What file work run on a blocking thread ended in, its failure (or the thread's) as the
+/// `backend`'s failure to do `operation`.
+///
+/// # Errors
+/// The work failed, or its thread stopped.
+pub async fn finished<T>(
+    work: JoinHandle<io::Result<T>>,
+    backend: &str,
+    operation: &str,
+) -> Result<T, StoreError> {
+    let failed = |source: Box<dyn std::error::Error + Send + Sync>| StoreError::Backend {
+        backend: backend.to_owned(),
+        operation: operation.to_owned(),
+        source,
+    };
+    work.await
+        .map_err(|e| failed(Box::new(e)))?
+        .map_err(|e| failed(Box::new(e)))
 }
 
 fn sync_parent(path: &Path) -> io::Result<()> {

@@ -265,15 +265,7 @@ impl MediaArchive for ObjectMediaArchive {
         let (archive, session) = (self.clone(), session.clone());
         let write = async move {
             if let Some(folder) = folder {
-                let failed = |e: Box<dyn std::error::Error + Send + Sync>| StoreError::Backend {
-                    backend: archive.backend.to_owned(),
-                    operation: "make the packs folder".to_owned(),
-                    source: e,
-                };
-                folder
-                    .await
-                    .map_err(|e| failed(Box::new(e)))?
-                    .map_err(|e| failed(Box::new(e)))?;
+                local_entry::finished(folder, archive.backend, "make the packs folder").await?;
             }
             for write in writes {
                 match write {
