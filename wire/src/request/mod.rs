@@ -302,6 +302,18 @@ fn decode_items(
         |item| item.len(),
         split_from,
         |start, share| {
+            // Every unit holds slices of the body, and each slice counts itself on the
+            // buffer it was cut from: shares cutting from one buffer on two cores fight
+            // over that one count. A later share cuts from a handle of its own on the same
+            // bytes (same addresses, so the units are what one pass makes).
+            let own;
+            let body = match start {
+                0 => body,
+                _ => {
+                    own = Bytes::from_owner(body.clone());
+                    &own
+                }
+            };
             let mut part = Cx::new(wire, src, body, tape);
             part.reserve(if start == 0 && fresh {
                 items.len()
