@@ -73,6 +73,35 @@ async fn a_screenshot_is_forwarded_not_refused() {
     .await;
     let estimated = state["state"]["usage"][0]["estimated"].as_u64().unwrap();
     assert!((1_280..5_000).contains(&estimated), "{state}");
+    // What the panel charts as the client's tokens is the pipeline's own measure of the
+    // request as received (no second pass over the 2.9 MB), with the image priced the same.
+    let counters = &state["reports"][0]["counters"];
+    let raw = counters["raw_tokens"].as_u64().unwrap();
+    assert_eq!(
+        counters[foldwire_stages::ranges_build::CLIENT_TOKENS_COUNTER].as_u64(),
+        Some(raw),
+        "{counters}"
+    );
+    assert!((1_280..5_000).contains(&raw), "{counters}");
+
+    // A pipeline without `ranges.build` has no such measure: the body is read once, and
+    // the same count stands for what was sent (the body goes out unchanged).
+    let dir = tempfile::tempdir().unwrap();
+    let bare = start_proxy_with(upstream, dir.path(), |c| c.pipeline = "passthrough".into()).await;
+    let (status, got) = post(bare, Wire::Anthropic, false, "shot", "text", &body).await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+    let state = admin_when(bare, "shot", |v| {
+        v["state"]["usage"][0]["estimated"].is_u64()
+    })
+    .await;
+    let counters = &state["reports"][0]["counters"];
+    let raw = counters["raw_tokens"].as_u64().unwrap();
+    assert!((1_280..5_000).contains(&raw), "{counters}");
+    assert_eq!(
+        state["state"]["usage"][0]["estimated"].as_u64(),
+        Some(raw),
+        "{state}"
+    );
 }
 
 /// Codex CLI's request: no `instructions`, two `developer` items (the first as long as

@@ -28,12 +28,20 @@ use foldwire_core::{
 use foldwire_wire::request::content_digest;
 
 use crate::digest_memo::DigestMemo;
+use crate::kernel::measure::measure_knowing;
 use crate::kernel::units::{KnownUnitTokens, estimator_id, unit_tokens};
 use crate::kernel::{Protection, RangesConfig, compressible_ranges_with};
 use crate::layout_head_window::{default_head_tokens, with_first_head};
 
 /// Stage name.
 pub const NAME: &str = RangesConfig::NAME;
+
+/// The report counter holding the request as it reached this stage, measured as the layout
+/// measures what is sent (frame, envelopes, each unit's estimate, images by pixel size).
+/// Nothing before this stage changes the conversation (`fold` is the first that may, and
+/// it needs the ranges), so this is what the client sent: the proxy reports it as the
+/// turn's `raw_tokens` without reading the body a second time.
+pub const CLIENT_TOKENS_COUNTER: &str = "ranges.client_tokens";
 
 /// The [`Protection`] this stage used this turn, left in `turn.extensions` so `fold`,
 /// `tool.trim`, the tool loop and the layout's refusal apply the same protection.
@@ -92,6 +100,10 @@ impl Stage for RangesBuild {
         // The stages after this one measure the same units again (a first turn: the whole
         // history); they take these estimates rather than read every unit's bytes again.
         let known = KnownUnitTokens::of(conversation, estimator, &tokens);
+        // From the estimates just made: the frame and each message's envelope are all it
+        // reads besides them, so a long history costs no pass over its bytes.
+        let client = measure_knowing(conversation, estimator, Some(&known)).total();
+        turn.report.count(CLIENT_TOKENS_COUNTER, client);
         let first_head = match with_first_head(
             &turn.state,
             conversation,

@@ -6,6 +6,7 @@ mod support;
 
 use foldwire_core::{Block, BlockId, CharEstimator, RangeInfo, Ref, Registry, SessionState, Wire};
 use foldwire_stages::kernel::{Protection, RangesConfig, compressible_ranges};
+use foldwire_stages::ranges_build::CLIENT_TOKENS_COUNTER;
 use support::{Conv, cx, minted, sized, turn_for};
 
 fn open() -> RangesConfig {
@@ -256,6 +257,46 @@ fn folded_units_are_not_offered_again_and_ranges_never_overlap() {
     for w in r.windows(2) {
         assert!(w[0].end < w[1].start);
     }
+}
+
+/// The stage reports the request as it reached it, measured the way the layout measures
+/// what is sent (the proxy charts it as the client's tokens, not reading the body again):
+/// every unit, every message's envelope and the frame, so it agrees with a pass over the
+/// whole body to within a token per message, and grows by what a turn appends.
+#[tokio::test]
+async fn the_stage_reports_the_request_as_received_from_its_estimates() {
+    foldwire_stages::link();
+    let registry = Registry::from_inventory().unwrap();
+    let stage = registry
+        .stage("ranges.build", &serde_json::Value::Null)
+        .unwrap();
+    let measured = |conv: &Conv| {
+        let mut state = SessionState::default();
+        let c = minted(conv, &mut state);
+        let whole = foldwire_stages::kernel::measure(&c, &CharEstimator).total();
+        let scanned = foldwire_wire::tokens::raw_tokens(Wire::Anthropic, &c.source, &CharEstimator);
+        let messages = c.entries.len() as u64;
+        let mut turn = turn_for(c, state);
+        let stage = &stage;
+        async move {
+            stage.run(&mut turn, &cx()).await.unwrap();
+            let reported = turn.report.counter(CLIENT_TOKENS_COUNTER);
+            (reported, whole, scanned, messages)
+        }
+    };
+    let mut conv = chat(30);
+    let (reported, whole, scanned, messages) = measured(&conv).await;
+    assert_eq!(reported, whole);
+    assert!(
+        reported.abs_diff(scanned) <= messages,
+        "{reported} vs {scanned}"
+    );
+    conv.user(&sized("appended", 4_000));
+    let (grown, ..) = measured(&conv).await;
+    assert!(
+        (reported + 4_000..=reported + 4_020).contains(&grown),
+        "{reported} -> {grown}"
+    );
 }
 
 #[tokio::test]

@@ -27,6 +27,8 @@ use foldwire_wire::request::extend::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::ranges_build::CLIENT_TOKENS_COUNTER;
+
 use super::{
     ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, names, schedule_floor, summary_runs_of,
     tool_entries, turn_note,
@@ -75,10 +77,16 @@ impl Stage for ToolsInject {
             return Ok(());
         }
         let runs = summary_runs_of(turn, cx.estimator.as_ref());
-        // The layout measured the request; without a layout, the body as the client sent it.
-        let request_tokens = match turn.report.counter("request_tokens") {
-            0 => foldwire_wire::tokens::raw_tokens(turn.wire, &conversation.source, &CharEstimator),
-            n => n,
+        // The layout measured the request; without a layout, the body as the client sent it
+        // (as `ranges.build` measured it, else read from the bytes).
+        let request_tokens = match (
+            turn.report.counter("request_tokens"),
+            turn.report.counter(CLIENT_TOKENS_COUNTER),
+        ) {
+            (0, 0) => {
+                foldwire_wire::tokens::raw_tokens(turn.wire, &conversation.source, &CharEstimator)
+            }
+            (0, n) | (n, _) => n,
         };
         let note = turn_note(
             &turn.ranges,
