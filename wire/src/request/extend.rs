@@ -55,10 +55,9 @@ impl<'c> Frame<'c> {
             expected: "a JSON object body".to_owned(),
             found: format!("invalid JSON at byte {at}"),
         };
-        let text = foldwire_core::checked_utf8(&conv.source).map_err(|e| bad(e.valid_up_to()))?;
-        let start = scan::skip_ws(text.as_bytes(), 0);
+        let start = scan::skip_ws(&conv.source, 0);
         let (fields, _) =
-            scan::frame_fields(text, start, &conv.messages_span).map_err(|e| bad(e.at))?;
+            scan::frame_fields(&conv.source, start, &conv.messages_span).map_err(|e| bad(e.at))?;
         Ok(Frame {
             conv,
             fields: fields
@@ -292,9 +291,8 @@ pub fn without_added_units(conv: &Conversation) -> Conversation {
 /// frame holds, not what the whole history does.
 pub fn frame_value_of(conv: &Conversation) -> Option<Value> {
     let (wire, body) = (conv.wire, &conv.source);
-    let text = foldwire_core::checked_utf8(body).ok()?;
     let start = scan::skip_ws(body, 0);
-    let (fields, _) = scan::frame_fields(text, start, &conv.messages_span).ok()?;
+    let (fields, _) = scan::frame_fields(body, start, &conv.messages_span).ok()?;
     let key = messages_key(wire);
     let mut map = serde_json::Map::new();
     for f in fields {

@@ -260,7 +260,7 @@ fn decode_rest(
     }
     let messages_span = array_start..array_end;
     let (top, _) =
-        scan::frame_fields(src, scan::skip_ws(bytes, 0), &messages_span).map_err(syntax)?;
+        scan::frame_fields(bytes, scan::skip_ws(bytes, 0), &messages_span).map_err(syntax)?;
     let (model, stream) = model_and_stream(src, &top);
     let (kept_entries, kept_units) = (kept.0.len(), kept.1.len());
     let mut cx = Cx::new(wire, src, body, &tape);

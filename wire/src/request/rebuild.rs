@@ -589,12 +589,10 @@ fn assemble(conv: &Conversation, array: &[u8]) -> Result<Bytes, WireError> {
     if !conv.overrides.is_empty() {
         let bad_source =
             |found: String| encode_err(conv.wire, "source".to_owned(), "a JSON object body", found);
-        let text = std::str::from_utf8(src)
-            .map_err(|_| bad_source("bytes that are not UTF-8".to_owned()))?;
         let start = scan::skip_ws(src, 0);
         // The source was validated when it was decoded; the messages array is not scanned
-        // again.
-        let (fields, end) = scan::frame_fields(text, start, &span)
+        // again, nor checked as UTF-8 again.
+        let (fields, end) = scan::frame_fields(src, start, &span)
             .map_err(|e| bad_source(format!("invalid JSON at byte {}", e.at)))?;
         let mut appended = Vec::new();
         let mut any_field = !fields.is_empty();

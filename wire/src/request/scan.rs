@@ -545,12 +545,15 @@ pub(crate) fn object_fields_mode<'a>(
 /// validated, and the object's end, without scanning the value at `known` again: the
 /// messages array of a decoded body is where almost all of its bytes are, and its span is
 /// known, so reading the frame costs the frame's bytes only.
+///
+/// It reads bytes, checking only each key is UTF-8: a decoded body was checked whole when it
+/// was decoded, and the stages that read its frame again (the tool loop, an encode with
+/// overrides) would otherwise check the whole body, history and all, once each per turn.
 pub(crate) fn frame_fields<'a>(
-    src: &'a str,
+    bytes: &'a [u8],
     start: usize,
     known: &Range<usize>,
 ) -> Result<(Vec<Field<'a>>, usize), Syntax> {
-    let bytes = src.as_bytes();
     if bytes.get(start) != Some(&b'{') {
         return syntax(start, "an object");
     }
@@ -562,7 +565,13 @@ pub(crate) fn frame_fields<'a>(
     loop {
         let key_start = pos;
         let key_end = string_end_trusted(bytes, pos)?;
-        let key = unescape_key(src, &(key_start..key_end));
+        let Some(literal) = bytes
+            .get(key_start..key_end)
+            .and_then(|k| std::str::from_utf8(k).ok())
+        else {
+            return syntax(key_start, "a UTF-8 object key");
+        };
+        let key = unescape_key(literal, &(0..literal.len()));
         let colon = skip_ws(bytes, key_end);
         if bytes.get(colon) != Some(&b':') {
             return syntax(colon, "':' after an object key");
@@ -805,6 +814,27 @@ pub(crate) fn path_at(src: &str, at: usize) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    /// The frame is read from bytes: the messages array at the known span is skipped, not
+    /// checked (bytes there that are not UTF-8 change nothing), while each key is checked.
+    #[test]
+    fn frame_fields_read_the_frame_alone_and_check_each_key() {
+        let mut body = br#"{"model":"m","messages":["#.to_vec();
+        let array_start = body.len() - 1;
+        body.extend_from_slice(b"\"\xff\xfe\"");
+        body.extend_from_slice(br#"],"max_tokens":5,"s\u00e9":1}"#);
+        let array_end = body.iter().rposition(|&b| b == b']').unwrap() + 1;
+        let (fields, end) = frame_fields(&body, 0, &(array_start..array_end)).unwrap();
+        assert_eq!(end, body.len());
+        let keys: Vec<&str> = fields.iter().map(|f| f.key.as_ref()).collect();
+        assert_eq!(keys, ["model", "messages", "max_tokens", "s\u{e9}"]);
+        assert_eq!(fields[1].value, array_start..array_end);
+        assert_eq!(&body[fields[2].value.clone()], b"5");
+
+        let bad_key = b"{\"a\xff\":1}";
+        let err = frame_fields(bad_key, 0, &(0..0)).unwrap_err();
+        assert_eq!(err.at, 1);
+    }
 
     #[test]
     fn value_end_spans_nested_values_and_rejects_garbage() {
