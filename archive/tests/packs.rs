@@ -15,7 +15,7 @@ use foldwire_archive::object_store::memory::InMemory;
 use foldwire_archive::retention::{RetentionPolicy, collect};
 use foldwire_archive::{Backends, index, keys};
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{SessionId, SessionState};
+use foldwire_core::{SessionId, SessionState, StoredPart};
 
 const ORIGINAL: &str = "application/vnd.foldwire.original+json";
 
@@ -24,6 +24,24 @@ fn counted(session: &str) -> (Arc<CountingStore>, Backends, SessionId) {
     let counting = Arc::new(CountingStore::new(Arc::new(InMemory::new())));
     let b = Backends::from_object_store(counting.clone(), "memory");
     (counting, b, SessionId::new(session).unwrap())
+}
+
+/// Every part names its payload's digest and reads back byte-identical from its place in
+/// its pack.
+async fn assert_each_reads_back<'a>(
+    b: &Backends,
+    s: &SessionId,
+    parts: &[StoredPart],
+    payloads: impl IntoIterator<Item = &'a Bytes>,
+) {
+    let payloads: Vec<&Bytes> = payloads.into_iter().collect();
+    assert_eq!(parts.len(), payloads.len());
+    for (part, bytes) in parts.iter().zip(payloads) {
+        assert_eq!(part.content.key, keys::sha256_hex(bytes));
+        let at = part.location.as_ref().expect("packed");
+        let back = b.media.get_packed(s, &part.content.key, at).await.unwrap();
+        assert_eq!(&back, bytes);
+    }
 }
 
 #[tokio::test]
@@ -42,12 +60,7 @@ async fn a_batch_is_one_pack_and_reads_back_by_range() {
     assert_eq!(parts.len(), 51);
     // The duplicate points at its first copy.
     assert_eq!(parts[50].location, parts[3].location);
-    for (part, bytes) in parts.iter().zip(payloads.iter().chain([&payloads[3]])) {
-        assert_eq!(part.content.key, keys::sha256_hex(bytes));
-        let at = part.location.as_ref().expect("packed");
-        let back = b.media.get_packed(&s, &part.content.key, at).await.unwrap();
-        assert_eq!(&back, bytes);
-    }
+    assert_each_reads_back(&b, &s, &parts, payloads.iter().chain([&payloads[3]])).await;
     // A batch of one is an object of its own, readable by key alone.
     let single = b
         .media
@@ -90,13 +103,11 @@ async fn a_large_batch_is_one_pack_in_pieces_and_reads_back_by_range() {
     let parts = b.media.put_contents(&s, items).await.unwrap();
     assert_eq!(counting.counts().puts, 1);
     assert_eq!(parts[40].location, parts[17].location);
-    let mut ends: Vec<(u64, u64)> = Vec::new();
-    for (part, bytes) in parts.iter().zip(payloads.iter().chain([&payloads[17]])) {
-        let at = part.location.as_ref().expect("packed");
-        ends.push((at.offset, at.size));
-        let back = b.media.get_packed(&s, &part.content.key, at).await.unwrap();
-        assert_eq!(&back, bytes);
-    }
+    assert_each_reads_back(&b, &s, &parts, payloads.iter().chain([&payloads[17]])).await;
+    let mut ends: Vec<(u64, u64)> = parts
+        .iter()
+        .filter_map(|p| p.location.as_ref().map(|at| (at.offset, at.size)))
+        .collect();
     // The payloads lie end to end in the pack, in batch order, the duplicate not again.
     ends.pop();
     for w in ends.windows(2) {
@@ -155,12 +166,7 @@ async fn slices_of_one_body_are_packed_as_the_body_holds_them() {
     let parts = planned.parts;
     assert_eq!(counting.counts().puts, 1);
     assert_eq!(parts[301].location, parts[5].location);
-    for (part, (_, bytes)) in parts.iter().zip(&items) {
-        assert_eq!(part.content.key, keys::sha256_hex(bytes));
-        let at = part.location.as_ref().expect("packed");
-        let back = b.media.get_packed(&s, &part.content.key, at).await.unwrap();
-        assert_eq!(&back, bytes);
-    }
+    assert_each_reads_back(&b, &s, &parts, items.iter().map(|(_, bytes)| bytes)).await;
     // The pack holds the body from the first payload on (the framing between payloads
     // included), then the payload from elsewhere: not one copy per payload.
     let pack = &parts[0].location.as_ref().unwrap().pack;
@@ -229,13 +235,13 @@ async fn a_local_pack_is_written_only_when_its_write_runs_and_reads_back_by_rang
     );
     let parts = planned.parts;
     assert_eq!(parts[201].location, parts[7].location);
-    for (part, (_, bytes)) in parts.iter().zip(&items) {
-        assert_eq!(part.content.key, keys::sha256_hex(bytes));
-        let at = part.location.as_ref().expect("packed");
-        assert_eq!(at.pack, pack);
-        let back = b.media.get_packed(&s, &part.content.key, at).await.unwrap();
-        assert_eq!(&back, bytes);
-    }
+    assert_each_reads_back(&b, &s, &parts, items.iter().map(|(_, bytes)| bytes)).await;
+    assert!(
+        parts
+            .iter()
+            .all(|p| p.location.as_ref().is_some_and(|at| at.pack == pack)),
+        "every payload is in the one pack"
+    );
     let again = b.media.plan_contents(&s, Some(&body), items).await.unwrap();
     again.write.await.unwrap();
     assert_eq!(again.parts, parts);
