@@ -11,10 +11,11 @@
 //!    put to the `FoldPolicy` named by `policy` (default `fold.scheduled`) over
 //!    `turn.ranges`; the ranges it picks are merged where they are adjacent, summarized by
 //!    the `Summarizer` named by `summarizer` (default `summarizer.extractive`) and applied
-//!    with [`apply_compression`](crate::kernel::apply_compression). While the request is still over the policy's threshold,
-//!    the summaries on the wire fold again: the runs of them ([`summary_runs`]) the policy
-//!    picks are folded by block ids into one block a tier up each (nested blocks, which
-//!    restore down to the originals). On a turn that folded, the runs of summaries also fold
+//!    with [`apply_compression`](crate::kernel::apply_compression). While the request is
+//!    still over the policy's threshold, the summaries on the wire fold again: the runs of
+//!    them ([`summary_runs`](crate::kernel::summary_runs)) the policy picks are folded by
+//!    block ids into one block a tier up each (nested blocks, which restore down to the
+//!    originals). On a turn that folded, the runs of summaries also fold
 //!    a tier up once they hold more than `tier_after_fold` (0.05) of the budget, inside the
 //!    rewrite the fold makes anyway. A range whose summary or application fails is
 //!    reported and left unfolded.
@@ -50,12 +51,12 @@ use foldwire_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::units::KnownUnitTokens;
+use crate::kernel::units::{KnownUnitTokens, Links};
 use crate::kernel::{
     BatchTarget, CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin,
     FoldOutcome, MinSummary, OriginalsInFlight, Protection, SummaryRun, apply_compression_knowing,
     detach_originals, finish_archiving, fold_and_measure, fold_view, folded_media_warning,
-    start_archiving, start_archiving_units, summary_runs, summary_text, sync_blocks,
+    start_archiving, start_archiving_units, summary_runs_linked, summary_text, sync_blocks,
 };
 use crate::ranges_build::UsedProtection;
 use crate::strategy_scope::{self, FAILED_CODE, StrategyScope};
@@ -243,6 +244,7 @@ impl Fold {
             measured: std::cell::Cell::new(None),
             view: std::cell::RefCell::new(None),
             runs: std::cell::RefCell::new(None),
+            links: std::cell::OnceCell::new(),
             archive: cx.archive.as_ref(),
             in_flight: None,
         };
@@ -332,6 +334,20 @@ impl Fold {
         turn.conversation = Some(conversation);
         Ok(AutoFolded { view, in_flight })
     }
+}
+
+/// Frees the unfolded conversation on a blocking thread when there is a runtime: after a
+/// first turn's fold it holds the whole session's units (freeing them is a millisecond
+/// the request would otherwise wait for); here when there is none.
+fn drop_aside(unfolded: Conversation) {
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn_blocking(move || drop(unfolded));
+    }
+}
+
+/// The links of `conversation` kept in `cell`, made there on first use.
+fn linked<'a>(cell: &'a std::cell::OnceCell<Links>, conversation: &Conversation) -> &'a Links {
+    cell.get_or_init(|| Links::new(&conversation.messages))
 }
 
 /// What [`Fold::auto_fold`] leaves the rest of the stage.
@@ -456,6 +472,10 @@ struct Folds<'a> {
     /// asks twice between changes (the last round, then `tier_with_fold`), and each walk
     /// links every unit of the conversation again.
     runs: std::cell::RefCell<Option<Vec<SummaryRun>>>,
+    /// The conversation's links (calls with their results, reasoning with its act), made
+    /// once: applying, folding and finding runs each need them, and the conversation does
+    /// not change during the turn's folds (on a first turn, each linking is a millisecond).
+    links: std::cell::OnceCell<Links>,
     /// Where the originals of folded units go, when the stage has an archive.
     archive: Option<&'a Arc<dyn MediaArchive>>,
     /// The write of the first round's originals, started when the policy picked them.
@@ -471,24 +491,35 @@ impl Folds<'_> {
         }
         // The units' estimates `ranges.build` made, where they still hold.
         let known = self.turn.extensions.get::<KnownUnitTokens>();
-        let (tokens, view) =
-            fold_and_measure(self.conversation, &self.turn.state, self.estimator, known);
+        let (tokens, view) = fold_and_measure(
+            self.conversation,
+            &self.turn.state,
+            self.estimator,
+            known,
+            Some(self.links()),
+        );
         self.measured.set(Some(tokens));
         self.view.replace(view);
         tokens
     }
 
-    /// The runs of summaries on the wire ([`summary_runs`]) with the blocks as they stand,
-    /// under the protection the turn's ranges were built with.
+    /// The conversation's links, made on first use.
+    fn links(&self) -> &Links {
+        linked(&self.links, self.conversation)
+    }
+
+    /// The runs of summaries on the wire ([`summary_runs`](crate::kernel::summary_runs))
+    /// with the blocks as they stand, under the protection the turn's ranges were built with.
     fn summary_runs(&self) -> Vec<SummaryRun> {
         if let Some(runs) = self.runs.borrow().as_ref() {
             return runs.clone();
         }
-        let runs = summary_runs(
+        let runs = summary_runs_linked(
             self.conversation,
             &self.turn.state,
             &self.compress.protection,
             self.estimator,
+            Some(self.links()),
         );
         self.runs.replace(Some(runs.clone()));
         runs
@@ -664,6 +695,8 @@ impl Folds<'_> {
         self.measured.set(None);
         self.view.replace(None);
         self.runs.replace(None);
+        // Borrowed field by field: the state is changed beside them.
+        let links = linked(&self.links, self.conversation);
         let result = apply_compression_knowing(
             &mut self.turn.state,
             self.conversation,
@@ -671,6 +704,7 @@ impl Folds<'_> {
             self.compress,
             self.estimator,
             self.turn.extensions.get::<KnownUnitTokens>(),
+            Some(links),
         );
         let report = &mut self.turn.report;
         for outcome in &result.ranges {
@@ -794,7 +828,7 @@ impl Stage for Fold {
         // rather than folded a second time from another copy.
         let outcome = match view {
             Some((folded, outcome)) => {
-                *conversation = folded;
+                drop_aside(std::mem::replace(conversation, folded));
                 outcome
             }
             None => fold_view(conversation, &turn.state),

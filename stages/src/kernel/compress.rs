@@ -1,6 +1,6 @@
 //! The compress operation: turning ranges of refs into blocks.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use foldhash::HashSet;
 
@@ -388,7 +388,7 @@ struct Ctx<'a> {
     /// The refs table's fingerprints, for the `message_ids` of every block the batch makes
     /// (creating blocks mints no refs).
     fingerprints: ByRef<&'a MessageId>,
-    links: Links,
+    links: &'a Links,
     zone: HashSet<usize>,
     tools: HashSet<usize>,
     head: HashSet<usize>,
@@ -419,11 +419,12 @@ pub fn apply_compression(
     config: &CompressConfig,
     estimator: &dyn TokenEstimator,
 ) -> CompressionResult {
-    apply_compression_knowing(state, view, requests, config, estimator, None)
+    apply_compression_knowing(state, view, requests, config, estimator, None, None)
 }
 
 /// [`apply_compression`], taking the units' estimates from `known` where the turn made
-/// them already ([`KnownUnitTokens`]).
+/// them already ([`KnownUnitTokens`]) and the units' links from `links` when they are
+/// `view`'s.
 pub fn apply_compression_knowing(
     state: &mut SessionState,
     view: &Conversation,
@@ -431,14 +432,16 @@ pub fn apply_compression_knowing(
     config: &CompressConfig,
     estimator: &dyn TokenEstimator,
     known: Option<&KnownUnitTokens>,
+    links: Option<&Links>,
 ) -> CompressionResult {
     let units = view.messages.as_slice();
     let covered = coverage(state);
-    let links = Links::new(units);
+    let mut made = None;
+    let links = Links::given_or(links, units, &mut made);
     let zone = config
         .protection
         .zone(view.wire, units, &covered, estimator);
-    let tools = config.protection.protected_tools(units, &links);
+    let tools = config.protection.protected_tools(units, links);
     let head = config.protection.head(units, state);
     let pos_by_ref = units
         .iter()
@@ -1063,12 +1066,16 @@ impl Ctx<'_> {
             originals.push((r, text));
             direct_refs.push(r);
         }
-        let mut effective: BTreeSet<Ref> = direct_refs.iter().copied().collect();
+        // Sorted and deduplicated as a list: a first turn's block holds thousands of refs,
+        // already in order.
+        let mut effective: Vec<Ref> = direct_refs.clone();
         let mut consumed_tokens = 0;
         for b in plan.consumed.iter().filter_map(|id| self.block(*id)) {
             effective.extend(b.effective.iter().copied());
             consumed_tokens += self.estimator.text_tokens(&b.summary);
         }
+        effective.sort_unstable();
+        effective.dedup();
         let (Some(&lo), Some(&hi)) = (effective.first(), effective.last()) else {
             return Err(CompressError::NothingCompressible);
         };
@@ -1081,7 +1088,7 @@ impl Ctx<'_> {
             topic: request.topic.clone().filter(|t| !t.trim().is_empty()),
             span: (lo, hi),
             direct: direct_refs.into(),
-            effective: effective.into_iter().collect(),
+            effective: effective.into(),
             message_ids,
             consumed: plan.consumed.clone(),
             active: true,
@@ -1122,7 +1129,7 @@ mod tests {
     fn a_range_set_agrees_with_a_set_of_indices() {
         let (first, last) = (40, 140);
         let mut mask = RangeSet::new(first, last);
-        let mut set: BTreeSet<usize> = BTreeSet::new();
+        let mut set: std::collections::BTreeSet<usize> = std::collections::BTreeSet::new();
         let mut x: u64 = 7;
         for step in 0..2_000 {
             x = x

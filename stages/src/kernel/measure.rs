@@ -13,8 +13,8 @@ use foldwire_core::{Conversation, SessionState, TokenEstimator};
 use foldwire_wire::request;
 use foldwire_wire::tokens::raw_tokens;
 
-use super::prune::{FoldOutcome, fold_copy};
-use super::units::{KnownUnitTokens, unit_tokens};
+use super::prune::{FoldOutcome, fold_copy_linked};
+use super::units::{KnownUnitTokens, Links, unit_tokens};
 
 /// A request's estimated tokens, split the way the layout's zones need them.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -101,19 +101,21 @@ pub fn folded_request_tokens(
     state: &SessionState,
     estimator: &dyn TokenEstimator,
 ) -> u64 {
-    fold_and_measure(conversation, state, estimator, None).0
+    fold_and_measure(conversation, state, estimator, None, None).0
 }
 
 /// [`folded_request_tokens`], with the folded copy it measured and what folding it did, so
 /// a caller that goes on to send the same view need not fold it again; `None` when no
 /// block covers anything (the conversation was measured as it is, not copied).
 ///
-/// `known`: the units' estimates the turn made already ([`KnownUnitTokens`]), if any.
+/// `known`: the units' estimates the turn made already ([`KnownUnitTokens`]), if any;
+/// `links`: the units' links, when the caller has them for `conversation`.
 pub fn fold_and_measure(
     conversation: &Conversation,
     state: &SessionState,
     estimator: &dyn TokenEstimator,
     known: Option<&KnownUnitTokens>,
+    links: Option<&Links>,
 ) -> (u64, Option<(Conversation, FoldOutcome)>) {
     // No block covers anything (a new session's first measure): folding changes nothing,
     // so the conversation is measured as it is rather than copied whole first.
@@ -123,7 +125,7 @@ pub fn fold_and_measure(
             None,
         );
     }
-    let (folded, outcome) = fold_copy(conversation, state);
+    let (folded, outcome) = fold_copy_linked(conversation, state, links);
     let tokens = measure_knowing(&folded, estimator, known).total();
     (tokens, Some((folded, outcome)))
 }

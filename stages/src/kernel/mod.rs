@@ -50,7 +50,7 @@ pub use originals::{
     finish_archiving, original_key, start_archiving, start_archiving_units,
 };
 pub use protect::{DEFAULT_LATEST_COUNT, DEFAULT_LATEST_TOOLS, Protection, pin_tools};
-pub use prune::{FirstUserPin, FoldOutcome, fold_copy, fold_view};
+pub use prune::{FirstUserPin, FoldOutcome, fold_copy, fold_copy_linked, fold_view};
 pub use ranges::{RangesConfig, compressible_ranges, compressible_ranges_with};
 pub use render::{
     ArchivedPart, archived_media_lines, archived_parts, folded_media_warning, media_restore_hint,
@@ -59,4 +59,4 @@ pub use render::{
 pub use repair::{RepairReport, repair};
 pub use restore::{RestoreError, Restored, RestoredUnit, restore, restore_with_archive};
 pub use search::{SearchHit, search, search_top};
-pub use tiers::{MAX_TIER, SummaryRun, summary_runs};
+pub use tiers::{MAX_TIER, SummaryRun, summary_runs, summary_runs_linked};

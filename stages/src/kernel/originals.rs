@@ -408,8 +408,18 @@ fn holds_all(originals: &BTreeMap<Ref, OriginalText>, refs: &[Ref]) -> bool {
 
 /// Removes the originals of `refs` from `originals`. A first turn archives thousands at
 /// once: the map is rebuilt from what stays (one pass, built in order) rather than
-/// rebalanced once per removal, unless only a few go.
+/// rebalanced once per removal, unless only a few go; when every one goes (a first turn
+/// archives all it folded), it is emptied.
 fn take_originals(originals: &mut BTreeMap<Ref, OriginalText>, refs: &[Ref]) {
+    // Distinct refs (strictly ascending), as many as the map holds, all of them in it: the
+    // map's own keys.
+    if refs.len() == originals.len()
+        && refs.windows(2).all(|w| matches!(w, [a, b] if a < b))
+        && holds_all(originals, refs)
+    {
+        originals.clear();
+        return;
+    }
     if refs.len() < 64 {
         for r in refs {
             originals.remove(r);
@@ -500,6 +510,12 @@ mod tests {
         for (held, taken) in [
             (10u32, vec![2u32, 5]),
             (500, (1..=400).step_by(2).collect()),
+            // Every one of them: emptied.
+            (100, (1..=100).collect()),
+            (3, vec![1, 2, 3]),
+            // As many refs as originals, one named twice: the one not named stays.
+            (4, vec![1, 1, 2, 3]),
+            (70, [1].into_iter().chain(1..=69).collect()),
         ] {
             let mut map = originals(held);
             let refs: Vec<Ref> = taken.iter().copied().map(Ref).collect();

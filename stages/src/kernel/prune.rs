@@ -59,7 +59,7 @@ pub struct FoldOutcome {
 ///   still waiting for them. A block none of whose units the client sent is not rendered:
 ///   the client dropped that history itself.
 pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldOutcome {
-    let Some(plan) = plan_fold(&conversation.messages, state) else {
+    let Some(plan) = plan_fold(&conversation.messages, state, None) else {
         return FoldOutcome::nothing();
     };
     let units = std::mem::take(&mut conversation.messages);
@@ -82,6 +82,15 @@ pub fn fold_view(conversation: &mut Conversation, state: &SessionState) -> FoldO
 /// `conversation` left as it is. Only the units that stay are copied (a first turn folds
 /// most of a long session, whose texts the summarizer has decoded by then).
 pub fn fold_copy(conversation: &Conversation, state: &SessionState) -> (Conversation, FoldOutcome) {
+    fold_copy_linked(conversation, state, None)
+}
+
+/// [`fold_copy`], with the units' links when the caller has them for `conversation`.
+pub fn fold_copy_linked(
+    conversation: &Conversation,
+    state: &SessionState,
+    links: Option<&Links>,
+) -> (Conversation, FoldOutcome) {
     let mut folded = Conversation {
         wire: conversation.wire,
         source: conversation.source.clone(),
@@ -92,7 +101,7 @@ pub fn fold_copy(conversation: &Conversation, state: &SessionState) -> (Conversa
         model: conversation.model.clone(),
         stream: conversation.stream,
     };
-    let Some(plan) = plan_fold(&conversation.messages, state) else {
+    let Some(plan) = plan_fold(&conversation.messages, state, links) else {
         folded.messages = conversation.messages.clone();
         return (folded, FoldOutcome::nothing());
     };
@@ -144,7 +153,8 @@ impl FoldPlan {
 
 /// Decides what folding `units` with `state`'s active blocks does (see [`fold_view`]);
 /// `None` when no block covers anything.
-fn plan_fold(units: &[Message], state: &SessionState) -> Option<FoldPlan> {
+/// `links`: the units' links, when the caller has them.
+fn plan_fold(units: &[Message], state: &SessionState, links: Option<&Links>) -> Option<FoldPlan> {
     let covered = coverage(state);
     if covered.is_empty() {
         return None;
@@ -156,7 +166,8 @@ fn plan_fold(units: &[Message], state: &SessionState) -> Option<FoldPlan> {
         .map(|u| u.r#ref.and_then(|r| covered.get(&r).copied()))
         .collect();
     let mut remove: Vec<bool> = holder.iter().map(Option::is_some).collect();
-    let links = Links::new(units);
+    let mut made = None;
+    let links = Links::given_or(links, units, &mut made);
     for members in links.groups().values() {
         let all = members.iter().all(|&i| remove.get(i) == Some(&true));
         if !all {

@@ -68,11 +68,23 @@ pub fn summary_runs(
     protection: &Protection,
     estimator: &dyn TokenEstimator,
 ) -> Vec<SummaryRun> {
+    summary_runs_linked(conversation, state, protection, estimator, None)
+}
+
+/// [`summary_runs`], with the units' links when the caller has them for `conversation`.
+pub fn summary_runs_linked(
+    conversation: &Conversation,
+    state: &SessionState,
+    protection: &Protection,
+    estimator: &dyn TokenEstimator,
+    links: Option<&Links>,
+) -> Vec<SummaryRun> {
     let units = &conversation.messages;
     let covered = coverage(state);
-    let links = Links::new(units);
+    let mut made = None;
+    let links = Links::given_or(links, units, &mut made);
     let zone = protection.zone(conversation.wire, units, &covered, estimator);
-    let tools = protection.protected_tools(units, &links);
+    let tools = protection.protected_tools(units, links);
     let head = protection.head(units, state);
 
     struct Open {

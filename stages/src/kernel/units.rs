@@ -323,6 +323,29 @@ impl Links {
         }
     }
 
+    /// How many units were linked.
+    pub fn len(&self) -> usize {
+        self.parent.len()
+    }
+
+    /// True when no unit was linked.
+    pub fn is_empty(&self) -> bool {
+        self.parent.is_empty()
+    }
+
+    /// `given` when it links `units` (as many as there are), else `units` linked now into
+    /// `made`: the passes of one fold turn share the links of its unchanged conversation.
+    pub fn given_or<'a>(
+        given: Option<&'a Links>,
+        units: &[Message],
+        made: &'a mut Option<Links>,
+    ) -> &'a Links {
+        match given {
+            Some(links) if links.len() == units.len() => links,
+            _ => made.insert(Links::new(units)),
+        }
+    }
+
     /// The group representative of a unit (stable for the life of this value).
     pub fn root(&self, mut i: usize) -> usize {
         while let Some(&p) = self.parent.get(i) {
@@ -574,6 +597,36 @@ mod tests {
             crate::kernel::measure_knowing(&conv, &CharEstimator, Some(&kept)),
             crate::kernel::measure(&conv, &CharEstimator)
         );
+    }
+
+    #[test]
+    fn given_links_serve_only_a_conversation_of_their_length() {
+        let body = br#"{"model":"m","max_tokens":5,"messages":[
+            {"role":"user","content":"go"},
+            {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"x","input":{}}]},
+            {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"}]}]}"#;
+        let conv = foldwire_wire::request::decode(Wire::Anthropic, bytes::Bytes::from_static(body))
+            .unwrap();
+        let units = &conv.messages;
+        let given = Links::new(units);
+        assert_eq!(given.len(), units.len());
+        // Its own conversation's links are used as they are, not made again.
+        let mut made = None;
+        let used = Links::given_or(Some(&given), units, &mut made);
+        assert!(std::ptr::eq(used, &given));
+        assert!(made.is_none());
+        // Links of another length are not these units' links: made afresh, and they link
+        // the call with its result.
+        let shorter = Links::new(&units[..1]);
+        let mut made = None;
+        let used = Links::given_or(Some(&shorter), units, &mut made);
+        assert_eq!(used.len(), units.len());
+        assert_eq!(used.root(2), used.root(1));
+        assert_ne!(used.root(0), used.root(1));
+        assert!(made.is_some());
+        let mut made = None;
+        assert_eq!(Links::given_or(None, units, &mut made).len(), units.len());
+        assert!(Links::new(&[]).is_empty());
     }
 
     fn block(id: u32, refs: &[u32], active: bool) -> Block {
