@@ -105,6 +105,59 @@ pub struct StoredPart {
     pub location: Option<PackLocation>,
 }
 
+/// Content keys already computed for payloads about to be archived, each held with the
+/// payload it was computed from.
+///
+/// A session's first fold archives megabytes of originals, and hashing them is most of
+/// planning their pack. A stage that runs earlier, while a core is idle, can hash the units
+/// a fold is about to archive ([`MediaArchive::plan_contents_known`] then only looks the
+/// keys up). A key is found for a payload only when it is the very buffer the key was
+/// computed from (same address and length, kept alive here), never by equal contents, so a
+/// key can never stand for other bytes.
+#[derive(Debug, Default)]
+pub struct KnownDigests {
+    /// Each hashed payload (a cheap clone that keeps its buffer alive) and its key.
+    entries: Vec<(Bytes, String)>,
+    /// Index into `entries` by the payload's address and length.
+    by_span: foldhash::HashMap<(usize, usize), usize>,
+}
+
+impl KnownDigests {
+    /// No keys known.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Records `key` as the content key of `payload`.
+    pub fn insert(&mut self, payload: Bytes, key: String) {
+        let span = (payload.as_ptr() as usize, payload.len());
+        self.by_span.insert(span, self.entries.len());
+        self.entries.push((payload, key));
+    }
+
+    /// The key recorded for `payload`, when it is the buffer the key was computed from.
+    pub fn get(&self, payload: &Bytes) -> Option<&str> {
+        if payload.is_empty() {
+            // An empty slice has no buffer of its own to be identified by.
+            return None;
+        }
+        let at = *self
+            .by_span
+            .get(&(payload.as_ptr() as usize, payload.len()))?;
+        self.entries.get(at).map(|(_, key)| key.as_str())
+    }
+
+    /// How many payloads have a key.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when no key is known.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
 /// A write under way (or yet to start) that something about to be stored names.
 pub type PendingWrite =
     std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), StoreError>> + Send>>;
@@ -241,6 +294,19 @@ pub trait MediaArchive: Send + Sync + std::fmt::Debug {
             parts,
             write: Box::pin(std::future::ready(Ok(()))),
         })
+    }
+
+    /// [`MediaArchive::plan_contents`], taking the content key of each payload `known`
+    /// holds instead of hashing it again. The default ignores `known`.
+    async fn plan_contents_known(
+        &self,
+        session: &SessionId,
+        source: Option<&Bytes>,
+        items: Vec<(String, Bytes)>,
+        known: &KnownDigests,
+    ) -> Result<PlannedContents, StoreError> {
+        let _ = known;
+        self.plan_contents(session, source, items).await
     }
 
     /// Reads a payload [`MediaArchive::put_contents`] put in a pack (the caller checks its

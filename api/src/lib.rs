@@ -79,8 +79,8 @@ pub mod wire;
 pub use inventory;
 
 pub use archive::{
-    ArchivedObject, MediaArchive, PackLocation, PendingWrite, PendingWrites, PlannedContents,
-    StateStore, StateVersion, StoreError, StoredContent, StoredPart,
+    ArchivedObject, KnownDigests, MediaArchive, PackLocation, PendingWrite, PendingWrites,
+    PlannedContents, StateStore, StateVersion, StoreError, StoredContent, StoredPart,
 };
 pub use block::{Block, Generation};
 pub use budget::{Budget, CharEstimator, TokenEstimator};

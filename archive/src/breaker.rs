@@ -20,8 +20,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use bytes::Bytes;
 use foldwire_core::{
-    ArchivedObject, MediaArchive, PackLocation, PendingWrites, PlannedContents, Ref, SessionId,
-    SessionState, StateStore, StateVersion, StoreError, StoredContent, StoredPart,
+    ArchivedObject, KnownDigests, MediaArchive, PackLocation, PendingWrites, PlannedContents, Ref,
+    SessionId, SessionState, StateStore, StateVersion, StoreError, StoredContent, StoredPart,
 };
 
 /// When the breaker opens and for how long.
@@ -399,6 +399,17 @@ impl MediaArchive for GuardedMediaArchive {
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
     ) -> Result<PlannedContents, StoreError> {
+        self.plan_contents_known(session, source, items, &KnownDigests::new())
+            .await
+    }
+
+    async fn plan_contents_known(
+        &self,
+        session: &SessionId,
+        source: Option<&Bytes>,
+        items: Vec<(String, Bytes)>,
+        known: &KnownDigests,
+    ) -> Result<PlannedContents, StoreError> {
         // Planning touches no backend (the object-store archive hashes and lays out in
         // memory), so it is not judged: a plan that succeeds says nothing of the backend, and
         // counting it would reset the failures of the writes between. The write is what
@@ -408,7 +419,10 @@ impl MediaArchive for GuardedMediaArchive {
         if let Some(refused) = self.breaker.refusing("put contents") {
             return Err(refused);
         }
-        let mut planned = self.inner.plan_contents(session, source, items).await?;
+        let mut planned = self
+            .inner
+            .plan_contents_known(session, source, items, known)
+            .await?;
         let (breaker, write) = (Arc::clone(&self.breaker), planned.write);
         planned.write = Box::pin(async move { breaker.call("put contents", write).await });
         Ok(planned)

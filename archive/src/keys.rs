@@ -18,7 +18,7 @@
 use object_store::path::Path;
 use sha2::{Digest, Sha256};
 
-use foldwire_core::{Ref, SessionId, StoreError};
+use foldwire_core::{KnownDigests, Ref, SessionId, StoreError};
 
 /// The longest session segment accepted (the same limit as `SessionId`).
 pub const MAX_SESSION_SEGMENT: usize = foldwire_core::ids::MAX_SESSION_ID_LEN;
@@ -91,11 +91,20 @@ pub fn parse_ref(raw: &str) -> Result<Ref, StoreError> {
 /// fold archives megabytes of originals) is hashed on the machine's cores, each taking a
 /// contiguous share ([`foldwire_core::par`]).
 pub fn sha256_hex_all(items: &[(String, bytes::Bytes)]) -> Vec<String> {
+    sha256_hex_all_known(items, &KnownDigests::new())
+}
+
+/// [`sha256_hex_all`], taking the key `known` holds for a payload rather than hashing it
+/// (only the payloads without one weigh in the split over the cores).
+pub fn sha256_hex_all_known(items: &[(String, bytes::Bytes)], known: &KnownDigests) -> Vec<String> {
     foldwire_core::par::map(
         items,
-        |(_, b)| b.len(),
+        |(_, b)| if known.get(b).is_some() { 0 } else { b.len() },
         foldwire_core::par::BYTES_WORTH_A_THREAD,
-        |(_, b)| sha256_hex(b),
+        |(_, b)| match known.get(b) {
+            Some(key) => key.to_owned(),
+            None => sha256_hex(b),
+        },
     )
 }
 

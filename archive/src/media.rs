@@ -16,8 +16,8 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use serde::{Deserialize, Serialize};
 
 use foldwire_core::{
-    ArchivedObject, MediaArchive, PackLocation, PlannedContents, Ref, SessionId, StoreError,
-    StoredContent, StoredPart,
+    ArchivedObject, KnownDigests, MediaArchive, PackLocation, PlannedContents, Ref, SessionId,
+    StoreError, StoredContent, StoredPart,
 };
 
 use crate::{keys, local_entry, pack_layout, payload};
@@ -255,11 +255,22 @@ impl MediaArchive for ObjectMediaArchive {
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
     ) -> Result<PlannedContents, StoreError> {
+        self.plan_contents_known(session, source, items, &KnownDigests::new())
+            .await
+    }
+
+    async fn plan_contents_known(
+        &self,
+        session: &SessionId,
+        source: Option<&Bytes>,
+        items: Vec<(String, Bytes)>,
+        known: &KnownDigests,
+    ) -> Result<PlannedContents, StoreError> {
         let folder = match items.len() {
             0 | 1 => None,
             _ => self.prepare_packs_folder(session)?,
         };
-        let (parts, writes) = self.plan_packs(session, source, items)?;
+        let (parts, writes) = self.plan_packs(session, source, items, known)?;
         // Planning reads and writes nothing (on a local directory, it makes the folder the
         // pack goes in); every request to the backend is in here.
         let (archive, session) = (self.clone(), session.clone());
@@ -327,8 +338,9 @@ impl ObjectMediaArchive {
         session: &SessionId,
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
+        known: &KnownDigests,
     ) -> Result<(Vec<StoredPart>, Vec<PackWrite>), StoreError> {
-        let digests = keys::sha256_hex_all(&items);
+        let digests = keys::sha256_hex_all_known(&items, known);
         // The first item of each digest (a turn may carry one payload twice; it is stored
         // once). One map over the digests, none copied: a first fold archives thousands.
         let first_of: Vec<usize> = {

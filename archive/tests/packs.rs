@@ -15,7 +15,7 @@ use foldwire_archive::object_store::memory::InMemory;
 use foldwire_archive::retention::{RetentionPolicy, collect};
 use foldwire_archive::{Backends, index, keys};
 use foldwire_core::state::ArchivedItem;
-use foldwire_core::{SessionId, SessionState, StoredPart};
+use foldwire_core::{KnownDigests, SessionId, SessionState, StoredPart};
 
 const ORIGINAL: &str = "application/vnd.foldwire.original+json";
 
@@ -181,6 +181,59 @@ async fn slices_of_one_body_are_packed_as_the_body_holds_them() {
     let again = b.media.plan_contents(&s, Some(&body), items).await.unwrap();
     again.write.await.unwrap();
     assert_eq!(again.parts, parts);
+}
+
+/// Keys computed ahead for some payloads (the units a fold is about to archive, hashed
+/// while a core was idle) plan the very pack a cold plan makes; a key given is taken as
+/// given, only the payloads without one are hashed, and equal bytes in another buffer are
+/// not taken for the buffer a key was computed from.
+#[tokio::test]
+async fn keys_known_ahead_plan_the_same_pack_without_hashing_again() {
+    let (_, b, s) = counted("known-keys");
+    let (body, spans) = tool_results_body(120, 1_500);
+    let items = originals_of(&body, &spans);
+    let cold = b
+        .media
+        .plan_contents(&s, Some(&body), items.clone())
+        .await
+        .unwrap()
+        .parts;
+    let mut known = KnownDigests::new();
+    for (_, bytes) in items.iter().step_by(2) {
+        known.insert(bytes.clone(), keys::sha256_hex(bytes));
+    }
+    let warm = b
+        .media
+        .plan_contents_known(&s, Some(&body), items.clone(), &known)
+        .await
+        .unwrap();
+    assert_eq!(warm.parts, cold);
+    warm.write.await.unwrap();
+    assert_each_reads_back(&b, &s, &warm.parts, items.iter().map(|(_, bytes)| bytes)).await;
+
+    // Taken as given: a key recorded for payload 1's buffer is what its part names.
+    let mut told = KnownDigests::new();
+    told.insert(items[1].1.clone(), "f".repeat(64));
+    let parts = b
+        .media
+        .plan_contents_known(&s, Some(&body), items.clone(), &told)
+        .await
+        .unwrap()
+        .parts;
+    assert_eq!(parts[1].content.key, "f".repeat(64));
+    assert_eq!(
+        parts[2].content, cold[2].content,
+        "a payload without a key is hashed"
+    );
+    // The same bytes in a buffer of their own are hashed, not looked up.
+    let copy = Bytes::copy_from_slice(&items[1].1);
+    let parts = b
+        .media
+        .plan_contents_known(&s, None, vec![(ORIGINAL.to_owned(), copy.clone())], &told)
+        .await
+        .unwrap()
+        .parts;
+    assert_eq!(parts[0].content.key, keys::sha256_hex(&copy));
 }
 
 /// On a local directory (where the packs folder is made while the batch is planned): a plan

@@ -245,3 +245,103 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
         }
     }
 }
+
+/// The default stages with the extractive summarizer; `archive.spill` hashing ahead or not.
+fn default_pipeline(registry: &Registry, prehash: bool) -> Pipeline {
+    let mut b = Pipeline::builder(registry);
+    for name in ["wire.decode", "media.classify"] {
+        b = b.stage_named(name, Params::Null).unwrap();
+    }
+    b = b
+        .stage_named("archive.spill", serde_json::json!({ "prehash": prehash }))
+        .unwrap();
+    for name in ["refs.mint", "ranges.build", "fold", "pairing.repair"] {
+        b = b.stage_named(name, Params::Null).unwrap();
+    }
+    b.stage_named(
+        "layout.head_window",
+        serde_json::json!({"head_tokens": 100, "recent_tokens": 2000}),
+    )
+    .unwrap()
+    .stage_named("wire.encode", Params::Null)
+    .unwrap()
+    .build()
+    .unwrap()
+}
+
+/// A session's first turn, far over its window, folds nearly all of it: `archive.spill`
+/// starts hashing the units on a thread of its own and the fold's pack takes every key from
+/// there (none hashed twice). The archive index is the very one a turn that hashes in the
+/// fold makes, and every block restores byte-identical.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_turn_over_its_window_hashes_its_originals_ahead_of_the_fold() {
+    foldwire_plugins::link();
+    let registry = Arc::new(Registry::from_inventory().unwrap());
+    let session = SessionId::new("prehash-1").unwrap();
+    let body = body(&image());
+    let input = request::decode(Wire::Anthropic, body.clone()).unwrap();
+    let budget = Budget {
+        window: 3_000,
+        reserve: 0,
+        calibration: 1.0,
+    };
+    let mut runs = Vec::new();
+    for prehash in [true, false] {
+        let backends = Backends::memory();
+        let cx = StageCx::new(registry.clone())
+            .with_archive(backends.media.clone())
+            .with_estimator(Arc::new(CharEstimator));
+        let mut turn = Turn::new(
+            session.clone(),
+            Wire::Anthropic,
+            body.clone(),
+            SessionState::new(session.clone()),
+        );
+        turn.budget = budget;
+        default_pipeline(&registry, prehash)
+            .run(&mut turn, &cx)
+            .await
+            .unwrap();
+        std::mem::take(&mut turn.pending_writes)
+            .finish()
+            .await
+            .unwrap();
+        runs.push((turn, backends));
+    }
+    let (warm, warm_backends) = &runs[0];
+    let (cold, _) = &runs[1];
+    let archived = warm.report.counter("fold.originals_archived");
+    assert!(archived > 20, "{:?}", warm.report);
+    assert_eq!(
+        warm.report.counter("archive.prehashed_units"),
+        input.messages.len() as u64
+    );
+    assert_eq!(warm.report.counter("fold.originals_prehashed"), archived);
+    assert_eq!(cold.report.counter("archive.prehashed_units"), 0);
+    assert_eq!(cold.report.counter("fold.originals_prehashed"), 0);
+    assert_eq!(cold.report.counter("fold.originals_archived"), archived);
+    assert_eq!(warm.state.archive.to_vec(), cold.state.archive.to_vec());
+    assert_eq!(warm.output, cold.output);
+    for block in warm.state.active_blocks() {
+        let back = restore_with_archive(
+            &warm.state,
+            warm_backends.media.as_ref(),
+            &session,
+            block.id,
+            true,
+        )
+        .await
+        .unwrap();
+        for unit in back.units {
+            let fp = &warm
+                .state
+                .refs
+                .iter()
+                .find(|e| e.r#ref == unit.r#ref)
+                .unwrap()
+                .message;
+            let orig = input.messages.iter().find(|u| &u.id == fp).unwrap();
+            assert_eq!(unit.raw.as_bytes(), orig.raw.as_ref(), "{}", unit.r#ref);
+        }
+    }
+}

@@ -12,6 +12,11 @@
 //! **Nothing leaves the wire unless its bytes are stored**: when a write fails, exceeds
 //! `cx.archive_timeout`, the payload cannot be decoded, or no archive is configured, the
 //! unit is pinned for this turn (`Pin::ArchiveFailed`) and the report names it and why.
+//!
+//! On a turn that will fold most of its history (a session's first turn far over its window)
+//! the stage also starts hashing every unit for the fold's pack on a thread of its own
+//! (param `prehash`, default on; [`crate::kernel::prehash`]), counted as
+//! `archive.prehashed_units`.
 
 use std::sync::Arc;
 
@@ -25,14 +30,26 @@ use foldwire_core::{
 };
 
 use crate::inline_payload::InlinePayload;
+use crate::kernel::prehash;
 
 /// The registered stage name.
 pub const NAME: &str = ArchiveSpillConfig::NAME;
 
-/// Parameters of `archive.spill` (none yet; unknown keys are refused).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ArchiveSpillConfig {}
+/// Parameters of `archive.spill` (unknown keys are refused).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ArchiveSpillConfig {
+    /// On a turn that will fold most of its history (no active block, a body far over the
+    /// window), start hashing its units for the fold's archive write on a spare core
+    /// ([`crate::kernel::prehash`]). Default on.
+    pub prehash: bool,
+}
+
+impl Default for ArchiveSpillConfig {
+    fn default() -> Self {
+        ArchiveSpillConfig { prehash: true }
+    }
+}
 
 impl ComponentConfig for ArchiveSpillConfig {
     const KIND: ComponentKind = ComponentKind::Stage;
@@ -41,13 +58,24 @@ impl ComponentConfig for ArchiveSpillConfig {
         "Stores every archivable media payload before anything may fold it; pins it if not.";
 
     fn build(self, _cx: &BuildCx<'_>) -> Result<Component, BuildError> {
-        Ok(Component::Stage(Arc::new(ArchiveSpill)))
+        Ok(Component::Stage(Arc::new(ArchiveSpill {
+            prehash: self.prehash,
+        })))
     }
 }
 
 /// The `archive.spill` stage.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ArchiveSpill;
+#[derive(Debug, Clone, Copy)]
+pub struct ArchiveSpill {
+    /// See [`ArchiveSpillConfig::prehash`].
+    pub prehash: bool,
+}
+
+impl Default for ArchiveSpill {
+    fn default() -> Self {
+        ArchiveSpill { prehash: true }
+    }
+}
 
 foldwire_core::register_config!(ArchiveSpillConfig);
 
@@ -80,11 +108,25 @@ impl Stage for ArchiveSpill {
             conversation,
             state,
             report,
+            extensions,
+            budget,
+            body,
             ..
         } = turn;
         let Some(conversation) = conversation.as_mut() else {
             return Err(StageError::NotDecoded { stage: NAME });
         };
+        if self.prehash
+            && cx.archive.is_some()
+            && prehash::worth_prehashing(state, budget, body.len())
+            && let Some(hashing) = prehash::start_prehash(&conversation.messages)
+        {
+            report.count(
+                "archive.prehashed_units",
+                conversation.messages.len() as u64,
+            );
+            extensions.insert(hashing);
+        }
         let attached = index::attach_refs(state);
         report.count("archive.refs_attached", attached as u64);
 

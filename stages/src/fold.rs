@@ -51,6 +51,7 @@ use foldwire_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::kernel::prehash::Prehashing;
 use crate::kernel::units::{KnownUnitTokens, Links};
 use crate::kernel::{
     BatchTarget, CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin,
@@ -544,12 +545,15 @@ impl Folds<'_> {
                 _ => None,
             })
             .collect();
+        // The keys `archive.spill` began hashing for this fold, if it judged the turn one
+        // that folds most of its history.
+        let prehash = self.turn.extensions.remove::<Prehashing>();
         let target = self.target(archive);
         self.in_flight = match ranges.as_slice() {
             // One span (a first turn's whole history, merged): its exact length sizes the
             // batch.
-            [one] => start_archiving_units(one.iter(), target),
-            _ => start_archiving_units(ranges.into_iter().flatten(), target),
+            [one] => start_archiving_units(one.iter(), target, prehash),
+            _ => start_archiving_units(ranges.into_iter().flatten(), target, prehash),
         };
     }
 
@@ -799,6 +803,10 @@ impl Stage for Fold {
                 .count("fold.originals_archived", done.stored.len() as u64);
             turn.report
                 .count("fold.originals_archived_bytes", done.bytes);
+            if done.prehashed > 0 {
+                turn.report
+                    .count("fold.originals_prehashed", done.prehashed);
+            }
             if !done.failed.is_empty() {
                 let list: Vec<String> = done
                     .failed

@@ -740,7 +740,7 @@ async fn a_batch_started_early_is_finished_with_what_was_folded_since() {
         .collect();
     let archive = BatchThreads::over(Backends::memory().media);
     let as_archive: Arc<dyn MediaArchive> = archive.clone();
-    let in_flight = start_archiving_units(ahead, target(&as_archive, Some(&view.source)));
+    let in_flight = start_archiving_units(ahead, target(&as_archive, Some(&view.source)), None);
     fold_middle(&mut state, &view);
     let direct = state.blocks[0].direct.to_vec();
     assert!(!direct.contains(&Ref(9)));

@@ -147,7 +147,7 @@ async fn run_turn(wire: Wire, body: Bytes, state: SessionState, cx: &StageCx) ->
     let stages: [&dyn Stage; 8] = [
         &WireDecode,
         &MediaClassify,
-        &ArchiveSpill,
+        &ArchiveSpill::default(),
         &RefsMint,
         &RangesBuild::default(),
         &fold,
@@ -387,7 +387,7 @@ async fn fold_then_restore_is_byte_identical_on_every_request_fixture() {
             for stage in [
                 &WireDecode as &dyn Stage,
                 &MediaClassify,
-                &ArchiveSpill,
+                &ArchiveSpill::default(),
                 &RefsMint,
             ] {
                 stage.run(&mut turn, &cx).await.unwrap();

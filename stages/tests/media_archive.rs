@@ -145,7 +145,7 @@ async fn run_turn(
     let mut turn = Turn::new(session.clone(), wire, Bytes::new(), state);
     turn.conversation = Some(conversation(wire, raws));
     MediaClassify.run(&mut turn, cx).await.unwrap();
-    ArchiveSpill.run(&mut turn, cx).await.unwrap();
+    ArchiveSpill::default().run(&mut turn, cx).await.unwrap();
     turn
 }
 

@@ -103,7 +103,7 @@ async fn every_request_fixture_classifies_spills_and_restores() {
             );
             turn.conversation = Some(conversation(wire, &units));
             MediaClassify.run(&mut turn, &cx).await.unwrap();
-            ArchiveSpill.run(&mut turn, &cx).await.unwrap();
+            ArchiveSpill::default().run(&mut turn, &cx).await.unwrap();
             assert!(
                 turn.report.warnings.is_empty(),
                 "{name}: {:?}",

@@ -25,6 +25,7 @@ pub mod lifecycle;
 pub mod measure;
 pub mod originals;
 pub mod pairing_rules;
+pub mod prehash;
 pub mod protect;
 pub mod prune;
 pub mod ranges;

@@ -29,6 +29,8 @@ use foldwire_core::{
 };
 use serde::{Deserialize, Serialize};
 
+use super::prehash::Prehashing;
+
 /// The media type archived originals are stored under (the unit's JSON text, as received).
 pub const ORIGINAL_MEDIA_TYPE: &str = "application/vnd.foldwire.original+json";
 
@@ -41,6 +43,10 @@ pub struct OriginalsArchived {
     pub bytes: u64,
     /// Refs whose originals stay in the state, with why.
     pub failed: Vec<(Ref, String)>,
+    /// Payloads whose content key was computed ahead of the fold ([`super::prehash`]), not
+    /// by the archive's plan.
+    #[serde(default)]
+    pub prehashed: u64,
 }
 
 /// The archive key of `r`'s original, when it was archived.
@@ -103,10 +109,12 @@ pub struct OriginalsInFlight {
     task: tokio::task::JoinHandle<Result<Planned, StoreError>>,
 }
 
-/// What a batch's thread hands back: the parts, and the write when it was left under way.
+/// What a batch's thread hands back: the parts, the write when it was left under way, and
+/// how many payloads came with their keys computed ahead ([`OriginalsArchived::prehashed`]).
 type Planned = (
     Vec<StoredPart>,
     Option<tokio::task::JoinHandle<Result<(), StoreError>>>,
+    u64,
 );
 
 /// Where and how a batch of originals is written.
@@ -134,17 +142,19 @@ pub struct BatchTarget<'a> {
 /// write confirmed (or, deferred, planned), so a turn that fails meanwhile loses nothing.
 pub fn start_archiving(state: &SessionState, to: BatchTarget<'_>) -> Option<OriginalsInFlight> {
     let (pending, payloads) = pending_originals(state, &HashSet::new());
-    spawn_batch(pending, payloads, to)
+    spawn_batch(pending, payloads, to, None)
 }
 
 /// Like [`start_archiving`], ahead of the fold: the bytes of `units` about to be folded
 /// (those with a ref), written while the fold is still summarizing them.
 /// [`finish_archiving`] records only those the fold then kept as originals (a unit it
 /// refused, for bytes that are not UTF-8 say, leaves unused bytes in the pack, which nothing
-/// points to) and writes any it kept beyond them.
+/// points to) and writes any it kept beyond them. The keys `prehash` computed for them
+/// (`archive.spill` started it, [`super::prehash`]) are not computed again.
 pub fn start_archiving_units<'a>(
     units: impl IntoIterator<Item = &'a Message>,
     to: BatchTarget<'_>,
+    prehash: Option<Prehashing>,
 ) -> Option<OriginalsInFlight> {
     let units = units.into_iter();
     // Sized once from the hint (a first turn hands over thousands of units at once).
@@ -156,7 +166,7 @@ pub fn start_archiving_units<'a>(
             payloads.push(unit.raw.clone());
         }
     }
-    spawn_batch(pending, payloads, to)
+    spawn_batch(pending, payloads, to, prehash)
 }
 
 /// The batch's items as the archive takes them: each payload under
@@ -174,6 +184,7 @@ fn spawn_batch(
     pending: Vec<Ref>,
     payloads: Vec<Bytes>,
     to: BatchTarget<'_>,
+    prehash: Option<Prehashing>,
 ) -> Option<OriginalsInFlight> {
     if pending.is_empty() {
         return None;
@@ -188,9 +199,13 @@ fn spawn_batch(
     // runtime as usual (`Handle::block_on`). The items are made there too: a first turn's
     // thousands of media-type strings are no work for the request's thread.
     let task = tokio::task::spawn_blocking(move || {
+        // The keys hashed ahead, once done (the fold picked its ranges as the hashing ended,
+        // on a first turn): only what they lack is hashed here.
+        let known = prehash.map(|p| p.wait_on(&runtime)).unwrap_or_default();
+        let prehashed = payloads.iter().filter(|p| known.get(p).is_some()).count() as u64;
         runtime.block_on(async move {
             let planned = archive
-                .plan_contents(&session, source.as_ref(), as_items(payloads))
+                .plan_contents_known(&session, source.as_ref(), as_items(payloads), &known)
                 .await?;
             if defer {
                 // On a thread of its own, not as a task: the runtime this runs on may be the
@@ -200,10 +215,10 @@ fn spawn_batch(
                 let write = planned.write;
                 let on = tokio::runtime::Handle::current();
                 let writing = tokio::task::spawn_blocking(move || on.block_on(write));
-                return Ok((planned.parts, Some(writing)));
+                return Ok((planned.parts, Some(writing), prehashed));
             }
             planned.write.await?;
-            Ok((planned.parts, None))
+            Ok((planned.parts, None, prehashed))
         })
     });
     Some(OriginalsInFlight { pending, task })
@@ -229,11 +244,13 @@ pub async fn finish_archiving(
     let Some(in_flight) = in_flight else {
         return archive_originals(state, archive, session, timeout).await;
     };
+    let mut prehashed = 0;
     let answer = match tokio::time::timeout(timeout, in_flight.task).await {
-        Ok(Ok(Ok((parts, write)))) => {
+        Ok(Ok(Ok((parts, write, known)))) => {
             if let Some(write) = write {
                 pending.push(bounded(write, timeout));
             }
+            prehashed = known;
             Ok(parts)
         }
         Ok(Ok(Err(e))) => Err(format!("archive write failed: {e}")),
@@ -242,6 +259,7 @@ pub async fn finish_archiving(
     };
     let tried: HashSet<Ref> = in_flight.pending.iter().copied().collect();
     let mut done = record_written(state, in_flight.pending, answer);
+    done.prehashed = prehashed;
     let rest = archive_all_but(state, archive, session, timeout, &tried).await;
     done.stored.extend(rest.stored);
     done.bytes += rest.bytes;
