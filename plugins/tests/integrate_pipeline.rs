@@ -248,6 +248,11 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
 
 /// The default stages with the extractive summarizer; `archive.spill` hashing ahead or not.
 fn default_pipeline(registry: &Registry, prehash: bool) -> Pipeline {
+    pipeline_with(registry, prehash, Params::Null)
+}
+
+/// [`default_pipeline`], `fold` with `fold_params`.
+fn pipeline_with(registry: &Registry, prehash: bool, fold_params: Params) -> Pipeline {
     let mut b = Pipeline::builder(registry);
     for name in ["wire.decode", "media.classify"] {
         b = b.stage_named(name, Params::Null).unwrap();
@@ -255,9 +260,14 @@ fn default_pipeline(registry: &Registry, prehash: bool) -> Pipeline {
     b = b
         .stage_named("archive.spill", serde_json::json!({ "prehash": prehash }))
         .unwrap();
-    for name in ["refs.mint", "ranges.build", "fold", "pairing.repair"] {
+    for name in ["refs.mint", "ranges.build"] {
         b = b.stage_named(name, Params::Null).unwrap();
     }
+    b = b
+        .stage_named("fold", fold_params)
+        .unwrap()
+        .stage_named("pairing.repair", Params::Null)
+        .unwrap();
     b.stage_named(
         "layout.head_window",
         serde_json::json!({"head_tokens": 100, "recent_tokens": 2000}),
@@ -343,5 +353,51 @@ async fn a_first_turn_over_its_window_hashes_its_originals_ahead_of_the_fold() {
             let orig = input.messages.iter().find(|u| &u.id == fp).unwrap();
             assert_eq!(unit.raw.as_bytes(), orig.raw.as_ref(), "{}", unit.r#ref);
         }
+    }
+}
+
+/// A session whose fold does not fold on its own (`auto = false`) hashes ahead once: the
+/// next turn finds that prehash unused and hashes nothing; where the fold used it, a later
+/// turn that qualifies (here the same body on a state without blocks) hashes ahead again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prehash_the_fold_did_not_use_is_not_started_again() {
+    foldwire_plugins::link();
+    let registry = Arc::new(Registry::from_inventory().unwrap());
+    let session = SessionId::new("prehash-2").unwrap();
+    let body = body(&image());
+    for auto in [false, true] {
+        let pipeline = pipeline_with(&registry, true, serde_json::json!({ "auto": auto }));
+        let cx = StageCx::new(registry.clone())
+            .with_archive(Backends::memory().media)
+            .with_estimator(Arc::new(CharEstimator));
+        let mut carry = foldwire_core::Extensions::new();
+        let mut hashed = Vec::new();
+        for _ in 0..2 {
+            let mut turn = Turn::new(
+                session.clone(),
+                Wire::Anthropic,
+                body.clone(),
+                SessionState::new(session.clone()),
+            );
+            turn.budget = Budget {
+                window: 3_000,
+                reserve: 0,
+                calibration: 1.0,
+            };
+            turn.carry = std::mem::take(&mut carry);
+            // Folding nothing, the request stays over the window: the layout refuses it,
+            // after the stages this is about have run.
+            let ran = pipeline.run(&mut turn, &cx).await;
+            assert_eq!(ran.is_ok(), auto, "{ran:?}");
+            carry = std::mem::take(&mut turn.carry);
+            hashed.push(turn.report.counter("archive.prehashed_units") > 0);
+            assert_eq!(
+                turn.report.counter("fold.originals_prehashed") > 0,
+                auto,
+                "auto = {auto}: {:?}",
+                turn.report
+            );
+        }
+        assert_eq!(hashed, [true, auto], "auto = {auto}");
     }
 }

@@ -30,7 +30,7 @@ use foldwire_core::{
 };
 
 use crate::inline_payload::InlinePayload;
-use crate::kernel::prehash;
+use crate::kernel::prehash::{self, PrehashUnused};
 
 /// The registered stage name.
 pub const NAME: &str = ArchiveSpillConfig::NAME;
@@ -109,6 +109,7 @@ impl Stage for ArchiveSpill {
             state,
             report,
             extensions,
+            carry,
             budget,
             body,
             ..
@@ -118,6 +119,7 @@ impl Stage for ArchiveSpill {
         };
         if self.prehash
             && cx.archive.is_some()
+            && carry.get::<PrehashUnused>().is_none()
             && prehash::worth_prehashing(state, budget, body.len())
             && let Some(hashing) = prehash::start_prehash(&conversation.messages)
         {
@@ -126,6 +128,7 @@ impl Stage for ArchiveSpill {
                 conversation.messages.len() as u64,
             );
             extensions.insert(hashing);
+            carry.insert(PrehashUnused);
         }
         let attached = index::attach_refs(state);
         report.count("archive.refs_attached", attached as u64);

@@ -51,7 +51,7 @@ use foldwire_core::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::kernel::prehash::Prehashing;
+use crate::kernel::prehash::{PrehashUnused, Prehashing};
 use crate::kernel::units::{KnownUnitTokens, Links};
 use crate::kernel::{
     BatchTarget, CompressConfig, CompressRequest, DEFAULT_OLD_AFTER_TURNS, FirstUserPin,
@@ -548,6 +548,9 @@ impl Folds<'_> {
         // The keys `archive.spill` began hashing for this fold, if it judged the turn one
         // that folds most of its history.
         let prehash = self.turn.extensions.remove::<Prehashing>();
+        if prehash.is_some() {
+            self.turn.carry.remove::<PrehashUnused>();
+        }
         let target = self.target(archive);
         self.in_flight = match ranges.as_slice() {
             // One span (a first turn's whole history, merged): its exact length sizes the

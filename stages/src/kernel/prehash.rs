@@ -9,7 +9,8 @@
 //! most of what it holds: no active block yet and a body far over the window
 //! ([`worth_prehashing`]). The fold hands what it computed to the archive
 //! ([`foldwire_core::MediaArchive::plan_contents_known`]), which hashes only the payloads
-//! it has no key for.
+//! it has no key for. A session whose fold left the keys unused hashes no more ahead
+//! ([`PrehashUnused`]).
 
 use bytes::Bytes;
 use foldwire_archive::keys::sha256_hex;
@@ -18,6 +19,13 @@ use foldwire_core::{Budget, KnownDigests, Message, SessionState};
 /// Bytes per token a body is taken to hold when judging whether it is far over the window:
 /// generous (JSON framing and tool output run nearer three), so a body that passes is over.
 const BYTES_PER_TOKEN: u64 = 4;
+
+/// Left in [`foldwire_core::Turn::carry`] by a turn that started a prehash, and taken out by
+/// the fold that used it: found by the next turn, it says the last prehash went unused (a
+/// pipeline whose fold does not fold on its own, a policy that declined), and the session
+/// hashes no more ahead, rather than hash its whole history on every turn for nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct PrehashUnused;
 
 /// The content keys of a turn's units, being computed on a blocking thread.
 #[derive(Debug)]
@@ -32,7 +40,8 @@ impl Prehashing {
 }
 
 /// True when the turn will fold most of its history: the session has no active block and
-/// the body, at a generous [`BYTES_PER_TOKEN`], is still over the window.
+/// the body, at a generous [`BYTES_PER_TOKEN`], is still over the window. (The stage also
+/// asks whether the last prehash was used, [`PrehashUnused`].)
 pub fn worth_prehashing(state: &SessionState, budget: &Budget, body_len: usize) -> bool {
     let no_block = !state.blocks.iter().any(|b| b.active);
     no_block && body_len as u64 / BYTES_PER_TOKEN > budget.window
