@@ -276,28 +276,26 @@ pub trait MediaArchive: Send + Sync + std::fmt::Debug {
     /// itself as a future the caller runs (and must see succeed before anything names the
     /// parts). A turn's fold records its originals from the answer while the pack is still
     /// being written, and the session stores the state only once it is
-    /// ([`StateStore::save_change_after`]).
+    /// ([`StateStore::save_change_after`]). It is [`MediaArchive::plan_contents_known`]
+    /// with no key known; an archive implements that one.
     ///
     /// `source` is the request body the payloads were cut from, when they were: an archive
     /// that packs may write each run of them as the stretch of `source` it lies in instead of
-    /// copying every payload. The default ignores it and writes the batch with
-    /// [`MediaArchive::put_contents`] before answering (its write is already done).
+    /// copying every payload.
     async fn plan_contents(
         &self,
         session: &SessionId,
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
     ) -> Result<PlannedContents, StoreError> {
-        let _ = source;
-        let parts = self.put_contents(session, items).await?;
-        Ok(PlannedContents {
-            parts,
-            write: Box::pin(std::future::ready(Ok(()))),
-        })
+        self.plan_contents_known(session, source, items, &KnownDigests::new())
+            .await
     }
 
     /// [`MediaArchive::plan_contents`], taking the content key of each payload `known`
-    /// holds instead of hashing it again. The default ignores `known`.
+    /// holds instead of hashing it again. The default ignores `source` and `known` and
+    /// writes the batch with [`MediaArchive::put_contents`] before answering (its write is
+    /// already done).
     async fn plan_contents_known(
         &self,
         session: &SessionId,
@@ -305,8 +303,12 @@ pub trait MediaArchive: Send + Sync + std::fmt::Debug {
         items: Vec<(String, Bytes)>,
         known: &KnownDigests,
     ) -> Result<PlannedContents, StoreError> {
-        let _ = known;
-        self.plan_contents(session, source, items).await
+        let _ = (source, known);
+        let parts = self.put_contents(session, items).await?;
+        Ok(PlannedContents {
+            parts,
+            write: Box::pin(std::future::ready(Ok(()))),
+        })
     }
 
     /// Reads a payload [`MediaArchive::put_contents`] put in a pack (the caller checks its

@@ -393,16 +393,6 @@ impl MediaArchive for GuardedMediaArchive {
             .await
     }
 
-    async fn plan_contents(
-        &self,
-        session: &SessionId,
-        source: Option<&Bytes>,
-        items: Vec<(String, Bytes)>,
-    ) -> Result<PlannedContents, StoreError> {
-        self.plan_contents_known(session, source, items, &KnownDigests::new())
-            .await
-    }
-
     async fn plan_contents_known(
         &self,
         session: &SessionId,

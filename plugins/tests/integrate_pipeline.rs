@@ -12,9 +12,9 @@ use base64::Engine as _;
 use bytes::Bytes;
 use foldwire_archive::{Backends, restore_media};
 use foldwire_core::{
-    Budget, CharEstimator, Component, ComponentKind, Params, Pipeline, Ref, Registry, SessionId,
-    SessionState, StageCx, StrategyError, Summarizer, Summary, SummaryRequest, Turn, Wire,
-    async_trait,
+    Budget, CharEstimator, Component, ComponentKind, Conversation, MediaArchive, Params, Pipeline,
+    Ref, Registry, SessionId, SessionState, StageCx, StrategyError, Summarizer, Summary,
+    SummaryRequest, Turn, Wire, async_trait,
 };
 use foldwire_plugins::summarizer::Extractive;
 use foldwire_stages::kernel::pairing_rules::violations;
@@ -56,30 +56,7 @@ fn body(inline: &[u8]) -> Bytes {
 }
 
 fn pipeline(registry: &Registry) -> Pipeline {
-    let mut b = Pipeline::builder(registry);
-    for name in [
-        "wire.decode",
-        "media.classify",
-        "archive.spill",
-        "refs.mint",
-        "ranges.build",
-    ] {
-        b = b.stage_named(name, Params::Null).unwrap();
-    }
-    b = b
-        .stage_named("fold", serde_json::json!({"summarizer": WAITING}))
-        .unwrap()
-        .stage_named("pairing.repair", Params::Null)
-        .unwrap();
-    b.stage_named(
-        "layout.head_window",
-        serde_json::json!({"head_tokens": 100, "recent_tokens": 2000}),
-    )
-    .unwrap()
-    .stage_named("wire.encode", Params::Null)
-    .unwrap()
-    .build()
-    .unwrap()
+    pipeline_with(registry, true, serde_json::json!({"summarizer": WAITING}))
 }
 
 /// The name [`WaitsForTheOriginals`] is registered under.
@@ -138,17 +115,7 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
     let body = body(&inline);
     let input = request::decode(Wire::Anthropic, body.clone()).unwrap();
 
-    let mut turn = Turn::new(
-        session.clone(),
-        Wire::Anthropic,
-        body.clone(),
-        SessionState::new(session.clone()),
-    );
-    turn.budget = Budget {
-        window: 6_000,
-        reserve: 0,
-        calibration: 1.0,
-    };
+    let mut turn = new_session_turn(&session, &body, 6_000);
     pipeline(&registry).run(&mut turn, &cx).await.unwrap();
     let r = &turn.report;
     assert!(r.counter("fold.blocks_created") > 0, "{r:?}");
@@ -222,19 +189,23 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
         .await
         .unwrap();
     assert_eq!(media.bytes.as_ref(), inline.as_slice());
-    for block in turn.state.active_blocks() {
-        let back = restore_with_archive(
-            &turn.state,
-            backends.media.as_ref(),
-            &session,
-            block.id,
-            true,
-        )
-        .await
-        .unwrap();
+    assert_blocks_restore_exactly(&turn.state, backends.media.as_ref(), &session, &input).await;
+}
+
+/// Every active block of `state` restores, from `archive`, each of its units byte-identical
+/// to the unit of `input` (the decoded request) its ref was minted for.
+async fn assert_blocks_restore_exactly(
+    state: &SessionState,
+    archive: &dyn MediaArchive,
+    session: &SessionId,
+    input: &Conversation,
+) {
+    for block in state.active_blocks() {
+        let back = restore_with_archive(state, archive, session, block.id, true)
+            .await
+            .unwrap();
         for unit in back.units {
-            let fp = &turn
-                .state
+            let fp = &state
                 .refs
                 .iter()
                 .find(|e| e.r#ref == unit.r#ref)
@@ -244,6 +215,22 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
             assert_eq!(unit.raw.as_bytes(), orig.raw.as_ref(), "{}", unit.r#ref);
         }
     }
+}
+
+/// A new session's turn carrying `body`, in a window of `window` tokens.
+fn new_session_turn(session: &SessionId, body: &Bytes, window: u64) -> Turn {
+    let mut turn = Turn::new(
+        session.clone(),
+        Wire::Anthropic,
+        body.clone(),
+        SessionState::new(session.clone()),
+    );
+    turn.budget = Budget {
+        window,
+        reserve: 0,
+        calibration: 1.0,
+    };
+    turn
 }
 
 /// The default stages with the extractive summarizer; `archive.spill` hashing ahead or not.
@@ -290,24 +277,13 @@ async fn a_first_turn_over_its_window_hashes_its_originals_ahead_of_the_fold() {
     let session = SessionId::new("prehash-1").unwrap();
     let body = body(&image());
     let input = request::decode(Wire::Anthropic, body.clone()).unwrap();
-    let budget = Budget {
-        window: 3_000,
-        reserve: 0,
-        calibration: 1.0,
-    };
     let mut runs = Vec::new();
     for prehash in [true, false] {
         let backends = Backends::memory();
         let cx = StageCx::new(registry.clone())
             .with_archive(backends.media.clone())
             .with_estimator(Arc::new(CharEstimator));
-        let mut turn = Turn::new(
-            session.clone(),
-            Wire::Anthropic,
-            body.clone(),
-            SessionState::new(session.clone()),
-        );
-        turn.budget = budget;
+        let mut turn = new_session_turn(&session, &body, 3_000);
         default_pipeline(&registry, prehash)
             .run(&mut turn, &cx)
             .await
@@ -332,28 +308,8 @@ async fn a_first_turn_over_its_window_hashes_its_originals_ahead_of_the_fold() {
     assert_eq!(cold.report.counter("fold.originals_archived"), archived);
     assert_eq!(warm.state.archive.to_vec(), cold.state.archive.to_vec());
     assert_eq!(warm.output, cold.output);
-    for block in warm.state.active_blocks() {
-        let back = restore_with_archive(
-            &warm.state,
-            warm_backends.media.as_ref(),
-            &session,
-            block.id,
-            true,
-        )
-        .await
-        .unwrap();
-        for unit in back.units {
-            let fp = &warm
-                .state
-                .refs
-                .iter()
-                .find(|e| e.r#ref == unit.r#ref)
-                .unwrap()
-                .message;
-            let orig = input.messages.iter().find(|u| &u.id == fp).unwrap();
-            assert_eq!(unit.raw.as_bytes(), orig.raw.as_ref(), "{}", unit.r#ref);
-        }
-    }
+    assert_blocks_restore_exactly(&warm.state, warm_backends.media.as_ref(), &session, &input)
+        .await;
 }
 
 /// A session whose fold does not fold on its own (`auto = false`) hashes ahead once: the
@@ -373,17 +329,7 @@ async fn a_prehash_the_fold_did_not_use_is_not_started_again() {
         let mut carry = foldwire_core::Extensions::new();
         let mut hashed = Vec::new();
         for _ in 0..2 {
-            let mut turn = Turn::new(
-                session.clone(),
-                Wire::Anthropic,
-                body.clone(),
-                SessionState::new(session.clone()),
-            );
-            turn.budget = Budget {
-                window: 3_000,
-                reserve: 0,
-                calibration: 1.0,
-            };
+            let mut turn = new_session_turn(&session, &body, 3_000);
             turn.carry = std::mem::take(&mut carry);
             // Folding nothing, the request stays over the window: the layout refuses it,
             // after the stages this is about have run.

@@ -4,8 +4,8 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use foldwire_core::{
-    ArchivedObject, MediaArchive, PackLocation, PlannedContents, Ref, SessionId, StoreError,
-    StoredContent, StoredPart, async_trait,
+    ArchivedObject, KnownDigests, MediaArchive, PackLocation, PlannedContents, Ref, SessionId,
+    StoreError, StoredContent, StoredPart, async_trait,
 };
 
 /// An archive that notes the thread each batch write ([`MediaArchive::put_contents`]) ran
@@ -95,17 +95,21 @@ impl MediaArchive for BatchThreads {
         self.inner.put_contents(session, items).await
     }
 
-    async fn plan_contents(
+    async fn plan_contents_known(
         &self,
         session: &SessionId,
         source: Option<&Bytes>,
         items: Vec<(String, Bytes)>,
+        known: &KnownDigests,
     ) -> Result<PlannedContents, StoreError> {
         self.batches
             .lock()
             .unwrap()
             .push(std::thread::current().id());
-        let mut planned = self.inner.plan_contents(session, source, items).await?;
+        let mut planned = self
+            .inner
+            .plan_contents_known(session, source, items, known)
+            .await?;
         let write = planned.write;
         let begun = Arc::clone(&self.writes_begun);
         planned.write = Box::pin(async move {
