@@ -123,10 +123,7 @@ impl Stage for ArchiveSpill {
             && prehash::worth_prehashing(state, budget, body.len())
             && let Some(hashing) = prehash::start_prehash(&conversation.messages)
         {
-            report.count(
-                "archive.prehashed_units",
-                conversation.messages.len() as u64,
-            );
+            report.count("archive.prehashed_units", hashing.units() as u64);
             extensions.insert(hashing);
             carry.insert(PrehashUnused);
         }

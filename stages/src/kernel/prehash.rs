@@ -29,13 +29,22 @@ pub struct PrehashUnused;
 
 /// The content keys of a turn's units, being computed on a blocking thread.
 #[derive(Debug)]
-pub struct Prehashing(tokio::task::JoinHandle<KnownDigests>);
+pub struct Prehashing {
+    /// How many payloads were handed to the thread.
+    units: usize,
+    task: tokio::task::JoinHandle<KnownDigests>,
+}
 
 impl Prehashing {
+    /// How many units' bytes are being hashed (units with no bytes are left out).
+    pub fn units(&self) -> usize {
+        self.units
+    }
+
     /// The keys, once computed; none when the thread stopped (the archive then hashes
     /// everything itself, as without a prehash). Call from a blocking thread.
     pub fn wait_on(self, runtime: &tokio::runtime::Handle) -> KnownDigests {
-        runtime.block_on(self.0).unwrap_or_default()
+        runtime.block_on(self.task).unwrap_or_default()
     }
 }
 
@@ -62,14 +71,16 @@ pub fn start_prehash<'a>(units: impl IntoIterator<Item = &'a Message>) -> Option
     let runtime = tokio::runtime::Handle::try_current().ok()?;
     // One thread: the stages it runs beside use one core, and the fold that needs the keys
     // starts once they are done.
-    Some(Prehashing(runtime.spawn_blocking(move || {
+    let units = payloads.len();
+    let task = runtime.spawn_blocking(move || {
         let mut known = KnownDigests::new();
         for payload in payloads {
             let key = sha256_hex(&payload);
             known.insert(payload, key);
         }
         known
-    })))
+    });
+    Some(Prehashing { units, task })
 }
 
 #[cfg(test)]
@@ -108,6 +119,7 @@ mod tests {
             .map(|span| Message::synthesized(0, Role::User, "x", Origin::Client, body.slice(span)))
             .collect();
         let hashing = start_prehash(&units).expect("a runtime and two units");
+        assert_eq!(hashing.units(), 2);
         let runtime = tokio::runtime::Handle::current();
         let known = tokio::task::spawn_blocking(move || hashing.wait_on(&runtime))
             .await
