@@ -602,30 +602,88 @@ impl JournalStateStore {
         };
         let dest = root.join(Self::entry_path(session, seq)?.as_ref());
         let size = bytes.len() as u64;
-        let backend = self.backend;
-        let linked = match before {
-            // Nothing to wait for: staged and linked in one go, as object_store would.
-            None => {
-                let created =
-                    spawn_blocking(move || local_entry::stage(&dest, &bytes)?.publish(&dest));
-                local_entry::finished(created, backend, "put state entry").await?
-            }
-            Some(before) => {
-                let staging = {
-                    let dest = dest.clone();
-                    spawn_blocking(move || local_entry::stage(&dest, &bytes))
-                };
-                let staged = local_entry::finished(staging, backend, "stage state entry");
-                let (staged, before) = futures::join!(staged, before);
-                // Dropped unpublished when what it names failed: the staged file goes with it.
-                before?;
-                let staged = staged?;
-                let publish = spawn_blocking(move || staged.publish(&dest));
-                local_entry::finished(publish, backend, "put state entry").await?
-            }
+        let staging = {
+            let dest = dest.clone();
+            spawn_blocking(move || local_entry::stage(&dest, [bytes]))
         };
+        let linked = self.publish_after(dest, staging, before).await?;
         // `false`: another writer created it first.
         Ok(linked.then_some(size))
+    }
+
+    /// A session's full entry, `header` then `state`, created once `before` has succeeded
+    /// (see [`Self::create_after`]). In a local directory the state is written to the staged
+    /// file while it is serialized: each [`payload::WRITEBACK_PIECE`] the serializer fills
+    /// goes to a blocking thread that writes it and starts it on its way to disk, so the
+    /// entry (megabytes on a first turn) is synced moments after its last byte is made
+    /// rather than written and synced after it.
+    async fn create_full_after(
+        &self,
+        session: &SessionId,
+        seq: u64,
+        header: Vec<u8>,
+        state: &SessionState,
+        before: Option<impl std::future::Future<Output = Result<(), StoreError>>>,
+    ) -> Result<Option<u64>, StoreError> {
+        let Some(root) = &self.config.local_root else {
+            let mut entry = header;
+            serde_json::to_writer(&mut entry, state)
+                .map_err(|e| format_error(session, e.into()))?;
+            done_or(before).await?;
+            return self.create(session, seq, entry).await;
+        };
+        let dest = root.join(Self::entry_path(session, seq)?.as_ref());
+        let (to_stage, staged_pieces) = std::sync::mpsc::channel::<Vec<u8>>();
+        let staging = {
+            let dest = dest.clone();
+            spawn_blocking(move || local_entry::stage(&dest, staged_pieces))
+        };
+        let mut pieces = PieceSender::new(header, to_stage);
+        // A piece's hand-over fails only when the staging thread stopped.
+        let written = match serde_json::to_writer(&mut pieces, state) {
+            Ok(()) => pieces.finish().map_err(|e| self.staging_error(e.into())),
+            Err(e) if e.is_io() => Err(self.staging_error(e.into())),
+            Err(e) => Err(format_error(session, e.into())),
+        };
+        let size = match written {
+            Ok(size) => size,
+            Err(failed) => {
+                // Not published: the staged file is removed with the thread's answer.
+                local_entry::finished(staging, self.backend, "stage state entry").await?;
+                return Err(failed);
+            }
+        };
+        let linked = self.publish_after(dest, staging, before).await?;
+        // `false`: another writer created it first.
+        Ok(linked.then_some(size))
+    }
+
+    /// Links the entry `staging` writes to `dest` once it and `before` have succeeded; `false`
+    /// when another writer created `dest` first.
+    async fn publish_after(
+        &self,
+        dest: PathBuf,
+        staging: tokio::task::JoinHandle<std::io::Result<local_entry::Staged>>,
+        before: Option<impl std::future::Future<Output = Result<(), StoreError>>>,
+    ) -> Result<bool, StoreError> {
+        let backend = self.backend;
+        let staged = local_entry::finished(staging, backend, "stage state entry");
+        let before = done_or(before);
+        let (staged, before) = futures::join!(staged, before);
+        // Dropped unpublished when what it names failed: the staged file goes with it.
+        before?;
+        let staged = staged?;
+        let publish = spawn_blocking(move || staged.publish(&dest));
+        local_entry::finished(publish, backend, "put state entry").await
+    }
+
+    /// The staging of an entry failed with `source`.
+    fn staging_error(&self, source: Box<dyn std::error::Error + Send + Sync>) -> StoreError {
+        StoreError::Backend {
+            backend: self.backend.to_owned(),
+            operation: "stage state entry".to_owned(),
+            source,
+        }
     }
 
     /// After a full entry at `full_seq`: deletes the entries it supersedes that are older
@@ -789,8 +847,7 @@ impl JournalStateStore {
             .as_ref()
             .map_or(0, |p| p.full_bytes as usize)
             .max(estimated_json_len(state));
-        let mut entry = Self::header_line(session, seq, Kind::Full, None, room)?;
-        serde_json::to_writer(&mut entry, state).map_err(|e| format_error(session, e.into()))?;
+        let header = Self::header_line(session, seq, Kind::Full, None, room)?;
         let stored = under_way(ready.take()).map(PendingWrites::finish);
         let before = match (stored, earlier_build) {
             (None, None) => None,
@@ -799,7 +856,10 @@ impl JournalStateStore {
                 stored.and(checked)
             }),
         };
-        let Some(size) = self.create_after(session, seq, entry, before).await? else {
+        let Some(size) = self
+            .create_full_after(session, seq, header, state, before)
+            .await?
+        else {
             return Err(conflict(session, expected));
         };
         let legacy = pos.as_ref().is_some_and(|p| p.legacy);
@@ -969,5 +1029,103 @@ impl StateStore for JournalStateStore {
         // Checked and serialized while the writes finish; created only after them.
         self.write(session, Some(before), state, expected, Some(ready))
             .await
+    }
+}
+
+/// A writer that hands what is written to it on in pieces of [`payload::WRITEBACK_PIECE`],
+/// for a thread writing them to a file as they come.
+struct PieceSender {
+    piece: Vec<u8>,
+    sent: u64,
+    to: std::sync::mpsc::Sender<Vec<u8>>,
+}
+
+impl PieceSender {
+    /// A sender whose first piece starts with `start`.
+    fn new(start: Vec<u8>, to: std::sync::mpsc::Sender<Vec<u8>>) -> Self {
+        let mut piece = start;
+        piece.reserve(payload::WRITEBACK_PIECE.saturating_sub(piece.len()));
+        PieceSender { piece, sent: 0, to }
+    }
+
+    fn send(&mut self) -> std::io::Result<()> {
+        let next = Vec::with_capacity(payload::WRITEBACK_PIECE);
+        let piece = std::mem::replace(&mut self.piece, next);
+        self.sent += piece.len() as u64;
+        self.to
+            .send(piece)
+            .map_err(|_| std::io::Error::other("the thread writing the entry stopped"))
+    }
+
+    /// Hands on the last piece; the bytes written in all.
+    fn finish(mut self) -> std::io::Result<u64> {
+        if !self.piece.is_empty() {
+            self.send()?;
+        }
+        Ok(self.sent)
+    }
+}
+
+impl std::io::Write for PieceSender {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.piece.extend_from_slice(buf);
+        if self.piece.len() >= payload::WRITEBACK_PIECE {
+            self.send()?;
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// What is written goes on in pieces of [`payload::WRITEBACK_PIECE`], in order, the
+    /// start first, the rest with [`PieceSender::finish`], which counts every byte.
+    #[test]
+    fn a_piece_sender_hands_on_every_byte_in_pieces() {
+        use std::io::Write as _;
+        let (to, from) = std::sync::mpsc::channel();
+        let mut sender = PieceSender::new(b"header\n".to_vec(), to);
+        let body: Vec<u8> = (0..payload::WRITEBACK_PIECE * 3 + 10)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        for chunk in body.chunks(1000) {
+            sender.write_all(chunk).unwrap();
+        }
+        let sent = sender.finish().unwrap();
+        let pieces: Vec<Vec<u8>> = from.into_iter().collect();
+        assert_eq!(pieces.len(), 3);
+        assert!(
+            pieces[..2]
+                .iter()
+                .all(|p| p.len() >= payload::WRITEBACK_PIECE)
+        );
+        let joined = pieces.concat();
+        assert_eq!(&joined[..7], b"header\n");
+        assert_eq!(&joined[7..], body.as_slice());
+        assert_eq!(sent, joined.len() as u64);
+    }
+
+    /// Once the thread writing the pieces is gone, handing on the next one is an error
+    /// that says so, not a silent loss.
+    #[test]
+    fn a_piece_sender_fails_once_its_writer_is_gone() {
+        use std::io::Write as _;
+        let (to, from) = std::sync::mpsc::channel();
+        drop(from);
+        let mut sender = PieceSender::new(Vec::new(), to);
+        let failed = sender.write_all(&vec![0; payload::WRITEBACK_PIECE]);
+        assert!(
+            failed
+                .unwrap_err()
+                .to_string()
+                .contains("the thread writing the entry stopped")
+        );
     }
 }

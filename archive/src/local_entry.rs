@@ -33,12 +33,15 @@ pub struct Staged {
     staged: Option<PathBuf>,
 }
 
-/// Writes `bytes` beside `dest` and syncs them, creating `dest`'s folder (durably) when it
-/// is missing.
+/// Writes `pieces`, in order, beside `dest` and syncs them ([`payload::write_synced`]),
+/// creating `dest`'s folder (durably) when it is missing.
 ///
 /// # Errors
 /// The folder could not be made, or the file not written or synced.
-pub fn stage(dest: &Path, bytes: &[u8]) -> io::Result<Staged> {
+pub fn stage(
+    dest: &Path,
+    pieces: impl IntoIterator<Item = impl AsRef<[u8]>>,
+) -> io::Result<Staged> {
     let (folder, name) = match (dest.parent(), dest.file_name()) {
         (Some(folder), Some(name)) => (folder, name),
         _ => return Err(io::Error::new(ErrorKind::InvalidInput, "not a file's path")),
@@ -55,8 +58,7 @@ pub fn stage(dest: &Path, bytes: &[u8]) -> io::Result<Staged> {
     let entry = Staged {
         staged: Some(staged),
     };
-    payload::write_in_pieces(&mut file, bytes)?;
-    file.sync_all()?;
+    payload::write_synced(&mut file, pieces)?;
     drop(file);
     Ok(entry)
 }
@@ -180,7 +182,7 @@ mod tests {
     fn a_published_entry_holds_the_bytes_and_leaves_no_staged_file() {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("sessions/s/journal/1.json");
-        let staged = stage(&dest, b"entry").unwrap();
+        let staged = stage(&dest, [b"entry".as_slice()]).unwrap();
         assert!(!dest.exists(), "not in place before it is published");
         assert!(staged.publish(&dest).unwrap());
         assert_eq!(std::fs::read(&dest).unwrap(), b"entry");
@@ -195,8 +197,8 @@ mod tests {
     fn the_second_of_two_writers_loses_and_changes_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("journal/2.json");
-        let first = stage(&dest, b"first").unwrap();
-        let second = stage(&dest, b"second").unwrap();
+        let first = stage(&dest, [b"first".as_slice()]).unwrap();
+        let second = stage(&dest, [b"second".as_slice()]).unwrap();
         assert!(first.publish(&dest).unwrap());
         assert!(!second.publish(&dest).unwrap());
         assert_eq!(std::fs::read(&dest).unwrap(), b"first");
@@ -223,7 +225,7 @@ mod tests {
     fn an_entry_never_published_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let dest = dir.path().join("journal/3.json");
-        drop(stage(&dest, b"abandoned").unwrap());
+        drop(stage(&dest, [b"abandoned".as_slice()]).unwrap());
         assert_eq!(
             std::fs::read_dir(dir.path().join("journal"))
                 .unwrap()

@@ -274,8 +274,7 @@ impl LocalStateStore {
         ));
         let written = (|| {
             let mut out = std::fs::File::create(&temp)?;
-            payload::write_in_pieces(&mut out, bytes)?;
-            out.sync_all()?;
+            payload::write_synced(&mut out, [bytes])?;
             std::fs::rename(&temp, &file)
         })();
         if let Err(e) = written {

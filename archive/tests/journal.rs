@@ -631,6 +631,33 @@ fn first_turn_state(session: &SessionId, messages: u32) -> SessionState {
     s
 }
 
+/// In a local directory a full entry is written to its staged file while it is serialized,
+/// a piece at a time; a first turn's entry (several pieces) is linked whole, no staged file
+/// is left, and it loads back as the state saved.
+#[tokio::test]
+async fn a_local_first_entry_of_many_pieces_is_linked_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let b = Backends::local(dir.path()).unwrap();
+    let session = SessionId::new("streamed").unwrap();
+    let state = first_turn_state(&session, 10_000);
+    let empty = SessionState::new(session.clone());
+    b.state
+        .save_change_after(&session, &empty, &state, None, PendingWrites::default())
+        .await
+        .unwrap();
+    let journal = dir.path().join("sessions/streamed/journal");
+    let entry = format!("{:020}.json", 1);
+    assert_eq!(support::names_in(&journal), vec![entry.clone()]);
+    let size = std::fs::metadata(journal.join(&entry)).unwrap().len();
+    let piece = foldwire_archive::payload::WRITEBACK_PIECE as u64;
+    assert!(size > 2 * piece, "{size} bytes: not several pieces");
+    let reopened = Backends::local(dir.path()).unwrap();
+    assert_eq!(
+        reopened.state.load(&session).await.unwrap().unwrap().0,
+        state
+    );
+}
+
 /// A first turn's full entry is the compact state (packed archive rows, no block lists the
 /// tables give), under a header format earlier builds refuse by name; it loads back as the
 /// state saved, and a full entry an earlier build wrote (every list whole) still loads.
