@@ -4,7 +4,7 @@
 use foldhash::{HashMap, HashMapExt as _};
 
 use foldwire_core::{Message, MessageId, Role, UnitSlot};
-use xxhash_rust::xxh3::xxh3_64_with_seed;
+use twox_hash::XxHash3_64;
 
 /// How many hex digits an id has (64 bits: collisions within a session are negligible, ids
 /// stay short in reports).
@@ -37,7 +37,7 @@ fn digest(role: Role, slot: UnitSlot, raw: &[u8]) -> [u8; ID_HEX_LEN / 2] {
     // Role and slot shape pick the seed, so equal bytes in different places hash apart; the
     // one-shot form skips the streaming hasher's buffering.
     let seed = u64::from(role_tag) << 8 | u64::from(slot_tag);
-    xxh3_64_with_seed(raw, seed).to_be_bytes()
+    XxHash3_64::oneshot_with_seed(seed, raw).to_be_bytes()
 }
 
 /// The digest an id was made from: its first [`ID_HEX_LEN`] hex digits.
@@ -100,42 +100,38 @@ fn hex(bytes: &[u8]) -> String {
     out
 }
 
-/// Gives every unit after the first `kept` its fingerprint; the second and later copies of an
-/// identical unit in one request get `#2`, `#3`, … in order, so ids are unique and still
-/// stable across turns. The first `kept` units have theirs already (a decode that reused
-/// them): their digests are read back from their ids, not hashed again.
+/// Numbers the copies among the units after the first `kept`: each already has its
+/// fingerprint as its id (the decoder gave it one as it cut the unit), and the second and
+/// later copies of an identical unit in one request get `#2`, `#3`, … in order, so ids are
+/// unique and still stable across turns. The digests of every unit, the first `kept` (a
+/// decode that reused them) included, are read back from their ids, not hashed again.
 pub(crate) fn assign_ids_after(messages: &mut [Message], kept: usize) {
     let (kept, new) = messages.split_at_mut(kept.min(messages.len()));
     if new.is_empty() {
         return;
     }
+    let digest_now =
+        |m: &Message| digest_of_id(&m.id).unwrap_or_else(|| digest(m.role, m.slot, &m.raw));
+    let digests: Vec<[u8; ID_HEX_LEN / 2]> = new.iter().map(digest_now).collect();
     // Only the copies of the new units' bytes need counting, among the kept units too.
-    // A first turn digests its whole history: on the machine's cores.
-    let digests: Vec<[u8; ID_HEX_LEN / 2]> = foldwire_core::par::map(
-        new,
-        |m| m.raw.len(),
-        foldwire_core::par::BYTES_WORTH_A_THREAD,
-        |m| digest(m.role, m.slot, &m.raw),
-    );
     let mut seen: HashMap<[u8; ID_HEX_LEN / 2], u32> = HashMap::with_capacity(digests.len());
     for d in &digests {
         seen.insert(*d, 0);
     }
     for m in kept.iter() {
-        let d = digest_of_id(&m.id).unwrap_or_else(|| digest(m.role, m.slot, &m.raw));
-        if let Some(n) = seen.get_mut(&d) {
+        if let Some(n) = seen.get_mut(&digest_now(m)) {
             *n += 1;
         }
     }
     for (m, d) in new.iter_mut().zip(digests) {
         let n = seen.entry(d).or_insert(0);
         *n += 1;
-        let mut id = hex(&d);
         if *n > 1 {
+            let mut id = hex(&d);
             id.push('#');
             id.push_str(&n.to_string());
+            m.id = MessageId(id);
         }
-        m.id = MessageId(id);
     }
 }
 
@@ -143,6 +139,39 @@ pub(crate) fn assign_ids_after(messages: &mut [Message], kept: usize) {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
     use super::*;
+
+    /// What the fingerprints were when they were first stored.
+    const GOLDEN: [&str; 7] = [
+        "1e514f00c2170d43",
+        "803f53e345d56b3b",
+        "5dbef70583e12bb9",
+        "8c48935e0fc35651",
+        "f936a9fe80997b57",
+        "880f3b205d41c5c5",
+        "9c38ac2f8cf6e313",
+    ];
+
+    /// Ids are stored in every session's state: the fingerprint of given bytes must never
+    /// change (the values are XXH3-64's, seeded by role and slot), at any input length,
+    /// the lengths where XXH3 switches between its short, mid and long paths included.
+    #[test]
+    fn fingerprints_are_stable_across_versions() {
+        let long: Vec<u8> = (0..5000u32).map(|i| (i * 7 % 251) as u8).collect();
+        let cases: [(Role, UnitSlot, &[u8]); 7] = [
+            (Role::User, UnitSlot::Whole, b""),
+            (Role::User, UnitSlot::Whole, b"{\"a\":1}"),
+            (Role::Assistant, UnitSlot::Content(0), &long[..17]),
+            (Role::Tool, UnitSlot::StringContent, &long[..129]),
+            (Role::System, UnitSlot::ToolCalls(2), &long[..240]),
+            (Role::User, UnitSlot::ReasoningField, &long[..241]),
+            (Role::Assistant, UnitSlot::Content(3), &long),
+        ];
+        let ids: Vec<String> = cases
+            .iter()
+            .map(|(role, slot, raw)| fingerprint(*role, *slot, raw).0)
+            .collect();
+        assert_eq!(ids, GOLDEN);
+    }
 
     #[test]
     fn copies_share_the_content_digest_and_other_ids_have_none() {

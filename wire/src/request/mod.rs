@@ -28,8 +28,8 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use foldwire_core::{
-    Conversation, Entry, Message, MessageId, MessageKind, Origin, Role, Text, ToolLink, UnitSlot,
-    Wire, utf8_lossy,
+    Conversation, Entry, Message, MessageKind, Origin, Role, Text, ToolLink, UnitSlot, Wire,
+    utf8_lossy,
 };
 
 pub use detect::detect;
@@ -706,8 +706,13 @@ impl<'a> Cx<'a> {
         if let Some(e) = self.entries.get_mut(entry) {
             e.unit_count += 1;
         }
+        let raw = self.body.slice(spec.span);
+        // Fingerprinted here, while the unit's bytes are in cache and, on a first turn, in
+        // the decode's shares on every core; copies of one unit are numbered once the whole
+        // request is decoded ([`identity::assign_ids_after`]).
+        let id = identity::fingerprint(spec.role, spec.slot, &raw);
         self.messages.push(Message {
-            id: MessageId(String::new()),
+            id,
             r#ref: None,
             entry,
             slot: spec.slot,
@@ -718,7 +723,7 @@ impl<'a> Cx<'a> {
             media: Vec::new(),
             origin: Origin::Client,
             pin: None,
-            raw: self.body.slice(spec.span),
+            raw,
             modified: false,
         });
     }
