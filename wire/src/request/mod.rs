@@ -106,8 +106,8 @@ fn decode_split_from(
     Ok(finish(cx, body.clone(), messages_span, (model, stream), 0))
 }
 
-/// The conversation a decode made, its units given their ids (all but the first
-/// `kept_units`, which a resumed decode took over with theirs).
+/// The conversation a decode made, the copies among its units numbered in their ids (all
+/// but the first `kept_units`, which a resumed decode took over with theirs).
 fn finish(
     cx: Cx<'_>,
     source: Bytes,
