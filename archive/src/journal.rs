@@ -642,8 +642,16 @@ impl JournalStateStore {
         // A piece's hand-over fails only when the staging thread stopped.
         let written = match serde_json::to_writer(&mut pieces, state) {
             Ok(()) => pieces.finish().map_err(|e| self.staging_error(e.into())),
-            Err(e) if e.is_io() => Err(self.staging_error(e.into())),
-            Err(e) => Err(format_error(session, e.into())),
+            Err(e) => {
+                // Hung up, so the staging thread stops waiting for more and its answer
+                // (below) can come.
+                drop(pieces);
+                Err(if e.is_io() {
+                    self.staging_error(e.into())
+                } else {
+                    format_error(session, e.into())
+                })
+            }
         };
         let size = match written {
             Ok(size) => size,
