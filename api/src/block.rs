@@ -6,8 +6,7 @@ use crate::ids::{BlockId, Ref};
 use crate::message::MessageId;
 use crate::shared::Shared;
 
-/// Extra fields kept verbatim so newer state files survive older binaries.
-pub type ExtraFields = serde_json::Map<String, serde_json::Value>;
+pub use crate::extra::ExtraFields;
 
 /// A fold: a summary standing in for a range of messages (tier 1) or of blocks (tiers 2–3).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -60,6 +60,7 @@ pub mod config;
 pub mod conversation;
 pub mod derived;
 pub mod extensions;
+pub mod extra;
 pub mod ids;
 pub mod message;
 pub mod par;
