@@ -1056,6 +1056,10 @@ impl PieceSender {
         PieceSender { piece, sent: 0, to }
     }
 
+    // Out of line and marked cold: the serializer's writes (hundreds of thousands of a few
+    // bytes each on a first turn) then inline into an append and one comparison.
+    #[cold]
+    #[inline(never)]
     fn send(&mut self) -> std::io::Result<()> {
         let next = Vec::with_capacity(payload::WRITEBACK_PIECE);
         let piece = std::mem::replace(&mut self.piece, next);
@@ -1075,12 +1079,22 @@ impl PieceSender {
 }
 
 impl std::io::Write for PieceSender {
+    #[inline]
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.write_all(buf)?;
+        Ok(buf.len())
+    }
+
+    /// Taken whole in one append. `serde_json` writes through `write_all`, whose default
+    /// loops over `write` and checks what each call took: on a first turn's megabytes of
+    /// state, written a few bytes at a time, that loop was a fifth of serializing them.
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
         self.piece.extend_from_slice(buf);
         if self.piece.len() >= payload::WRITEBACK_PIECE {
             self.send()?;
         }
-        Ok(buf.len())
+        Ok(())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
