@@ -12,6 +12,7 @@ use foldwire_stages::tool_loop::{ADDED_TOKENS_COUNTER, INJECTED_COUNTER};
 use serde_json::json;
 
 use super::AppState;
+use super::body::WholeBody;
 use super::error;
 use super::identity;
 use super::relay::{self, Exchange, LoopState};
@@ -25,7 +26,7 @@ pub async fn handle(
     method: Method,
     uri: Uri,
     headers: HeaderMap,
-    body: Bytes,
+    WholeBody(body): WholeBody,
 ) -> Response {
     let path_and_query = uri.path_and_query().map_or("/", |p| p.as_str());
     let route = match route::resolve(path_and_query, &app.config.upstreams, &headers) {

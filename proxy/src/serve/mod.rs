@@ -3,6 +3,7 @@
 
 pub mod admin;
 pub mod array_stream;
+pub mod body;
 pub mod calls;
 pub mod config;
 pub mod forward;
