@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use foldwire_core::derived;
+use foldwire_core::shared::Shared;
 use foldwire_core::state::ArchivedItem;
 use foldwire_core::{
     MediaArchive, Message, OriginalText, PendingWrite, PendingWrites, Ref, SessionId, SessionState,
@@ -92,7 +93,7 @@ async fn archive_all_but(
     }
     let items = as_items(payloads);
     let answer = match tokio::time::timeout(timeout, archive.put_contents(session, items)).await {
-        Ok(Ok(parts)) => Ok(parts),
+        Ok(Ok(parts)) => rows_of(&pending, parts),
         Ok(Err(e)) => Err(format!("archive write failed: {e}")),
         Err(_) => Err(timed_out(timeout)),
     };
@@ -109,10 +110,11 @@ pub struct OriginalsInFlight {
     task: tokio::task::JoinHandle<Result<Planned, StoreError>>,
 }
 
-/// What a batch's thread hands back: the parts, the write when it was left under way, and
-/// how many payloads came with their keys computed ahead ([`OriginalsArchived::prehashed`]).
+/// What a batch's thread hands back: the index rows of its parts ([`rows_of`]), the write
+/// when it was left under way, and how many payloads came with their keys computed ahead
+/// ([`OriginalsArchived::prehashed`]).
 type Planned = (
-    Vec<StoredPart>,
+    Result<Vec<ArchivedItem>, String>,
     Option<tokio::task::JoinHandle<Result<(), StoreError>>>,
     u64,
 );
@@ -194,6 +196,7 @@ fn spawn_batch(
     let session = to.session.clone();
     let source = to.source.cloned();
     let defer = to.defer;
+    let refs = pending.clone();
     // A blocking thread rather than a task: the stage goes on computing without yielding,
     // so a task would not run until it is done. The archive's own I/O is driven by the
     // runtime as usual (`Handle::block_on`). The items are made there too: a first turn's
@@ -215,10 +218,10 @@ fn spawn_batch(
                 let write = planned.write;
                 let on = tokio::runtime::Handle::current();
                 let writing = tokio::task::spawn_blocking(move || on.block_on(write));
-                return Ok((planned.parts, Some(writing), prehashed));
+                return Ok((rows_of(&refs, planned.parts), Some(writing), prehashed));
             }
             planned.write.await?;
-            Ok((planned.parts, None, prehashed))
+            Ok((rows_of(&refs, planned.parts), None, prehashed))
         })
     });
     Some(OriginalsInFlight { pending, task })
@@ -246,12 +249,12 @@ pub async fn finish_archiving(
     };
     let mut prehashed = 0;
     let answer = match tokio::time::timeout(timeout, in_flight.task).await {
-        Ok(Ok(Ok((parts, write, known)))) => {
+        Ok(Ok(Ok((rows, write, known)))) => {
             if let Some(write) = write {
                 pending.push(bounded(write, timeout));
             }
             prehashed = known;
-            Ok(parts)
+            rows
         }
         Ok(Ok(Err(e))) => Err(format!("archive write failed: {e}")),
         Ok(Err(stopped)) => Err(format!("archive write stopped: {stopped}")),
@@ -304,15 +307,46 @@ fn pending_originals(state: &SessionState, skip: &HashSet<Ref>) -> (Vec<Ref>, Ve
         .unzip()
 }
 
-/// Records the archive's answer for the originals of `pending`: each stored one gets an
-/// index item (unless the same key is already recorded for its ref) and leaves
-/// `state.originals`; on an error every one stays and is listed with the reason. Refs of
-/// the batch that are not originals in the state (written ahead of a fold that did not
-/// take them) are passed over.
+/// The index rows of a batch's stored `parts`, one per part in order, `refs[i]` naming part
+/// `i`; an error when the archive answered another number of parts than it was given.
+///
+/// Made where the batch was planned (on its blocking thread, for a batch started ahead):
+/// a first turn records thousands, and building them is no work for the request's thread.
+fn rows_of(refs: &[Ref], parts: Vec<StoredPart>) -> Result<Vec<ArchivedItem>, String> {
+    if parts.len() != refs.len() {
+        return Err(format!(
+            "the archive answered {} parts for {} originals",
+            parts.len(),
+            refs.len()
+        ));
+    }
+    let rows = refs.iter().zip(parts).map(|(r, part)| {
+        let stored = part.content;
+        let mut item = ArchivedItem {
+            r#ref: Some(*r),
+            key: stored.key,
+            media_type: stored.media_type,
+            size: stored.size,
+            original: true,
+            ..ArchivedItem::default()
+        };
+        if let Some(location) = part.location {
+            foldwire_archive::index::put_location(&mut item, location);
+        }
+        item
+    });
+    Ok(rows.collect())
+}
+
+/// Records the archive's answer for the originals of `pending` (its rows, [`rows_of`]):
+/// each stored one gets its index row (unless the same key is already recorded for its ref)
+/// and leaves `state.originals`; on an error every one stays and is listed with the reason.
+/// Refs of the batch that are not originals in the state (written ahead of a fold that did
+/// not take them) are passed over.
 fn record_written(
     state: &mut SessionState,
     mut pending: Vec<Ref>,
-    mut answer: Result<Vec<StoredPart>, String>,
+    mut answer: Result<Vec<ArchivedItem>, String>,
 ) -> OriginalsArchived {
     let mut done = OriginalsArchived::default();
     if !holds_all(&state.originals, &pending) {
@@ -320,27 +354,15 @@ fn record_written(
             .iter()
             .map(|r| state.originals.contains_key(r))
             .collect();
-        if let Ok(parts) = &mut answer
-            && parts.len() == pending.len()
-        {
+        if let Ok(rows) = &mut answer {
             let mut keep = kept.iter();
-            parts.retain(|_| keep.next().copied().unwrap_or(false));
+            rows.retain(|_| keep.next().copied().unwrap_or(false));
         }
         let mut keep = kept.iter();
         pending.retain(|_| keep.next().copied().unwrap_or(false));
     }
-    let written = match answer {
-        Ok(parts) if parts.len() == pending.len() => parts,
-        Ok(parts) => {
-            let why = format!(
-                "the archive answered {} parts for {} originals",
-                parts.len(),
-                pending.len()
-            );
-            done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
-            detach_originals(state);
-            return done;
-        }
+    let rows = match answer {
+        Ok(rows) => rows,
         Err(why) => {
             done.failed = pending.iter().map(|r| (*r, why.clone())).collect();
             detach_originals(state);
@@ -355,10 +377,9 @@ fn record_written(
         // Nothing archived before (a first turn): nothing to compare with.
         HashSet::new()
     } else {
-        let new_keys: HashMap<Ref, &str> = pending
+        let new_keys: HashMap<Ref, &str> = rows
             .iter()
-            .zip(&written)
-            .map(|(r, part)| (*r, part.content.key.as_str()))
+            .filter_map(|row| Some((row.r#ref?, row.key.as_str())))
             .collect();
         let mut newest: HashMap<Ref, &str> = HashMap::new();
         for item in state.archive.iter().filter(|item| is_original(item)) {
@@ -374,32 +395,19 @@ fn record_written(
             .map(|(r, _)| r)
             .collect()
     };
-    // One growth for the batch: a first turn archives thousands of originals, and growing
-    // the index one doubling at a time copies it into fresh pages a dozen times.
-    state
-        .archive
-        .reserve(pending.len().saturating_sub(skip.len()));
-    done.stored.reserve(pending.len());
     take_originals(&mut state.originals, &pending);
-    for (r, part) in pending.into_iter().zip(written) {
-        let stored = part.content;
-        done.bytes += stored.size;
-        done.stored.push(r);
-        if skip.contains(&r) {
-            continue;
-        }
-        let mut item = ArchivedItem {
-            r#ref: Some(r),
-            key: stored.key,
-            media_type: stored.media_type,
-            size: stored.size,
-            original: true,
-            ..ArchivedItem::default()
-        };
-        if let Some(location) = part.location {
-            foldwire_archive::index::put_location(&mut item, location);
-        }
-        state.archive.push(item);
+    done.bytes = rows.iter().map(|row| row.size).sum();
+    done.stored = pending;
+    if state.archive.is_empty() && skip.is_empty() {
+        // A first turn's index is this batch: its rows become it as they are.
+        state.archive = Shared::new(rows);
+    } else {
+        // One growth for the batch: growing the index one doubling at a time copies it
+        // into fresh pages a dozen times.
+        let archive = &mut *state.archive;
+        archive.reserve(rows.len().saturating_sub(skip.len()));
+        let recorded = |row: &ArchivedItem| !row.r#ref.is_some_and(|r| skip.contains(&r));
+        archive.extend(rows.into_iter().filter(recorded));
     }
     if !done.stored.is_empty() {
         record_on_blocks(state);
@@ -546,5 +554,83 @@ mod tests {
                 assert_eq!(text.as_str(), format!("unit {}", r.0));
             }
         }
+    }
+
+    fn part(key: &str, size: u64, offset: Option<u64>) -> StoredPart {
+        StoredPart {
+            content: foldwire_core::StoredContent {
+                key: key.to_owned(),
+                media_type: ORIGINAL_MEDIA_TYPE.to_owned(),
+                size,
+            },
+            location: offset.map(|offset| foldwire_core::PackLocation {
+                pack: "pack1".to_owned(),
+                offset,
+                size,
+            }),
+        }
+    }
+
+    fn keys(state: &SessionState) -> Vec<(Option<u32>, &str)> {
+        let rows = state.archive.iter();
+        rows.map(|item| (item.r#ref.map(|r| r.0), item.key.as_str()))
+            .collect()
+    }
+
+    #[test]
+    fn rows_name_each_part_by_its_ref_and_a_short_answer_is_an_error() {
+        let refs = [Ref(4), Ref(9)];
+        let parts = vec![part("k4", 3, Some(0)), part("k9", 5, None)];
+        let rows = rows_of(&refs, parts).unwrap();
+        let first = &rows[0];
+        assert_eq!(
+            (first.r#ref, first.key.as_str(), first.size),
+            (Some(Ref(4)), "k4", 3)
+        );
+        assert_eq!(
+            (first.pack.as_deref(), first.offset),
+            (Some("pack1"), Some(0))
+        );
+        assert_eq!(
+            (rows[1].r#ref, rows[1].pack.as_deref()),
+            (Some(Ref(9)), None)
+        );
+        assert!(rows.iter().all(|row| row.original));
+        assert!(rows.iter().all(|row| row.media_type == ORIGINAL_MEDIA_TYPE));
+        let short = rows_of(&refs, vec![part("k4", 3, None)]).unwrap_err();
+        assert!(short.contains("1 parts for 2 originals"), "{short}");
+    }
+
+    #[test]
+    fn a_batch_is_recorded_once_per_key_and_what_failed_stays() {
+        let mut state = SessionState::new(SessionId::new("s").unwrap());
+        state.originals = originals(4);
+        // A first batch: the empty index becomes its rows.
+        let refs = vec![Ref(1), Ref(2)];
+        let rows = rows_of(&refs, vec![part("a", 6, Some(0)), part("b", 6, Some(6))]);
+        let done = record_written(&mut state, refs.clone(), rows);
+        assert_eq!((done.stored, done.bytes), (refs, 12));
+        assert_eq!(keys(&state), [(Some(1), "a"), (Some(2), "b")]);
+        let left: Vec<u32> = state.originals.keys().map(|r| r.0).collect();
+        assert_eq!(left, [3, 4]);
+        // Ref 2 kept again with the key it already has (not recorded twice), ref 3 new, and
+        // ref 7, written ahead of a fold that did not keep it, passed over.
+        state.originals.insert(
+            Ref(2),
+            OriginalText::from_utf8(Bytes::from("unit 2")).unwrap(),
+        );
+        let refs = vec![Ref(2), Ref(3), Ref(7)];
+        let parts = vec![part("b", 6, None), part("c", 6, None), part("x", 9, None)];
+        let done = record_written(&mut state, refs.clone(), rows_of(&refs, parts));
+        assert_eq!((done.stored, done.bytes), (vec![Ref(2), Ref(3)], 12));
+        assert_eq!(
+            keys(&state),
+            [(Some(1), "a"), (Some(2), "b"), (Some(3), "c")]
+        );
+        // A failed write keeps the original, listed with the reason.
+        let done = record_written(&mut state, vec![Ref(4)], Err("down".to_owned()));
+        assert_eq!(done.failed, [(Ref(4), "down".to_owned())]);
+        assert!(done.stored.is_empty() && state.originals.contains_key(&Ref(4)));
+        assert_eq!(state.archive.len(), 3);
     }
 }
