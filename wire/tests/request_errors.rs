@@ -91,6 +91,32 @@ fn wrong_types_name_the_path_and_the_expectation() {
 }
 
 #[test]
+fn a_raw_control_character_in_a_string_is_refused_where_it_stands() {
+    // A newline typed into a message as it is, not as `\n`: JSON allows none raw, so the
+    // body is malformed (serde_json and the providers refuse it too).
+    let body =
+        b"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"line one\nline two\"}]}";
+    let at = body.iter().position(|&b| b == b'\n').unwrap();
+    for wire in [Wire::Anthropic, Wire::OpenAiChat] {
+        match err(wire, body) {
+            WireError::Syntax {
+                path,
+                at: found,
+                expected,
+                ..
+            } => {
+                assert_eq!((path.as_str(), found), ("messages[0].content", at));
+                assert!(expected.contains("control character"), "{expected}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Escaped, it is an ordinary string.
+    let escaped = br#"{"model":"m","messages":[{"role":"user","content":"line one\nline two"}]}"#;
+    assert!(decode(Wire::Anthropic, Bytes::from_static(escaped)).is_ok());
+}
+
+#[test]
 fn syntax_errors_name_the_offset_and_expectation() {
     let body = br#"{"messages":[{"role":"user","content":"a"},]}"#;
     match err(Wire::Anthropic, body) {

@@ -34,11 +34,29 @@ pub(crate) fn skip_ws(src: &[u8], mut pos: usize) -> usize {
     pos
 }
 
-/// End (exclusive) of the string literal starting at `start` (which must hold `"`).
+/// End (exclusive) of the string literal starting at `start` (which must hold `"`): every
+/// escape checked, and no control character left unescaped (JSON allows none raw).
 pub(crate) fn string_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
     if src.get(start) != Some(&b'"') {
         return syntax(start, "a string");
     }
+    let ended = string_end_escapes(src, start);
+    // Looked for once over all the string's bytes up to where it ended (or failed), not
+    // between each pair of escapes: the runs between escapes are short, and an escape
+    // holds no control character.
+    let upto = match ended {
+        Ok(end) => end,
+        Err(e) => e.at,
+    };
+    let inner = src.get(start + 1..upto).unwrap_or_default();
+    match first_control(inner) {
+        Some(at) => syntax(start + 1 + at, CONTROL_IN_STRING),
+        None => ended,
+    }
+}
+
+/// [`string_end`] without the check for control characters.
+fn string_end_escapes(src: &[u8], start: usize) -> Result<usize, Syntax> {
     let mut pos = start + 1;
     loop {
         let rest = src.get(pos..).unwrap_or_default();
@@ -62,6 +80,29 @@ pub(crate) fn string_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
             _ => return syntax(pos, "a valid escape sequence"),
         }
     }
+}
+
+/// What a string holding a raw control character lacks.
+const CONTROL_IN_STRING: &str =
+    "a control character escaped (as \\n, \\t or \\u00XX), not raw in a string";
+
+/// Where the first control character (a byte below 0x20) of `bytes` is.
+///
+/// Strings are most of a body's bytes, so this runs over nearly all of a first turn: each
+/// block is checked whole, without an exit inside it, which compiles to vector compares,
+/// and only a block that holds one is searched byte by byte.
+fn first_control(bytes: &[u8]) -> Option<usize> {
+    const BLOCK: usize = 64;
+    let least = |block: &[u8]| block.iter().fold(u8::MAX, |least, &b| least.min(b));
+    let blocks = bytes.chunks_exact(BLOCK);
+    let tail = blocks.remainder();
+    let found = blocks
+        .enumerate()
+        .find(|(_, block)| least(block) < 0x20)
+        .map(|(i, block)| (i * BLOCK, block))
+        .or_else(|| (least(tail) < 0x20).then(|| (bytes.len() - tail.len(), tail)));
+    let (base, block) = found?;
+    block.iter().position(|&b| b < 0x20).map(|at| base + at)
 }
 
 /// End (exclusive) of the string literal at `start` in text already validated: finds the
@@ -846,6 +887,19 @@ mod tests {
         assert_eq!(value_end(b"12x", 0), Ok(2));
         assert!(value_end(b"-", 0).is_err());
         assert!(value_end(b"\"\\q\"", 0).is_err());
+        // Control characters only escaped; DEL and everything above may stand raw.
+        assert_eq!(value_end(b"\"a\\nb\\tc\x7f\"", 0), Ok(10));
+        for raw in [b'\n', b'\t', b'\r', 0x00, 0x1f] {
+            let s = [b'"', b'a', raw, b'b', b'"'];
+            assert_eq!(
+                value_end(&s, 0),
+                Err(Syntax {
+                    at: 2,
+                    expected: CONTROL_IN_STRING
+                }),
+                "{raw:#04x}"
+            );
+        }
         let deep = "[".repeat(100_000);
         assert!(value_end(deep.as_bytes(), 0).is_err());
     }
@@ -899,6 +953,35 @@ mod tests {
             proptest::prop_assert_eq!(string_end_trusted(lit.as_bytes(), 0), Ok(lit.len()));
             let escaped_all = lit.replace('z', "\\u007a");
             proptest::prop_assert_eq!(unescape(&escaped_all, &(0..escaped_all.len())), s.as_str());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn strings_are_valid_exactly_when_serde_says(
+            body in proptest::collection::vec(
+                proptest::prop_oneof![
+                    0u8..0x80,
+                    proptest::strategy::Just(b'\\'),
+                    proptest::sample::select(b"ntr\"/u0a".to_vec()),
+                ],
+                0..80,
+            )
+        ) {
+            let mut lit = vec![b'"'];
+            lit.extend(&body);
+            lit.push(b'"');
+            let ours = value_end(&lit, 0).is_ok_and(|end| end == lit.len());
+            let serde = serde_json::from_slice::<serde_json::Value>(&lit).is_ok();
+            proptest::prop_assert_eq!(ours, serde, "{:?}", String::from_utf8_lossy(&lit));
+        }
+
+        #[test]
+        fn the_first_control_character_is_found_in_any_block(
+            bytes in proptest::collection::vec(0x18u8..0x80, 0..200)
+        ) {
+            let naive = bytes.iter().position(|&b| b < 0x20);
+            proptest::prop_assert_eq!(first_control(&bytes), naive);
         }
     }
 
