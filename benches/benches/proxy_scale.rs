@@ -15,7 +15,7 @@
 //! `cargo bench -p foldwire-benches --bench proxy_scale` (`FOLDWIRE_SCALE_SIZES=500,2000`
 //! picks sizes; `FOLDWIRE_SCALE_TURNS` the steady turns per size, 7 by default;
 //! `FOLDWIRE_SCALE_FIRSTS` the new sessions whose first turns give the first-turn median, 3
-//! by default)
+//! by default; `FOLDWIRE_SCALE_SETTLE_MS` an idle gap after every request, none by default)
 //!
 //! It allocates with mimalloc, as the `foldwire` binary does.
 
@@ -99,7 +99,18 @@ async fn post(client: &reqwest::Client, base: &str, session: &str, body: &Bytes)
         .unwrap();
     assert!(resp.status().is_success(), "{}", resp.status());
     resp.bytes().await.unwrap();
-    t.elapsed()
+    let took = t.elapsed();
+    // An idle gap after each request (`FOLDWIRE_SCALE_SETTLE_MS`, none by default), as a
+    // client that reads the answer before it sends again leaves: background writes finish
+    // and freed memory goes back before the next request is timed.
+    let settle: u64 = std::env::var("FOLDWIRE_SCALE_SETTLE_MS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    if settle > 0 {
+        tokio::time::sleep(Duration::from_millis(settle)).await;
+    }
+    took
 }
 
 fn ms(d: Duration) -> f64 {
