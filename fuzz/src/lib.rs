@@ -9,6 +9,9 @@ use foldwire_wire::stream::{ParsedEvent, StreamError, StreamFilter, StreamParser
 pub fn check_request(wire: Wire, data: &[u8]) {
     let body = bytes::Bytes::copy_from_slice(data);
     if let Ok(conversation) = foldwire_wire::request::decode(wire, body) {
+        if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(data) {
+            panic!("decoded a body serde_json refuses: {e}");
+        }
         for unit in &conversation.messages {
             std::hint::black_box(unit.text.len());
         }

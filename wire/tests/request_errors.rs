@@ -117,6 +117,27 @@ fn a_raw_control_character_in_a_string_is_refused_where_it_stands() {
 }
 
 #[test]
+fn a_number_with_a_leading_zero_is_refused_where_it_stands() {
+    // `0512` is not JSON (serde_json and the providers refuse it), wherever it sits: in a
+    // field foldwire reads through or in one it never looks into.
+    let body = br#"{"model":"m","max_tokens":0512,"messages":[{"role":"user","content":"hi"}]}"#;
+    let at = body.windows(4).position(|w| w == b"0512").unwrap() + 1;
+    match err(Wire::Anthropic, body) {
+        WireError::Syntax {
+            at: found,
+            expected,
+            ..
+        } => {
+            assert_eq!(found, at);
+            assert!(expected.contains("leading 0"), "{expected}");
+        }
+        other => panic!("{other:?}"),
+    }
+    let fine = br#"{"model":"m","max_tokens":512,"temperature":0.5,"messages":[{"role":"user","content":"hi"}]}"#;
+    assert!(decode(Wire::Anthropic, Bytes::from_static(fine)).is_ok());
+}
+
+#[test]
 fn syntax_errors_name_the_offset_and_expectation() {
     let body = br#"{"messages":[{"role":"user","content":"a"},]}"#;
     match err(Wire::Anthropic, body) {

@@ -138,9 +138,20 @@ fn number_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
         }
         p
     };
-    let int_end = digits(pos);
+    // JSON's integer part is `0` or starts with 1-9: `0512` is not a number (serde_json
+    // and the providers refuse it), so a 0 ends it.
+    let int_end = match src.get(pos) {
+        Some(b'0') => pos + 1,
+        _ => digits(pos),
+    };
     if int_end == pos {
         return syntax(pos, "a digit");
+    }
+    if src.get(pos) == Some(&b'0') && src.get(int_end).is_some_and(u8::is_ascii_digit) {
+        return syntax(
+            int_end,
+            "no digit after a leading 0 (JSON numbers have no leading zeros)",
+        );
     }
     pos = int_end;
     if src.get(pos) == Some(&b'.') {
@@ -900,6 +911,15 @@ mod tests {
                 "{raw:#04x}"
             );
         }
+        // JSON numbers have no leading zeros: `0512` is refused where the second digit is.
+        assert_eq!(
+            value_end(b"[0512]", 0),
+            Err(Syntax {
+                at: 2,
+                expected: "no digit after a leading 0 (JSON numbers have no leading zeros)"
+            })
+        );
+        assert_eq!(value_end(b"-0.5e00", 0), Ok(7));
         let deep = "[".repeat(100_000);
         assert!(value_end(deep.as_bytes(), 0).is_err());
     }
@@ -973,6 +993,20 @@ mod tests {
             lit.push(b'"');
             let ours = value_end(&lit, 0).is_ok_and(|end| end == lit.len());
             let serde = serde_json::from_slice::<serde_json::Value>(&lit).is_ok();
+            proptest::prop_assert_eq!(ours, serde, "{:?}", String::from_utf8_lossy(&lit));
+        }
+
+        #[test]
+        fn numbers_are_valid_exactly_when_serde_says(
+            number in proptest::collection::vec(proptest::sample::select(b"-+.eE0019".to_vec()), 1..9)
+        ) {
+            // In an array, so bytes a number leaves unread are refused as they would be in a
+            // body; serde reads it as syntax only (`IgnoredAny`), without range checks.
+            let mut lit = b"[".to_vec();
+            lit.extend(&number);
+            lit.push(b']');
+            let ours = value_end(&lit, 0).is_ok_and(|end| end == lit.len());
+            let serde = serde_json::from_slice::<serde::de::IgnoredAny>(&lit).is_ok();
             proptest::prop_assert_eq!(ours, serde, "{:?}", String::from_utf8_lossy(&lit));
         }
 
