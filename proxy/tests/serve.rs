@@ -242,27 +242,35 @@ async fn a_malformed_body_fails_open_and_is_counted() {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy(upstream, "passthrough", dir.path()).await;
-    let body = r#"{"model":"m","messages":"not a list"}"#;
-    let resp = reqwest::Client::new()
-        .post(format!("http://{proxy}/v1/chat/completions"))
-        .body(body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(resp.status(), 200);
-    assert_eq!(
-        mock.received.lock().unwrap().pop().unwrap().body,
-        body.as_bytes()
-    );
+    // A wrong shape, and bodies that are not strict JSON, which readers would read apart.
+    let bodies = [
+        r#"{"model":"m","messages":"not a list"}"#,
+        "{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\nb\"}]}",
+        r#"{"model":"m","max_tokens":0512,"messages":[{"role":"user","content":"a"}]}"#,
+        r#"{"model":"m","messages":[{"role":"user","content":"a","content":"b"}]}"#,
+    ];
+    for body in bodies {
+        let resp = reqwest::Client::new()
+            .post(format!("http://{proxy}/v1/chat/completions"))
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(
+            mock.received.lock().unwrap().pop().unwrap().body,
+            body.as_bytes()
+        );
+    }
     let metrics = reqwest::get(format!("http://{proxy}/metrics"))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    assert!(metrics.contains("foldwire_fail_open_total 1"), "{metrics}");
+    assert!(metrics.contains("foldwire_fail_open_total 4"), "{metrics}");
     assert!(
-        metrics.contains("foldwire_requests_total{wire=\"openai-chat\"} 1"),
+        metrics.contains("foldwire_requests_total{wire=\"openai-chat\"} 4"),
         "{metrics}"
     );
 }

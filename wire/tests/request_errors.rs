@@ -138,6 +138,49 @@ fn a_number_with_a_leading_zero_is_refused_where_it_stands() {
 }
 
 #[test]
+fn a_key_given_twice_is_refused_where_it_repeats() {
+    // JSON readers differ on which of two equal keys counts (most take the last, as the
+    // providers' do): foldwire refuses the body rather than fold a `content` the provider
+    // would not read, in a message or at the top (and spelled with an escape or not).
+    let cases: [(&[u8], &str, &str); 3] = [
+        (
+            br#"{"model":"m","messages":[{"role":"user","content":"a","content":"b"}]}"#,
+            r#""content":"b""#,
+            "messages[0]",
+        ),
+        (
+            br#"{"model":"m","messages":[],"messages":[{"role":"user","content":"b"}]}"#,
+            r#""messages":[{"#,
+            "",
+        ),
+        (
+            br#"{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","text":"b"}]}]}"#,
+            r#""text""#,
+            "messages[0].content[0]",
+        ),
+    ];
+    for (body, repeat, at_path) in cases {
+        let at = String::from_utf8_lossy(body).rfind(repeat).unwrap();
+        match err(Wire::Anthropic, body) {
+            WireError::Syntax {
+                path,
+                at: found,
+                expected,
+                ..
+            } => {
+                assert_eq!(found, at, "{}", String::from_utf8_lossy(body));
+                assert!(path.starts_with(at_path), "{path}");
+                assert!(expected.contains("repeats an earlier key"), "{expected}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // The same key in two different objects is no repeat.
+    let fine = br#"{"model":"m","messages":[{"role":"user","content":"a"},{"role":"assistant","content":"b"}]}"#;
+    assert!(decode(Wire::Anthropic, Bytes::from_static(fine)).is_ok());
+}
+
+#[test]
 fn syntax_errors_name_the_offset_and_expectation() {
     let body = br#"{"messages":[{"role":"user","content":"a"},]}"#;
     match err(Wire::Anthropic, body) {

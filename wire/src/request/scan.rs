@@ -520,6 +520,21 @@ pub(crate) fn kind_name(src: &[u8], span: &Range<usize>) -> &'static str {
     }
 }
 
+/// What a key that repeats an earlier one of its object was expected to be.
+const REPEATED_KEY: &str = "each key once in an object (this one repeats an earlier key, and JSON readers differ on which of the two counts)";
+
+/// Adds `field` to `fields`, unless its key is one of theirs: JSON readers disagree on
+/// which of two equal keys counts (the providers' mostly take the last), so an object that
+/// repeats one is refused rather than read one way here and another way upstream. An
+/// object holds a handful of keys, and keys of different lengths differ at the first test.
+fn push_field<'a>(fields: &mut Vec<Field<'a>>, field: Field<'a>) -> Result<(), Syntax> {
+    if fields.iter().any(|f| f.key == field.key) {
+        return syntax(field.key_start, REPEATED_KEY);
+    }
+    fields.push(field);
+    Ok(())
+}
+
 /// The fields of the object value at `span` (which must start with `{`).
 pub(crate) fn object_fields<'a>(
     src: &'a str,
@@ -541,11 +556,14 @@ pub(crate) fn indexed_object_fields<'a>(
         let Some(value) = children.next() else {
             return Some(syntax(key.end, "a value after an object key"));
         };
-        fields.push(Field {
+        let field = Field {
             key: unescape_key(src, &key),
             key_start: key.start,
             value,
-        });
+        };
+        if let Err(e) = push_field(&mut fields, field) {
+            return Some(Err(e));
+        }
     }
     Some(Ok(fields))
 }
@@ -579,11 +597,14 @@ pub(crate) fn object_fields_mode<'a>(
         }
         let vstart = skip_ws(bytes, colon + 1);
         let vend = value_end_mode(bytes, vstart, mode)?;
-        fields.push(Field {
-            key,
-            key_start,
-            value: vstart..vend,
-        });
+        push_field(
+            &mut fields,
+            Field {
+                key,
+                key_start,
+                value: vstart..vend,
+            },
+        )?;
         pos = skip_ws(bytes, vend);
         match bytes.get(pos) {
             Some(b',') => pos = skip_ws(bytes, pos + 1),
@@ -634,11 +655,14 @@ pub(crate) fn frame_fields<'a>(
         } else {
             value_end_mode(bytes, vstart, Mode::Trusted)?
         };
-        fields.push(Field {
-            key,
-            key_start,
-            value: vstart..vend,
-        });
+        push_field(
+            &mut fields,
+            Field {
+                key,
+                key_start,
+                value: vstart..vend,
+            },
+        )?;
         pos = skip_ws(bytes, vend);
         match bytes.get(pos) {
             Some(b',') => pos = skip_ws(bytes, pos + 1),
@@ -1112,6 +1136,25 @@ mod tests {
         assert_eq!(f[0].key, "k");
         assert_eq!(&src[f[0].key_start..f[0].value.end], r#""k" : [1]"#);
         assert_eq!(f[1].key, "é\"");
+    }
+
+    #[test]
+    fn a_repeated_key_is_refused_by_every_reader_of_fields() {
+        let src = r#"{"a":1,"b":{"a":2},"\u0061":3}"#;
+        let repeat = Err(Syntax {
+            at: src.rfind(r#""\u0061""#).unwrap(),
+            expected: REPEATED_KEY,
+        });
+        let span = 0..src.len();
+        assert_eq!(object_fields(src, &span).map(|f| f.len()), repeat);
+        let (_, tape) = value_end_indexed(src.as_bytes(), 0).unwrap();
+        let indexed = indexed_object_fields(&tape.cursor(), src, &span).unwrap();
+        assert_eq!(indexed.map(|f| f.len()), repeat);
+        let framed = frame_fields(src.as_bytes(), 0, &(0..0)).map(|(f, _)| f.len());
+        assert_eq!(framed, repeat);
+        // `a` inside `b` is another object's.
+        let once = r#"{"a":1,"b":{"a":2}}"#;
+        assert_eq!(object_fields(once, &(0..once.len())).unwrap().len(), 2);
     }
 
     /// A messages body whose content holds everything a guess could land on: nested
