@@ -523,15 +523,24 @@ pub(crate) fn kind_name(src: &[u8], span: &Range<usize>) -> &'static str {
 /// What a key that repeats an earlier one of its object was expected to be.
 const REPEATED_KEY: &str = "each key once in an object (this one repeats an earlier key, and JSON readers differ on which of the two counts)";
 
-/// Adds `field` to `fields`, unless its key is one of theirs: JSON readers disagree on
+/// Adds the field `key` to `fields`, unless that key is one of theirs: JSON readers disagree on
 /// which of two equal keys counts (the providers' mostly take the last), so an object that
 /// repeats one is refused rather than read one way here and another way upstream. An
 /// object holds a handful of keys, and keys of different lengths differ at the first test.
-fn push_field<'a>(fields: &mut Vec<Field<'a>>, field: Field<'a>) -> Result<(), Syntax> {
-    if fields.iter().any(|f| f.key == field.key) {
-        return syntax(field.key_start, REPEATED_KEY);
+fn push_field<'a>(
+    fields: &mut Vec<Field<'a>>,
+    key: Cow<'a, str>,
+    key_start: usize,
+    value: Range<usize>,
+) -> Result<(), Syntax> {
+    if fields.iter().any(|f| f.key == key) {
+        return syntax(key_start, REPEATED_KEY);
     }
-    fields.push(field);
+    fields.push(Field {
+        key,
+        key_start,
+        value,
+    });
     Ok(())
 }
 
@@ -556,12 +565,7 @@ pub(crate) fn indexed_object_fields<'a>(
         let Some(value) = children.next() else {
             return Some(syntax(key.end, "a value after an object key"));
         };
-        let field = Field {
-            key: unescape_key(src, &key),
-            key_start: key.start,
-            value,
-        };
-        if let Err(e) = push_field(&mut fields, field) {
+        if let Err(e) = push_field(&mut fields, unescape_key(src, &key), key.start, value) {
             return Some(Err(e));
         }
     }
@@ -597,14 +601,7 @@ pub(crate) fn object_fields_mode<'a>(
         }
         let vstart = skip_ws(bytes, colon + 1);
         let vend = value_end_mode(bytes, vstart, mode)?;
-        push_field(
-            &mut fields,
-            Field {
-                key,
-                key_start,
-                value: vstart..vend,
-            },
-        )?;
+        push_field(&mut fields, key, key_start, vstart..vend)?;
         pos = skip_ws(bytes, vend);
         match bytes.get(pos) {
             Some(b',') => pos = skip_ws(bytes, pos + 1),
@@ -655,14 +652,7 @@ pub(crate) fn frame_fields<'a>(
         } else {
             value_end_mode(bytes, vstart, Mode::Trusted)?
         };
-        push_field(
-            &mut fields,
-            Field {
-                key,
-                key_start,
-                value: vstart..vend,
-            },
-        )?;
+        push_field(&mut fields, key, key_start, vstart..vend)?;
         pos = skip_ws(bytes, vend);
         match bytes.get(pos) {
             Some(b',') => pos = skip_ws(bytes, pos + 1),
