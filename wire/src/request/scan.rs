@@ -127,6 +127,9 @@ fn string_end_trusted(src: &[u8], start: usize) -> Result<usize, Syntax> {
     }
 }
 
+/// What a digit after a number's leading 0 was expected to be.
+const LEADING_ZERO: &str = "no digit after a leading 0 (JSON numbers have no leading zeros)";
+
 fn number_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
     let mut pos = start;
     if src.get(pos) == Some(&b'-') {
@@ -139,19 +142,16 @@ fn number_end(src: &[u8], start: usize) -> Result<usize, Syntax> {
         p
     };
     // JSON's integer part is `0` or starts with 1-9: `0512` is not a number (serde_json
-    // and the providers refuse it), so a 0 ends it.
+    // and the providers refuse it).
     let int_end = match src.get(pos) {
+        Some(b'0') if src.get(pos + 1).is_some_and(u8::is_ascii_digit) => {
+            return syntax(pos + 1, LEADING_ZERO);
+        }
         Some(b'0') => pos + 1,
         _ => digits(pos),
     };
     if int_end == pos {
         return syntax(pos, "a digit");
-    }
-    if src.get(pos) == Some(&b'0') && src.get(int_end).is_some_and(u8::is_ascii_digit) {
-        return syntax(
-            int_end,
-            "no digit after a leading 0 (JSON numbers have no leading zeros)",
-        );
     }
     pos = int_end;
     if src.get(pos) == Some(&b'.') {
@@ -521,7 +521,10 @@ pub(crate) fn kind_name(src: &[u8], span: &Range<usize>) -> &'static str {
 }
 
 /// What a key that repeats an earlier one of its object was expected to be.
-const REPEATED_KEY: &str = "each key once in an object (this one repeats an earlier key, and JSON readers differ on which of the two counts)";
+const REPEATED_KEY: &str = concat!(
+    "each key once in an object (this one repeats an earlier key, ",
+    "and JSON readers differ on which of the two counts)"
+);
 
 /// Adds the field `key` to `fields`, unless that key is one of theirs: JSON readers disagree on
 /// which of two equal keys counts (the providers' mostly take the last), so an object that
@@ -930,7 +933,7 @@ mod tests {
             value_end(b"[0512]", 0),
             Err(Syntax {
                 at: 2,
-                expected: "no digit after a leading 0 (JSON numbers have no leading zeros)"
+                expected: LEADING_ZERO
             })
         );
         assert_eq!(value_end(b"-0.5e00", 0), Ok(7));
