@@ -11,7 +11,9 @@
 //! (and [`SMALL_RECENT_SHARE`] of itself); a larger one at most 0.3 of itself.
 //!
 //! The protection it used is left on the turn as a typed [`UsedProtection`] so the `fold`
-//! stage validates its automatic folds with the same settings (one source of truth).
+//! stage validates its automatic folds with the same settings (one source of truth), and
+//! kept in the session state ([`offered_protection`]) for the model's `compress` calls,
+//! which come after the turn and must not refuse a range its note offered.
 //!
 //! On a session's first turn (no head recorded yet) it leaves the head window out of every
 //! range as the layout will record it ([`with_first_head`]), sized by the turn option
@@ -23,7 +25,8 @@ use std::sync::Arc;
 
 use foldwire_core::{
     BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Conversation, Extensions, Fact,
-    MediaClass, Origin, Stage, StageCx, StageError, TokenEstimator, Turn, Wire, async_trait,
+    MediaClass, Origin, SessionState, Stage, StageCx, StageError, TokenEstimator, Turn, Wire,
+    async_trait,
 };
 use foldwire_wire::request::content_digest;
 
@@ -42,6 +45,30 @@ pub const NAME: &str = RangesConfig::NAME;
 /// it needs the ranges), so this is what the client sent: the proxy reports it as the
 /// turn's `raw_tokens` without reading the body a second time.
 pub const CLIENT_TOKENS_COUNTER: &str = "ranges.client_tokens";
+
+/// The session state field holding the protection the last turn built its ranges under.
+pub const PROTECTION_STATE_KEY: &str = "ranges_protection";
+
+/// The protection the session's last turn built its compressible ranges under (what the
+/// tool loop's note offered the model), or `None` before a turn built any. The `compress`
+/// handler checks the model's ranges with it: a small budget ([`SMALL_BUDGET`]) protects
+/// fewer recent tokens and one latest read, so with the default protection a range the
+/// note offered there would be refused as recent.
+pub fn offered_protection(state: &SessionState) -> Option<Protection> {
+    let stored = state.extra.get(PROTECTION_STATE_KEY)?;
+    serde_json::from_value(stored.clone()).ok()
+}
+
+/// Keeps `protection` as the session's [`offered_protection`] (the state is left as it was
+/// when it already holds it, so a steady turn writes nothing for it).
+fn keep_offered_protection(state: &mut SessionState, protection: &Protection) {
+    if offered_protection(state).as_ref() == Some(protection) {
+        return;
+    }
+    if let Ok(value) = serde_json::to_value(protection) {
+        state.extra.insert(PROTECTION_STATE_KEY.to_owned(), value);
+    }
+}
 
 /// The [`Protection`] this stage used this turn, left in `turn.extensions` so `fold`,
 /// `tool.trim`, the tool loop and the layout's refusal apply the same protection.
@@ -126,6 +153,7 @@ impl Stage for RangesBuild {
         let state = first_head.as_ref().unwrap_or(&turn.state);
         let config = self.config_for(turn.budget);
         turn.ranges = compressible_ranges_with(conversation, state, &config, estimator, &tokens);
+        keep_offered_protection(&mut turn.state, &config.protection);
         turn.extensions
             .insert(UsedProtection(config.protection.clone()));
         turn.extensions.insert(known);

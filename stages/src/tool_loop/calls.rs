@@ -5,10 +5,13 @@
 //!
 //! Failures are results too: the model reads them and can correct itself.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use foldwire_archive::{RestoreError, RestoredMedia, restore_media_part};
-use foldwire_core::{AnyRef, BlockId, Conversation, Engine, Ref, SessionId, async_trait};
+use foldwire_core::{
+    AnyRef, BlockId, Conversation, Engine, Message, MessageId, Origin, Ref, SessionId, async_trait,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -16,6 +19,7 @@ use super::{COMPRESS, LIST, NAMES, RESTORE, SEARCH};
 use crate::kernel::{
     CompressConfig, CompressRequest, apply_compression, restore, restore_with_archive, search_top,
 };
+use crate::ranges_build::offered_protection;
 
 /// Most search hits returned to the model.
 const MAX_HITS: usize = 8;
@@ -234,7 +238,11 @@ async fn compress(cx: &CallCx<'_>, args: Value) -> String {
             .to_owned();
     };
     // Ranges are checked against the client's conversation as folded, not the loop's notes.
-    let view = super::model_view(view);
+    let Some(view) = with_client_bytes(super::model_view(view)) else {
+        return "error: the request could not be read again to keep its originals, so nothing \
+                was compressed"
+            .to_owned();
+    };
     let args: CompressArgs = match serde_json::from_value(args) {
         Ok(a) => a,
         Err(e) => {
@@ -267,13 +275,13 @@ async fn compress(cx: &CallCx<'_>, args: Value) -> String {
         .update(
             cx.session,
             move |state: &mut foldwire_core::SessionState| {
-                apply_compression(
-                    state,
-                    &view,
-                    &requests,
-                    &CompressConfig::default(),
-                    estimator.as_ref(),
-                )
+                // The protection the turn's note offered ranges under, so none it offered
+                // is refused as protected.
+                let config = CompressConfig {
+                    protection: offered_protection(state).unwrap_or_default(),
+                    ..CompressConfig::default()
+                };
+                apply_compression(state, &view, &requests, &config, estimator.as_ref())
             },
         )
         .await;
@@ -305,6 +313,27 @@ async fn compress(cx: &CallCx<'_>, args: Value) -> String {
     } else {
         lines.join("\n")
     }
+}
+
+/// `view` with every client unit a stage rewrote for the wire (a tool output `tool.trim`
+/// shortened, a cache marker the layout placed or dropped) given back the bytes and text
+/// the client sent, from a decode of the body the view was made from: a block keeps the
+/// originals it folds, and they must restore exactly as the client sent them. The body is
+/// decoded again only when the view holds such a unit; `None` when that decode fails.
+fn with_client_bytes(mut view: Conversation) -> Option<Conversation> {
+    let rewritten = |m: &Message| m.modified && m.origin == Origin::Client;
+    if !view.messages.iter().any(rewritten) {
+        return Some(view);
+    }
+    let sent = foldwire_wire::request::decode(view.wire, view.source.clone()).ok()?;
+    let by_id: HashMap<&MessageId, &Message> = sent.messages.iter().map(|m| (&m.id, m)).collect();
+    for unit in view.messages.iter_mut().filter(|m| rewritten(m)) {
+        let original = by_id.get(&unit.id)?;
+        unit.raw = original.raw.clone();
+        unit.text = original.text.clone();
+        unit.modified = false;
+    }
+    Some(view)
 }
 
 async fn restore_block(cx: &CallCx<'_>, block: BlockId) -> String {
