@@ -7,6 +7,10 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use foldwire_core::{Registry, SessionId, SessionState, Stage, StageCx, StageError, Turn, Wire};
+use foldwire_stages::kernel::Protection;
+use foldwire_stages::layout_head_window::HeadState;
+use foldwire_stages::ranges_build::UsedProtection;
+use foldwire_stages::tool_loop::offered_ranges;
 use foldwire_stages::tool_loop::{
     ADDED_TOKENS_COUNTER, INJECTED_COUNTER, NAMES, SIDE_REQUEST_COUNTER, SYSTEM_NOTE, ToolsInject,
     model_view,
@@ -43,7 +47,20 @@ async fn decoded(wire: Wire, body: &str) -> Turn {
         900,
         1,
     ));
+    // The note offers only what `compress` would take: with nothing recent protected, the
+    // first message may fold even in these three-message requests.
+    turn.extensions.insert(UsedProtection(open_protection()));
     turn
+}
+
+/// A protection that keeps nothing recent.
+fn open_protection() -> Protection {
+    Protection {
+        recent_messages: 0,
+        recent_tokens: 0,
+        last_user: false,
+        ..Protection::default()
+    }
 }
 
 async fn injected(wire: Wire, body: &str) -> (Turn, Value) {
@@ -287,4 +304,61 @@ fn the_stage_and_the_three_handlers_are_registered() {
         .collect();
     assert_eq!(handlers, NAMES);
     assert_eq!(foldwire_stages::tool_loop::names(), NAMES);
+}
+
+/// The note lists a range only while `compress` would take it from what the model is sent:
+/// its ends are sent (a result `pairing.repair` dropped is not), in order, and some unit
+/// between them is outside the recent zone and the head the layout recorded.
+#[tokio::test]
+async fn the_note_offers_only_ranges_compress_would_take() {
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"one"},{"role":"assistant","content":"two"},{"role":"user","content":"three"},{"role":"assistant","content":"four"},{"role":"user","content":"five"},{"role":"assistant","content":"six"}]}"#;
+    let mut turn = decoded(Wire::Anthropic, body).await;
+    let conv = turn.conversation.as_mut().unwrap();
+    for (i, unit) in conv.messages.iter_mut().enumerate() {
+        unit.r#ref = Some(format!("m{:05}", i + 1).parse().unwrap());
+    }
+    let range = |a: &str, b: &str| {
+        foldwire_core::RangeInfo::new(a.parse().unwrap(), b.parse().unwrap(), 300, 2)
+    };
+    let ranges = [
+        range("m00001", "m00002"),
+        range("m00003", "m00004"),
+        range("m00004", "m00003"),
+        range("m00005", "m00006"),
+        range("m00002", "m00009"),
+    ];
+    let offered = |turn: &Turn, protection: &Protection| -> Vec<String> {
+        offered_ranges(
+            &ranges,
+            turn.conversation.as_ref().unwrap(),
+            &turn.state,
+            protection,
+            &foldwire_core::CharEstimator,
+        )
+        .iter()
+        .map(|r| format!("{}..{}", r.start, r.end))
+        .collect()
+    };
+    // Nothing protected: every range whose ends are sent in order (m00009 never was).
+    assert_eq!(
+        offered(&turn, &open_protection()),
+        ["m00001..m00002", "m00003..m00004", "m00005..m00006"]
+    );
+    // The last two messages are recent: a range of them alone is not offered.
+    let recent = Protection {
+        recent_messages: 2,
+        ..open_protection()
+    };
+    assert_eq!(
+        offered(&turn, &recent),
+        ["m00001..m00002", "m00003..m00004"]
+    );
+    // The layout recorded the first two as its head: only the middle range is left.
+    let conv = turn.conversation.as_ref().unwrap();
+    let head = HeadState {
+        head_ids: conv.messages[..2].iter().map(|m| m.id.clone()).collect(),
+        ..HeadState::default()
+    };
+    head.store(&mut turn.state).unwrap();
+    assert_eq!(offered(&turn, &recent), ["m00003..m00004"]);
 }

@@ -27,11 +27,11 @@ use foldwire_wire::request::extend::{
 };
 use serde::{Deserialize, Serialize};
 
-use crate::ranges_build::CLIENT_TOKENS_COUNTER;
+use crate::ranges_build::{CLIENT_TOKENS_COUNTER, UsedProtection};
 
 use super::{
-    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, names, schedule_floor, summary_runs_of,
-    tool_entries, turn_note,
+    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, names, offered_ranges, schedule_floor,
+    summary_runs_of, tool_entries, turn_note,
 };
 
 /// Stage name.
@@ -88,8 +88,15 @@ impl Stage for ToolsInject {
             }
             (0, n) | (n, _) => n,
         };
-        let note = turn_note(
+        let offered = offered_ranges(
             &turn.ranges,
+            conversation,
+            &turn.state,
+            &UsedProtection::of(turn),
+            cx.estimator.as_ref(),
+        );
+        let note = turn_note(
+            &offered,
             &runs,
             Some(conversation),
             request_tokens,

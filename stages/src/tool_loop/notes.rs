@@ -1,10 +1,13 @@
 //! The per-turn note: which ranges the model can compress now, and a nudge when a fold is due
 //! on the fold schedule. It is appended after everything cached.
 
-use foldwire_core::{Conversation, RangeInfo, TokenEstimator, Turn};
+use std::collections::{HashMap, HashSet};
+
+use foldwire_core::{Conversation, MessageId, RangeInfo, Ref, SessionState, TokenEstimator, Turn};
 
 use crate::kernel::schedule::ScheduleConfig;
-use crate::kernel::{SummaryRun, summary_runs};
+use crate::kernel::units::coverage;
+use crate::kernel::{Protection, SummaryRun, summary_runs};
 use crate::ranges_build::UsedProtection;
 
 /// Characters of a range's first message shown in the note.
@@ -19,6 +22,51 @@ pub fn summary_runs_of(turn: &Turn, estimator: &dyn TokenEstimator) -> Vec<Summa
     };
     let protection = UsedProtection::of(turn);
     summary_runs(view, &turn.state, &protection, estimator)
+}
+
+/// The ranges of `ranges` (what `ranges.build` found) the model can still compress once the
+/// turn is folded and laid out: those whose two ends the model is sent in `view`, in order,
+/// with a unit between them that `compress` would fold under `protection` (outside the
+/// recent zone and the head window `state` records).
+///
+/// The ranges are built before `pairing.repair` drops a result whose call the client no
+/// longer sends or adds a stub, and before the layout records a new head; `compress`
+/// checks the model's ranges against what it was sent, so a note listing every range
+/// would ask for folds that cannot be made.
+pub fn offered_ranges(
+    ranges: &[RangeInfo],
+    view: &Conversation,
+    state: &SessionState,
+    protection: &Protection,
+    estimator: &dyn TokenEstimator,
+) -> Vec<RangeInfo> {
+    if ranges.is_empty() {
+        return Vec::new();
+    }
+    let units = view.messages.as_slice();
+    let zone = protection.zone(view.wire, units, &coverage(state), estimator);
+    let head: HashSet<MessageId> = crate::head_record::head_fingerprints(state)
+        .into_iter()
+        .collect();
+    let ends: HashSet<Ref> = ranges.iter().flat_map(|r| [r.start, r.end]).collect();
+    let at: HashMap<Ref, usize> = units
+        .iter()
+        .enumerate()
+        .filter_map(|(i, u)| u.r#ref.filter(|r| ends.contains(r)).map(|r| (r, i)))
+        .collect();
+    let foldable = |i: usize| {
+        units
+            .get(i)
+            .is_some_and(|u| u.r#ref.is_some() && !zone.contains(&i) && !head.contains(&u.id))
+    };
+    ranges
+        .iter()
+        .filter(|r| match (at.get(&r.start), at.get(&r.end)) {
+            (Some(&first), Some(&last)) => first <= last && (first..=last).any(foldable),
+            _ => false,
+        })
+        .cloned()
+        .collect()
 }
 
 /// The list of ranges that can be compressed right now, each with a preview of its first
