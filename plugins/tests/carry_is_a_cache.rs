@@ -24,12 +24,11 @@ use foldwire_core::{
     Conversation, Engine, MessageId, Ref, Registry, SessionId, SessionState, TurnOutcome, Wire,
 };
 use foldwire_stages::kernel::pairing_rules::violations;
-use foldwire_stages::kernel::restore_with_archive;
 use foldwire_stages::tool_loop::{CallCx, CallResult, run_call};
 use foldwire_wire::request;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use support::{Item, body, engine, offered, png, text, turn};
+use support::{Item, assert_blocks_restore_exactly, body, engine, offered, png, text, turn};
 
 /// What the client does to its history before a request.
 #[derive(Debug, Clone)]
@@ -125,36 +124,7 @@ async fn check_output(
         "{wire}: {broken:?} in {}",
         String::from_utf8_lossy(output)
     );
-    check_blocks(wire, state, backends, session, sent).await;
-}
-
-/// Every active block of `state` restores each of its units exactly as the client once
-/// sent it (`sent`, by the fingerprint its ref was minted for).
-async fn check_blocks(
-    wire: Wire,
-    state: &SessionState,
-    backends: &Backends,
-    session: &SessionId,
-    sent: &HashMap<MessageId, Bytes>,
-) {
-    let refs: HashMap<_, _> = state.refs.iter().map(|e| (e.r#ref, &e.message)).collect();
-    for block in state.active_blocks() {
-        let back = restore_with_archive(state, backends.media.as_ref(), session, block.id, true)
-            .await
-            .unwrap_or_else(|e| panic!("{wire}: block {} does not restore: {e}", block.id));
-        for unit in back.units {
-            let original = refs.get(&unit.r#ref).and_then(|id| sent.get(*id));
-            let original =
-                original.unwrap_or_else(|| panic!("{wire}: {} was never sent", unit.r#ref));
-            assert_eq!(
-                unit.raw,
-                String::from_utf8_lossy(original),
-                "{wire}: {} of block {} does not restore as the client sent it",
-                unit.r#ref,
-                block.id
-            );
-        }
-    }
+    assert_blocks_restore_exactly(state, backends.media.as_ref(), session, sent).await;
 }
 
 /// The arguments of the model's `compress` call after turn `t`. Like a model, it takes the
@@ -279,7 +249,8 @@ async fn session(wire: Wire, gemini_ids: bool, window: u64, turns: &[Step]) {
                 "{context}: the model's compress call went differently\nkept:  {kept:?}\nfresh: {fresh:?}"
             );
             if let Some((_, state)) = &kept {
-                check_blocks(wire, state, &kept_backends, &session, &sent).await;
+                assert_blocks_restore_exactly(state, kept_backends.media.as_ref(), &session, &sent)
+                    .await;
             }
         }
     }

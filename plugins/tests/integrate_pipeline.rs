@@ -5,6 +5,8 @@
 //! everything comes back byte-identical. The originals' write starts on a thread of its own
 //! before the summarizer is asked for their summary.
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -12,15 +14,15 @@ use base64::Engine as _;
 use bytes::Bytes;
 use foldwire_archive::{Backends, restore_media};
 use foldwire_core::{
-    Budget, CharEstimator, Component, ComponentKind, Conversation, MediaArchive, Params, Pipeline,
-    Ref, Registry, SessionId, SessionState, StageCx, StrategyError, Summarizer, Summary,
-    SummaryRequest, Turn, Wire, async_trait,
+    Budget, CharEstimator, Component, ComponentKind, Params, Pipeline, Ref, Registry, SessionId,
+    SessionState, StageCx, StrategyError, Summarizer, Summary, SummaryRequest, Turn, Wire,
+    async_trait,
 };
 use foldwire_plugins::summarizer::Extractive;
 use foldwire_stages::kernel::pairing_rules::violations;
-use foldwire_stages::kernel::restore_with_archive;
 use foldwire_test_kit::archive::BatchThreads;
 use foldwire_wire::request;
+use support::{assert_blocks_restore_exactly, sent_units};
 
 const REMOTE: &str = "https://example.com/remote-diagram.png";
 
@@ -189,32 +191,13 @@ async fn the_default_pipeline_folds_an_old_image_into_the_archive_and_restores_i
         .await
         .unwrap();
     assert_eq!(media.bytes.as_ref(), inline.as_slice());
-    assert_blocks_restore_exactly(&turn.state, backends.media.as_ref(), &session, &input).await;
-}
-
-/// Every active block of `state` restores, from `archive`, each of its units byte-identical
-/// to the unit of `input` (the decoded request) its ref was minted for.
-async fn assert_blocks_restore_exactly(
-    state: &SessionState,
-    archive: &dyn MediaArchive,
-    session: &SessionId,
-    input: &Conversation,
-) {
-    for block in state.active_blocks() {
-        let back = restore_with_archive(state, archive, session, block.id, true)
-            .await
-            .unwrap();
-        for unit in back.units {
-            let fp = &state
-                .refs
-                .iter()
-                .find(|e| e.r#ref == unit.r#ref)
-                .unwrap()
-                .message;
-            let orig = input.messages.iter().find(|u| &u.id == fp).unwrap();
-            assert_eq!(unit.raw.as_bytes(), orig.raw.as_ref(), "{}", unit.r#ref);
-        }
-    }
+    assert_blocks_restore_exactly(
+        &turn.state,
+        backends.media.as_ref(),
+        &session,
+        &sent_units(&input),
+    )
+    .await;
 }
 
 /// A new session's turn carrying `body`, in a window of `window` tokens.
@@ -308,8 +291,13 @@ async fn a_first_turn_over_its_window_hashes_its_originals_ahead_of_the_fold() {
     assert_eq!(cold.report.counter("fold.originals_archived"), archived);
     assert_eq!(warm.state.archive.to_vec(), cold.state.archive.to_vec());
     assert_eq!(warm.output, cold.output);
-    assert_blocks_restore_exactly(&warm.state, warm_backends.media.as_ref(), &session, &input)
-        .await;
+    assert_blocks_restore_exactly(
+        &warm.state,
+        warm_backends.media.as_ref(),
+        &session,
+        &sent_units(&input),
+    )
+    .await;
 }
 
 /// A session whose fold does not fold on its own (`auto = false`) hashes ahead once: the

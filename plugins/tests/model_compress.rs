@@ -11,11 +11,10 @@ use std::sync::Arc;
 
 use foldwire_archive::Backends;
 use foldwire_core::{Registry, SessionId, Wire};
-use foldwire_stages::kernel::restore_with_archive;
 use foldwire_stages::tool_loop::{CallCx, run_call};
 use foldwire_wire::request;
 use serde_json::json;
-use support::{Item, body, engine, offered, text, turn};
+use support::{Item, assert_blocks_restore_exactly, body, engine, offered, sent_units, text, turn};
 
 /// A window small enough that the recent zone is capped below the default 5,000 tokens.
 const WINDOW: u64 = 16_000;
@@ -89,31 +88,13 @@ async fn every_range_offered_folds_and_a_trimmed_output_restores_as_the_client_s
 
         // Each block gives back exactly what the client sent, trimmed outputs whole.
         let state = engine.snapshot(&session).await.unwrap();
-        let sent = request::decode(wire, body.clone()).unwrap();
-        let mut whole_outputs = 0;
-        for block in state.active_blocks() {
-            let back =
-                restore_with_archive(&state, backends.media.as_ref(), &session, block.id, true)
-                    .await
-                    .unwrap();
-            for unit in back.units {
-                let id = &state
-                    .refs
-                    .iter()
-                    .find(|e| e.r#ref == unit.r#ref)
-                    .unwrap()
-                    .message;
-                let original = sent.messages.iter().find(|m| &m.id == id).unwrap();
-                assert_eq!(
-                    unit.raw.as_bytes(),
-                    original.raw.as_ref(),
-                    "{wire}: {}",
-                    unit.r#ref
-                );
-                let trimmed = foldwire_stages::tool_trim::trimmed_key(&state, unit.r#ref);
-                whole_outputs += usize::from(trimmed.is_some());
-            }
-        }
+        let sent = sent_units(&request::decode(wire, body.clone()).unwrap());
+        let restored =
+            assert_blocks_restore_exactly(&state, backends.media.as_ref(), &session, &sent).await;
+        let whole_outputs = restored
+            .iter()
+            .filter(|r| foldwire_stages::tool_trim::trimmed_key(&state, **r).is_some())
+            .count();
         assert!(whole_outputs > 0, "{wire}: no trimmed output was folded");
     }
 }

@@ -2,6 +2,7 @@
 //! Agent sessions written for every wire, and the engine the plugin tests run them through:
 //! the proxy's default order with `tool.trim` and the tool loop's `tools.inject`.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -9,9 +10,10 @@ use base64::Engine as _;
 use bytes::Bytes;
 use foldwire_archive::Backends;
 use foldwire_core::{
-    Budget, CharEstimator, Clock, Engine, Params, Pipeline, Registry, SessionId, SessionState,
-    StageCx, TurnOutcome, TurnRequest, Wire,
+    Budget, CharEstimator, Clock, Conversation, Engine, MediaArchive, MessageId, Params, Pipeline,
+    Ref, Registry, SessionId, SessionState, StageCx, TurnOutcome, TurnRequest, Wire,
 };
+use foldwire_stages::kernel::restore_with_archive;
 use foldwire_wire::request;
 use serde_json::{Value, json};
 
@@ -290,4 +292,44 @@ pub fn offered(wire: Wire, output: &Bytes) -> Vec<(String, String)> {
         }
     }
     ranges
+}
+
+/// Each unit of `conversation` (as decoded from what the client sent) by its fingerprint.
+pub fn sent_units(conversation: &Conversation) -> HashMap<MessageId, Bytes> {
+    conversation
+        .messages
+        .iter()
+        .map(|u| (u.id.clone(), u.raw.clone()))
+        .collect()
+}
+
+/// Every active block of `state` restores, from `archive`, each of its units byte-identical
+/// to what the client sent for the fingerprint its ref was minted for (`sent`); the refs
+/// restored.
+pub async fn assert_blocks_restore_exactly(
+    state: &SessionState,
+    archive: &dyn MediaArchive,
+    session: &SessionId,
+    sent: &HashMap<MessageId, Bytes>,
+) -> Vec<Ref> {
+    let fingerprints: HashMap<_, _> = state.refs.iter().map(|e| (e.r#ref, &e.message)).collect();
+    let mut restored = Vec::new();
+    for block in state.active_blocks() {
+        let back = restore_with_archive(state, archive, session, block.id, true)
+            .await
+            .unwrap_or_else(|e| panic!("block {} does not restore: {e}", block.id));
+        for unit in back.units {
+            let original = fingerprints.get(&unit.r#ref).and_then(|id| sent.get(*id));
+            let original = original.unwrap_or_else(|| panic!("{} was never sent", unit.r#ref));
+            assert_eq!(
+                unit.raw,
+                String::from_utf8_lossy(original),
+                "{} of block {} does not restore as the client sent it",
+                unit.r#ref,
+                block.id
+            );
+            restored.push(unit.r#ref);
+        }
+    }
+    restored
 }
