@@ -28,7 +28,10 @@ use foldwire_stages::tool_loop::{CallCx, CallResult, run_call};
 use foldwire_wire::request;
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use support::{Item, assert_blocks_restore_exactly, body, engine, offered, png, text, turn};
+use support::{
+    Item, assert_blocks_restore_exactly, assert_trims_restore_exactly, body, engine, offered, png,
+    text, turn,
+};
 
 /// What the client does to its history before a request.
 #[derive(Debug, Clone)]
@@ -104,7 +107,7 @@ fn apply(history: &mut Vec<Item>, op: &Op, n: &mut usize) {
 }
 
 /// The forwarded body is JSON, decodes for its wire with no broken tool pairing, and every
-/// active block restores each unit exactly as the client once sent it (`sent`).
+/// active block and trimmed tool output restores exactly as the client once sent it (`sent`).
 async fn check_output(
     wire: Wire,
     output: &Bytes,
@@ -125,6 +128,7 @@ async fn check_output(
         String::from_utf8_lossy(output)
     );
     assert_blocks_restore_exactly(state, backends.media.as_ref(), session, sent).await;
+    assert_trims_restore_exactly(state, backends.media.as_ref(), session, sent).await;
 }
 
 /// The arguments of the model's `compress` call after turn `t`. Like a model, it takes the

@@ -14,7 +14,10 @@ use foldwire_core::{Registry, SessionId, Wire};
 use foldwire_stages::tool_loop::{CallCx, run_call};
 use foldwire_wire::request;
 use serde_json::json;
-use support::{Item, assert_blocks_restore_exactly, body, engine, offered, sent_units, text, turn};
+use support::{
+    Item, assert_blocks_restore_exactly, assert_trims_restore_exactly, body, engine, offered,
+    sent_units, text, turn,
+};
 
 /// A window small enough that the recent zone is capped below the default 5,000 tokens.
 const WINDOW: u64 = 16_000;
@@ -96,5 +99,13 @@ async fn every_range_offered_folds_and_a_trimmed_output_restores_as_the_client_s
             .filter(|r| foldwire_stages::tool_trim::trimmed_key(&state, **r).is_some())
             .count();
         assert!(whole_outputs > 0, "{wire}: no trimmed output was folded");
+        // And by its own ref, as the trim's marker line tells the model.
+        let trims =
+            assert_trims_restore_exactly(&state, backends.media.as_ref(), &session, &sent).await;
+        assert_eq!(
+            trims as u64,
+            outcome.report.counter("tool.trim.trimmed"),
+            "{wire}"
+        );
     }
 }

@@ -333,3 +333,30 @@ pub async fn assert_blocks_restore_exactly(
     }
     restored
 }
+
+/// Every tool output `tool.trim` shortened in this session restores, from `archive`, whole
+/// and byte-identical to what the client sent (`sent`, by fingerprint); how many did.
+pub async fn assert_trims_restore_exactly(
+    state: &SessionState,
+    archive: &dyn MediaArchive,
+    session: &SessionId,
+    sent: &HashMap<MessageId, Bytes>,
+) -> usize {
+    let trims = foldwire_stages::tool_trim::TrimState::load(state).trims;
+    for (id, record) in &trims {
+        let whole =
+            foldwire_stages::tool_trim::restore_trimmed(state, archive, session, record.r#ref)
+                .await
+                .unwrap_or_else(|e| panic!("trimmed {} does not restore: {e}", record.r#ref));
+        let original = sent
+            .get(&MessageId(id.clone()))
+            .unwrap_or_else(|| panic!("trimmed {} was never sent", record.r#ref));
+        assert_eq!(
+            whole,
+            String::from_utf8_lossy(original),
+            "trimmed {} does not restore as the client sent it",
+            record.r#ref
+        );
+    }
+    trims.len()
+}
