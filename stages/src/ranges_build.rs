@@ -29,6 +29,7 @@ use foldwire_core::{
     async_trait,
 };
 use foldwire_wire::request::content_digest;
+use serde::Deserialize as _;
 
 use crate::digest_memo::DigestMemo;
 use crate::kernel::measure::measure_knowing;
@@ -56,7 +57,7 @@ pub const PROTECTION_STATE_KEY: &str = "ranges_protection";
 /// note offered there would be refused as recent.
 pub fn offered_protection(state: &SessionState) -> Option<Protection> {
     let stored = state.extra.get(PROTECTION_STATE_KEY)?;
-    serde_json::from_value(stored.clone()).ok()
+    Protection::deserialize(stored).ok()
 }
 
 /// Keeps `protection` as the session's [`offered_protection`] (the state is left as it was
