@@ -170,6 +170,10 @@ pub struct Message {
     pub raw: Bytes,
     /// True once a stage replaced `raw`; the codec then rebuilds its wire message.
     pub modified: bool,
+    /// The bytes the client sent, kept when a stage replaced them for the wire (a tool
+    /// output `tool.trim` shortened, a cache marker the layout placed or took off): what a
+    /// fold of the unit archives, so it restores exactly as the client sent it.
+    pub client_raw: Option<Bytes>,
 }
 
 impl Message {
@@ -195,13 +199,24 @@ impl Message {
             pin: None,
             raw,
             modified: true,
+            client_raw: None,
         }
     }
 
-    /// Replaces the unit's bytes and marks it modified.
+    /// Replaces the unit's bytes and marks it modified; the first time, a client unit's own
+    /// bytes are kept as [`Message::client_raw`].
     pub fn replace_raw(&mut self, raw: Bytes) {
-        self.raw = raw;
+        let before = std::mem::replace(&mut self.raw, raw);
+        if !self.modified && self.client_raw.is_none() && self.origin == Origin::Client {
+            self.client_raw = Some(before);
+        }
         self.modified = true;
+    }
+
+    /// The bytes the client sent for this unit: [`Message::client_raw`] when a stage
+    /// rewrote it, else `raw`.
+    pub fn client_bytes(&self) -> &Bytes {
+        self.client_raw.as_ref().unwrap_or(&self.raw)
     }
 
     /// True for the client's system and developer messages that sit among the messages

@@ -76,6 +76,7 @@ fn conversation(body: &[u8]) -> Conversation {
                 pin: None,
                 raw: Bytes::from(raw),
                 modified: false,
+                client_raw: None,
             });
         }
         entries.push(Entry {

@@ -182,15 +182,19 @@ async fn compress(
         view: Some(view),
     };
     let result = run_call(&cx, "compress", &args).await;
-    // What the note offers, the handler takes: never refused as protected, nor as a ref
-    // the model was not sent.
-    for refusal in ["protected", "not in the current conversation"] {
-        assert!(
-            offered.is_empty() || !result.text.contains(refusal),
-            "{wire}: an offered range was refused: {}\nafter {args}",
-            result.text
-        );
-    }
+    // What the note offers, the handler takes: no range it listed is refused (as
+    // protected, as a ref the model was not sent, as too small to be worth a summary). Two
+    // offers the call joins may overlap (a run of summaries folds the fresh messages
+    // between them); the later one is then refused for that alone.
+    let refused: Vec<&str> = result
+        .text
+        .lines()
+        .filter(|l| l.contains("not folded") && !l.contains("overlaps range #"))
+        .collect();
+    assert!(
+        offered.is_empty() || refused.is_empty(),
+        "{wire}: an offered range was refused: {refused:?}\nafter {args}"
+    );
     Some((result, engine.snapshot(session).await.unwrap()))
 }
 

@@ -22,12 +22,13 @@ use support::{
 /// A window small enough that the recent zone is capped below the default 5,000 tokens.
 const WINDOW: u64 = 16_000;
 
-/// A task, eight tool calls whose outputs `tool.trim` shortens once they are old, and three
-/// short exchanges (about 5,000 tokens: under the window's fold trigger, so the turn folds
-/// nothing itself and offers the ranges to the model).
+/// A task, twelve tool calls whose outputs `tool.trim` shortens once they are old, and three
+/// short exchanges (about 7,000 tokens: under the window's fold trigger, so the turn folds
+/// nothing itself and offers the ranges to the model, which are worth folding even as they
+/// are sent, outputs trimmed).
 fn history() -> Vec<Item> {
     let mut history = vec![Item::User(text("task", 0, 200))];
-    for i in 1..=8 {
+    for i in 1..=12 {
         let id = format!("call_{i}");
         history.push(Item::Calls(
             None,
@@ -35,7 +36,7 @@ fn history() -> Vec<Item> {
         ));
         history.push(Item::Results(vec![(id, text("output", i, 2_000))]));
     }
-    for i in 9..=11 {
+    for i in 13..=15 {
         history.push(Item::User(text("ask", i, 200)));
         history.push(Item::Assistant(text("reply", i, 400)));
     }

@@ -120,6 +120,7 @@ fn conversation(wire: Wire, raws: &[String]) -> Conversation {
                 pin: None,
                 raw: Bytes::copy_from_slice(raw.as_bytes()),
                 modified: false,
+                client_raw: None,
             })
             .collect(),
         overrides: Vec::new(),

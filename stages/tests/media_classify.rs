@@ -29,6 +29,7 @@ fn unit(entry: usize, raw: &str) -> Message {
         pin: None,
         raw: Bytes::copy_from_slice(raw.as_bytes()),
         modified: false,
+        client_raw: None,
     }
 }
 

@@ -61,6 +61,7 @@ fn conversation(wire: Wire, units: &[Value]) -> Conversation {
                 pin: None,
                 raw: Bytes::from(serde_json::to_vec(v).unwrap()),
                 modified: false,
+                client_raw: None,
             })
             .collect(),
         overrides: Vec::new(),

@@ -10,11 +10,12 @@ use foldwire_core::{Registry, SessionId, SessionState, Stage, StageCx, StageErro
 use foldwire_stages::kernel::Protection;
 use foldwire_stages::layout_head_window::HeadState;
 use foldwire_stages::ranges_build::UsedProtection;
-use foldwire_stages::tool_loop::offered_ranges;
+use foldwire_stages::refs_mint::RefsMint;
 use foldwire_stages::tool_loop::{
     ADDED_TOKENS_COUNTER, INJECTED_COUNTER, NAMES, SIDE_REQUEST_COUNTER, SYSTEM_NOTE, ToolsInject,
     model_view,
 };
+use foldwire_stages::tool_loop::{model_compress_config, offered_ranges};
 use foldwire_stages::wire_codec::{WireDecode, WireEncode};
 use serde_json::Value;
 
@@ -24,7 +25,8 @@ fn cx() -> StageCx {
 
 const NOTE_MARK: &str = "[foldwire] Compressible ranges now:";
 
-/// A turn of `body`, decoded, with one compressible range over its first ref.
+/// A turn of `body`, decoded, its refs minted, with one compressible range over its first
+/// message (the first one not a system message).
 async fn decoded(wire: Wire, body: &str) -> Turn {
     let mut turn = Turn::new(
         SessionId::new("inject").unwrap(),
@@ -33,24 +35,27 @@ async fn decoded(wire: Wire, body: &str) -> Turn {
         SessionState::default(),
     );
     WireDecode.run(&mut turn, &cx()).await.unwrap();
-    let conv = turn.conversation.as_mut().unwrap();
+    RefsMint.run(&mut turn, &cx()).await.unwrap();
+    let conv = turn.conversation.as_ref().unwrap();
     if let Some(first) = conv
         .messages
-        .iter_mut()
+        .iter()
         .find(|m| m.role != foldwire_core::Role::System)
+        .and_then(|m| m.r#ref)
     {
-        first.r#ref = Some("m00001".parse().unwrap());
+        turn.ranges
+            .push(foldwire_core::RangeInfo::new(first, first, 900, 1));
     }
-    turn.ranges.push(foldwire_core::RangeInfo::new(
-        "m00001".parse().unwrap(),
-        "m00001".parse().unwrap(),
-        900,
-        1,
-    ));
     // The note offers only what `compress` would take: with nothing recent protected, the
     // first message may fold even in these three-message requests.
     turn.extensions.insert(UsedProtection(open_protection()));
     turn
+}
+
+/// A first message long enough to be worth a summary (about 300 tokens), opening with
+/// `opening`.
+fn long(opening: &str) -> String {
+    format!("{opening} {}", "words ".repeat(200))
 }
 
 /// A protection that keeps nothing recent.
@@ -69,6 +74,18 @@ async fn injected(wire: Wire, body: &str) -> (Turn, Value) {
     WireEncode.run(&mut turn, &cx()).await.unwrap();
     let out: Value = serde_json::from_slice(turn.output.as_ref().unwrap()).unwrap();
     (turn, out)
+}
+
+/// The ref of the turn's first message that is not a system message.
+fn view_first_ref(turn: &Turn) -> foldwire_core::Ref {
+    turn.conversation
+        .as_ref()
+        .unwrap()
+        .messages
+        .iter()
+        .find(|m| m.role != foldwire_core::Role::System)
+        .and_then(|m| m.r#ref)
+        .unwrap()
 }
 
 fn tool_names(wire: Wire, body: &Value) -> Vec<String> {
@@ -111,6 +128,7 @@ async fn each_wire_gets_the_tools_the_system_note_and_the_trailing_note() {
         ),
     ];
     for (wire, body) in cases {
+        let body = &body.replace(r"hi \u00e9", &long(r"hi \u00e9"));
         let (turn, out) = injected(wire, body).await;
         let text = String::from_utf8(turn.output.clone().unwrap().to_vec()).unwrap();
         // Every tool the client declared stays, ours follow.
@@ -164,11 +182,16 @@ async fn each_wire_gets_the_tools_the_system_note_and_the_trailing_note() {
         };
         let last = last.as_str().unwrap();
         assert!(last.starts_with(NOTE_MARK), "{wire}: {last}");
-        assert!(
-            last.contains("m00001..m00001: 1 messages, ~900 tokens"),
-            "{wire}: {last}"
-        );
-        assert!(last.contains("starts: \"hi é\""), "{wire}: {last}");
+        // The range over the first message, with the tokens a fold of it would take.
+        let first = view_first_ref(&turn);
+        let listed = format!("{first}..{first}: 1 messages, ~");
+        let at = last.find(&listed).map(|i| i + listed.len());
+        let tokens: u64 = at
+            .and_then(|i| last[i..].split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!((250..400).contains(&tokens), "{wire}: {last}");
+        assert!(last.contains("starts: \"hi é words"), "{wire}: {last}");
         // The last user message joins the note on the wires that take parts; the others get
         // a message of their own.
         let count = |key: &str| out[key].as_array().unwrap().len();
@@ -202,8 +225,10 @@ async fn the_client_prefix_is_byte_identical() {
 
 #[tokio::test]
 async fn a_string_input_and_no_system_still_take_the_additions() {
-    let (_, out) = injected(Wire::OpenAiResponses, r#"{"model":"m","input":"hello"}"#).await;
-    assert_eq!(out["input"][0]["content"], "hello");
+    let hello = long("hello");
+    let body = serde_json::json!({"model": "m", "input": hello}).to_string();
+    let (_, out) = injected(Wire::OpenAiResponses, &body).await;
+    assert_eq!(out["input"][0]["content"], hello.as_str());
     assert!(
         out["input"][1]["content"]
             .as_str()
@@ -211,11 +236,12 @@ async fn a_string_input_and_no_system_still_take_the_additions() {
             .starts_with(NOTE_MARK)
     );
     assert_eq!(out["instructions"], SYSTEM_NOTE);
-    let (_, out) = injected(
-        Wire::Anthropic,
-        r#"{"model":"m","messages":[{"role":"user","content":"q"},{"role":"assistant","content":"a"}]}"#,
-    )
-    .await;
+    let body = serde_json::json!({"model": "m", "messages": [
+        {"role": "user", "content": long("q")},
+        {"role": "assistant", "content": "a"},
+    ]})
+    .to_string();
+    let (_, out) = injected(Wire::Anthropic, &body).await;
     assert_eq!(out["system"], SYSTEM_NOTE);
     // The last message is the model's: the note is a user message of its own.
     assert_eq!(out["messages"][2]["role"], "user");
@@ -307,16 +333,31 @@ fn the_stage_and_the_three_handlers_are_registered() {
 }
 
 /// The note lists a range only while `compress` would take it from what the model is sent:
-/// its ends are sent (a result `pairing.repair` dropped is not), in order, and some unit
-/// between them is outside the recent zone and the head the layout recorded.
+/// its ends are sent (a result `pairing.repair` dropped is not), in order, some unit between
+/// them is outside the recent zone and the head the layout recorded, and what is left to
+/// fold is not below the minimum `compress` asks of a batch.
 #[tokio::test]
 async fn the_note_offers_only_ranges_compress_would_take() {
-    let body = r#"{"model":"m","messages":[{"role":"user","content":"one"},{"role":"assistant","content":"two"},{"role":"user","content":"three"},{"role":"assistant","content":"four"},{"role":"user","content":"five"},{"role":"assistant","content":"six"}]}"#;
-    let mut turn = decoded(Wire::Anthropic, body).await;
-    let conv = turn.conversation.as_mut().unwrap();
-    for (i, unit) in conv.messages.iter_mut().enumerate() {
-        unit.r#ref = Some(format!("m{:05}", i + 1).parse().unwrap());
-    }
+    // About 250 tokens a message, but the fifth says one word.
+    let long = |word: &str| format!("{word} {}", "words ".repeat(165));
+    let texts = [
+        long("one"),
+        long("two"),
+        long("three"),
+        long("four"),
+        "five".to_owned(),
+        long("six"),
+    ];
+    let messages: Vec<Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": text})
+        })
+        .collect();
+    let body = serde_json::json!({"model": "m", "messages": messages}).to_string();
+    let turn = decoded(Wire::Anthropic, &body).await;
     let range = |a: &str, b: &str| {
         foldwire_core::RangeInfo::new(a.parse().unwrap(), b.parse().unwrap(), 300, 2)
     };
@@ -332,26 +373,42 @@ async fn the_note_offers_only_ranges_compress_would_take() {
             &ranges,
             turn.conversation.as_ref().unwrap(),
             &turn.state,
-            protection,
+            &model_compress_config(protection.clone()),
             &foldwire_core::CharEstimator,
+            None,
         )
         .iter()
-        .map(|r| format!("{}..{}", r.start, r.end))
+        .map(|r| format!("{}..{} ~{}", r.start, r.end, r.tokens))
         .collect()
     };
-    // Nothing protected: every range whose ends are sent in order (m00009 never was).
+    // Nothing protected: every range whose ends are sent in order (m00009 never was), with
+    // the tokens a fold of it would take.
     assert_eq!(
         offered(&turn, &open_protection()),
-        ["m00001..m00002", "m00003..m00004", "m00005..m00006"]
+        [
+            "m00001..m00002 ~498",
+            "m00003..m00004 ~500",
+            "m00005..m00006 ~251"
+        ]
     );
-    // The last two messages are recent: a range of them alone is not offered.
+    // The last message is recent: what is left of the last range, one word, is too small
+    // to fold, so it is not offered.
     let recent = Protection {
-        recent_messages: 2,
+        recent_messages: 1,
         ..open_protection()
     };
     assert_eq!(
         offered(&turn, &recent),
-        ["m00001..m00002", "m00003..m00004"]
+        ["m00001..m00002 ~498", "m00003..m00004 ~500"]
+    );
+    // The last three are recent: of the middle range, only its first message is left.
+    let recent = Protection {
+        recent_messages: 3,
+        ..open_protection()
+    };
+    assert_eq!(
+        offered(&turn, &recent),
+        ["m00001..m00002 ~498", "m00003..m00004 ~250"]
     );
     // The layout recorded the first two as its head: only the middle range is left.
     let conv = turn.conversation.as_ref().unwrap();
@@ -359,6 +416,7 @@ async fn the_note_offers_only_ranges_compress_would_take() {
         head_ids: conv.messages[..2].iter().map(|m| m.id.clone()).collect(),
         ..HeadState::default()
     };
+    let mut turn = turn;
     head.store(&mut turn.state).unwrap();
-    assert_eq!(offered(&turn, &recent), ["m00003..m00004"]);
+    assert_eq!(offered(&turn, &recent), ["m00003..m00004 ~250"]);
 }

@@ -56,6 +56,7 @@ impl Conv {
             pin: None,
             raw: Bytes::from(raw),
             modified: false,
+            client_raw: None,
         }
     }
 

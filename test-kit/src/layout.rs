@@ -92,6 +92,7 @@ fn unit(entry: usize, role: Role, block: &B, wire: Wire) -> Message {
         pin: None,
         raw: raw.to_string().into(),
         modified: false,
+        client_raw: None,
     }
 }
 

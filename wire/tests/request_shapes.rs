@@ -143,6 +143,25 @@ fn anthropic_edits_rebuild_only_the_touched_message() {
     assert!(out.contains(raw3));
 }
 
+/// A unit a stage rewrites keeps the bytes the client sent, whatever is written after: a
+/// fold archives those, so it restores as the client sent it. Units foldwire made keep none.
+#[test]
+fn a_rewritten_unit_keeps_the_bytes_the_client_sent() {
+    let c = dec(Wire::Anthropic, ANTHROPIC);
+    let mut unit = c.messages[0].clone();
+    let sent = unit.raw.clone();
+    assert_eq!(unit.client_raw, None);
+    assert_eq!(unit.client_bytes(), &sent);
+    unit.replace_raw(Bytes::from_static(b"\"shorter\""));
+    unit.replace_raw(Bytes::from_static(b"\"shorter still\""));
+    assert_eq!(unit.raw, Bytes::from_static(b"\"shorter still\""));
+    assert_eq!(unit.client_bytes(), &sent);
+    let mut made = synth_text(0, Role::User, "note");
+    made.replace_raw(Bytes::from_static(b"\"other\""));
+    assert_eq!(made.client_raw, None);
+    assert_eq!(made.client_bytes(), &Bytes::from_static(b"\"other\""));
+}
+
 #[test]
 fn anthropic_string_content_and_empty_entries() {
     let c = dec(Wire::Anthropic, ANTHROPIC);

@@ -386,8 +386,8 @@ struct Ctx<'a> {
     covered: Coverage,
     pos_by_ref: ByRef<usize>,
     /// The refs table's fingerprints, for the `message_ids` of every block the batch makes
-    /// (creating blocks mints no refs).
-    fingerprints: ByRef<&'a MessageId>,
+    /// (creating blocks mints no refs); made on the first block, not when only checking.
+    fingerprints: std::cell::OnceCell<ByRef<&'a MessageId>>,
     links: &'a Links,
     zone: HashSet<usize>,
     tools: HashSet<usize>,
@@ -434,36 +434,12 @@ pub fn apply_compression_knowing(
     known: Option<&KnownUnitTokens>,
     links: Option<&Links>,
 ) -> CompressionResult {
-    let units = view.messages.as_slice();
-    let covered = coverage(state);
-    let mut made = None;
-    let links = Links::given_or(links, units, &mut made);
-    let zone = config
-        .protection
-        .zone(view.wire, units, &covered, estimator);
-    let tools = config.protection.protected_tools(units, links);
-    let head = config.protection.head(units, state);
-    let pos_by_ref = units
-        .iter()
-        .enumerate()
-        .filter_map(|(i, u)| u.r#ref.map(|r| (r, i)))
-        .collect();
+    // Planning reads the state as it was before the batch; the blocks it makes go into
+    // `state` as each is created.
     let snapshot = state.clone();
-    let cx = Ctx {
-        state: &snapshot,
-        units,
-        covered,
-        pos_by_ref,
-        fingerprints: derived::fingerprints(&snapshot.refs),
-        links,
-        zone,
-        tools,
-        head,
-        config,
-        estimator,
-        known,
-        wire: view.wire,
-    };
+    let mut made = None;
+    let links = Links::given_or(links, view.messages.as_slice(), &mut made);
+    let cx = Ctx::new(&snapshot, view, config, estimator, known, links);
 
     let mut outcomes: Vec<RangeOutcome> = requests
         .iter()
@@ -627,6 +603,81 @@ fn skip(outcome: &mut RangeOutcome, request: &CompressRequest, blocks: &[BlockId
 fn fail(outcome: &mut RangeOutcome, error: CompressError) {
     outcome.message = Some(error.to_string());
     outcome.error = Some(error);
+}
+
+/// What each of `ranges` would fold if it were the only range of a `compress` call with a
+/// summary long enough: the fresh tokens [`apply_compression_knowing`] on the same state,
+/// view and config would take from it, or the error it would refuse it with (the summary's
+/// own checks aside). Nothing is changed. The tool loop offers the model only ranges that
+/// pass, so none it is offered comes back refused.
+pub fn fold_alone(
+    state: &SessionState,
+    view: &Conversation,
+    ranges: &[(AnyRef, AnyRef)],
+    config: &CompressConfig,
+    estimator: &dyn TokenEstimator,
+    known: Option<&KnownUnitTokens>,
+) -> Vec<Result<u64, CompressError>> {
+    if ranges.is_empty() {
+        return Vec::new();
+    }
+    let mut made = None;
+    let links = Links::given_or(None, view.messages.as_slice(), &mut made);
+    let cx = Ctx::new(state, view, config, estimator, known, links);
+    ranges
+        .iter()
+        .map(|&(start, end)| {
+            let span = cx.span(start, end, &mut Vec::new())?;
+            match config.min_tokens {
+                min if !span.is_block && span.fresh_tokens < min => Err(CompressError::TooSmall {
+                    tokens: span.fresh_tokens,
+                    min,
+                }),
+                _ => Ok(span.fresh_tokens),
+            }
+        })
+        .collect()
+}
+
+impl<'a> Ctx<'a> {
+    /// What a batch is checked against: `state` as it was before the batch, and `view` with
+    /// its protections under `config`.
+    fn new(
+        state: &'a SessionState,
+        view: &'a Conversation,
+        config: &'a CompressConfig,
+        estimator: &'a dyn TokenEstimator,
+        known: Option<&'a KnownUnitTokens>,
+        links: &'a Links,
+    ) -> Self {
+        let units = view.messages.as_slice();
+        let covered = coverage(state);
+        let zone = config
+            .protection
+            .zone(view.wire, units, &covered, estimator);
+        let tools = config.protection.protected_tools(units, links);
+        let head = config.protection.head(units, state);
+        let pos_by_ref = units
+            .iter()
+            .enumerate()
+            .filter_map(|(i, u)| u.r#ref.map(|r| (r, i)))
+            .collect();
+        Ctx {
+            state,
+            units,
+            covered,
+            pos_by_ref,
+            fingerprints: std::cell::OnceCell::new(),
+            links,
+            zone,
+            tools,
+            head,
+            config,
+            estimator,
+            known,
+            wire: view.wire,
+        }
+    }
 }
 
 impl Ctx<'_> {
@@ -796,20 +847,33 @@ impl Ctx<'_> {
         }
     }
 
+    /// The block `request` would make, its summary checked against what it replaces.
     fn plan(
         &self,
         request: &CompressRequest,
         warnings: &mut Vec<String>,
     ) -> Result<Plan, CompressError> {
-        let start = self.endpoint(request.start)?;
-        let end = self.endpoint(request.end)?;
+        let plan = self.span(request.start, request.end, warnings)?;
+        self.check_summary(&plan, request)?;
+        Ok(plan)
+    }
+
+    /// What folding `start..=end` would take: the range resolved, widened over linked
+    /// units, stripped of what cannot or may not fold.
+    fn span(
+        &self,
+        start_ref: AnyRef,
+        end_ref: AnyRef,
+        warnings: &mut Vec<String>,
+    ) -> Result<Plan, CompressError> {
+        let start = self.endpoint(start_ref)?;
+        let end = self.endpoint(end_ref)?;
         warnings.extend(start.warning.clone());
         warnings.extend(end.warning.clone());
         let (mut first, mut last) = (start.first, end.last);
         if first > last {
             warnings.push(format!(
-                "refs were given reversed ({}..{}); applied as {}..{}",
-                request.start, request.end, request.end, request.start
+                "refs were given reversed ({start_ref}..{end_ref}); applied as {end_ref}..{start_ref}"
             ));
             (first, last) = (end.first, start.last);
         }
@@ -994,11 +1058,6 @@ impl Ctx<'_> {
                 });
             }
         }
-        let summary = request.summary.trim();
-        if summary.is_empty() {
-            return Err(CompressError::EmptySummary);
-        }
-        let len = summary.chars().count();
         let fresh_tokens: u64 = direct
             .iter()
             .filter_map(|i| Some((i, self.units.get(i)?)))
@@ -1007,10 +1066,29 @@ impl Ctx<'_> {
                 None => unit_tokens(self.wire, u, self.estimator),
             })
             .sum();
+        Ok(Plan {
+            first,
+            last,
+            is_block,
+            direct: direct.iter().collect(),
+            consumed,
+            tier,
+            fresh_tokens,
+        })
+    }
+
+    /// Refuses a summary that is empty, too long, or far shorter than what `plan` replaces.
+    fn check_summary(&self, plan: &Plan, request: &CompressRequest) -> Result<(), CompressError> {
+        let summary = request.summary.trim();
+        if summary.is_empty() {
+            return Err(CompressError::EmptySummary);
+        }
+        let len = summary.chars().count();
         // acp §26 #61: a summary far shorter than what it replaces loses the range; refuse
         // it with the numbers the model needs to write a better one.
-        let replaced = fresh_tokens
-            + consumed
+        let replaced = plan.fresh_tokens
+            + plan
+                .consumed
                 .iter()
                 .filter_map(|id| self.block(*id))
                 .map(|b| self.estimator.text_tokens(&b.summary))
@@ -1029,15 +1107,7 @@ impl Ctx<'_> {
         if max > 0 && len > max {
             return Err(CompressError::SummaryTooLong { len, max });
         }
-        Ok(Plan {
-            first,
-            last,
-            is_block,
-            direct: direct.iter().collect(),
-            consumed,
-            tier,
-            fresh_tokens,
-        })
+        Ok(())
     }
 
     fn ref_label(&self, i: usize) -> String {
@@ -1060,8 +1130,9 @@ impl Ctx<'_> {
         let mut direct_refs = Vec::with_capacity(plan.direct.len());
         for u in plan.direct.iter().filter_map(|&i| self.units.get(i)) {
             let Some(r) = u.r#ref else { continue };
-            // A slice of the request body, shared rather than copied.
-            let text = OriginalText::from_utf8(u.raw.clone())
+            // A slice of the request body, shared rather than copied: the client's bytes,
+            // not a rewrite a stage made for the wire, so the unit restores as it was sent.
+            let text = OriginalText::from_utf8(u.client_bytes().clone())
                 .map_err(|_| CompressError::NotUtf8 { r#ref: r })?;
             originals.push((r, text));
             direct_refs.push(r);
@@ -1079,7 +1150,10 @@ impl Ctx<'_> {
         let (Some(&lo), Some(&hi)) = (effective.first(), effective.last()) else {
             return Err(CompressError::NothingCompressible);
         };
-        let message_ids = derived::message_ids_of(&effective, &self.fingerprints).into();
+        let fingerprints = self
+            .fingerprints
+            .get_or_init(|| derived::fingerprints(&self.state.refs));
+        let message_ids = derived::message_ids_of(&effective, fingerprints).into();
         let id = state.next_block_id();
         let block = Block {
             id,

@@ -39,7 +39,7 @@ pub mod units;
 
 pub use compress::{
     CompressConfig, CompressError, CompressRequest, CompressionResult, MinSummary, RangeOutcome,
-    apply_compression, apply_compression_knowing,
+    apply_compression, apply_compression_knowing, fold_alone,
 };
 pub use inspect::{BlockView, Inspection, RefView, inspect};
 pub use lifecycle::{BlockSync, DEFAULT_OLD_AFTER_TURNS, sync_blocks};

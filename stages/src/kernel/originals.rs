@@ -165,7 +165,7 @@ pub fn start_archiving_units<'a>(
     for unit in units {
         if let Some(r) = unit.r#ref {
             pending.push(r);
-            payloads.push(unit.raw.clone());
+            payloads.push(unit.client_bytes().clone());
         }
     }
     spawn_batch(pending, payloads, to, prehash)

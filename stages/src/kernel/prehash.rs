@@ -62,7 +62,7 @@ pub fn worth_prehashing(state: &SessionState, budget: &Budget, body_len: usize) 
 pub fn start_prehash<'a>(units: impl IntoIterator<Item = &'a Message>) -> Option<Prehashing> {
     let payloads: Vec<Bytes> = units
         .into_iter()
-        .map(|u| u.raw.clone())
+        .map(|u| u.client_bytes().clone())
         .filter(|raw| !raw.is_empty())
         .collect();
     if payloads.is_empty() {

@@ -5,19 +5,16 @@
 //!
 //! Failures are results too: the model reads them and can correct itself.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use foldwire_archive::{RestoreError, RestoredMedia, restore_media_part};
-use foldwire_core::{
-    AnyRef, BlockId, Conversation, Engine, Message, MessageId, Origin, Ref, SessionId, async_trait,
-};
+use foldwire_core::{AnyRef, BlockId, Conversation, Engine, Ref, SessionId, async_trait};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{COMPRESS, LIST, NAMES, RESTORE, SEARCH};
+use super::{COMPRESS, LIST, NAMES, RESTORE, SEARCH, model_compress_config};
 use crate::kernel::{
-    CompressConfig, CompressRequest, apply_compression, restore, restore_with_archive, search_top,
+    CompressRequest, apply_compression, restore, restore_with_archive, search_top,
 };
 use crate::ranges_build::offered_protection;
 
@@ -237,12 +234,10 @@ async fn compress(cx: &CallCx<'_>, args: Value) -> String {
         return "error: this request could not be indexed, so nothing can be compressed now"
             .to_owned();
     };
-    // Ranges are checked against the client's conversation as folded, not the loop's notes.
-    let Some(view) = with_client_bytes(super::model_view(view)) else {
-        return "error: the request could not be read again to keep its originals, so nothing \
-                was compressed"
-            .to_owned();
-    };
+    // Ranges are checked against the client's conversation as the model was sent it (folded,
+    // trimmed, laid out), not the loop's notes; a block keeps the client's own bytes of
+    // every unit a stage rewrote for the wire (`Message::client_raw`).
+    let view = super::model_view(view);
     let args: CompressArgs = match serde_json::from_value(args) {
         Ok(a) => a,
         Err(e) => {
@@ -277,10 +272,7 @@ async fn compress(cx: &CallCx<'_>, args: Value) -> String {
             move |state: &mut foldwire_core::SessionState| {
                 // The protection the turn's note offered ranges under, so none it offered
                 // is refused as protected.
-                let config = CompressConfig {
-                    protection: offered_protection(state).unwrap_or_default(),
-                    ..CompressConfig::default()
-                };
+                let config = model_compress_config(offered_protection(state).unwrap_or_default());
                 apply_compression(state, &view, &requests, &config, estimator.as_ref())
             },
         )
@@ -313,27 +305,6 @@ async fn compress(cx: &CallCx<'_>, args: Value) -> String {
     } else {
         lines.join("\n")
     }
-}
-
-/// `view` with every client unit a stage rewrote for the wire (a tool output `tool.trim`
-/// shortened, a cache marker the layout placed or dropped) given back the bytes and text
-/// the client sent, from a decode of the body the view was made from: a block keeps the
-/// originals it folds, and they must restore exactly as the client sent them. The body is
-/// decoded again only when the view holds such a unit; `None` when that decode fails.
-fn with_client_bytes(mut view: Conversation) -> Option<Conversation> {
-    let rewritten = |m: &Message| m.modified && m.origin == Origin::Client;
-    if !view.messages.iter().any(rewritten) {
-        return Some(view);
-    }
-    let sent = foldwire_wire::request::decode(view.wire, view.source.clone()).ok()?;
-    let by_id: HashMap<&MessageId, &Message> = sent.messages.iter().map(|m| (&m.id, m)).collect();
-    for unit in view.messages.iter_mut().filter(|m| rewritten(m)) {
-        let original = by_id.get(&unit.id)?;
-        unit.raw = original.raw.clone();
-        unit.text = original.text.clone();
-        unit.modified = false;
-    }
-    Some(view)
 }
 
 async fn restore_block(cx: &CallCx<'_>, block: BlockId) -> String {

@@ -27,11 +27,12 @@ use foldwire_wire::request::extend::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::kernel::units::KnownUnitTokens;
 use crate::ranges_build::{CLIENT_TOKENS_COUNTER, UsedProtection};
 
 use super::{
-    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, names, offered_ranges, schedule_floor,
-    summary_runs_of, tool_entries, turn_note,
+    ADDED_TOKENS_COUNTER, INJECTED_COUNTER, SYSTEM_NOTE, model_compress_config, names,
+    offered_ranges, schedule_floor, summary_runs_of, tool_entries, turn_note,
 };
 
 /// Stage name.
@@ -92,8 +93,9 @@ impl Stage for ToolsInject {
             &turn.ranges,
             conversation,
             &turn.state,
-            &UsedProtection::of(turn),
+            &model_compress_config(UsedProtection::of(turn)),
             cx.estimator.as_ref(),
+            turn.extensions.get::<KnownUnitTokens>(),
         );
         let note = turn_note(
             &offered,

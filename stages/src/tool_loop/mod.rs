@@ -24,8 +24,8 @@ pub mod notes;
 pub use calls::{CallCx, CallResult, RegisteredTool, ToolHandler, handlers, names, run_call};
 pub use inject::{SIDE_REQUEST_COUNTER, ToolsInject, model_view};
 pub use notes::{
-    NUDGE_EARLY, offered_ranges, pressure_note, ranges_note, schedule_floor, summary_runs_of,
-    turn_note,
+    NUDGE_EARLY, model_compress_config, offered_ranges, pressure_note, ranges_note, schedule_floor,
+    summary_runs_of, turn_note,
 };
 
 /// The compress tool's name.

@@ -3,11 +3,11 @@
 
 use std::collections::{HashMap, HashSet};
 
-use foldwire_core::{Conversation, MessageId, RangeInfo, Ref, SessionState, TokenEstimator, Turn};
+use foldwire_core::{AnyRef, Conversation, RangeInfo, Ref, SessionState, TokenEstimator, Turn};
 
 use crate::kernel::schedule::ScheduleConfig;
-use crate::kernel::units::coverage;
-use crate::kernel::{Protection, SummaryRun, summary_runs};
+use crate::kernel::units::KnownUnitTokens;
+use crate::kernel::{CompressConfig, Protection, SummaryRun, fold_alone, summary_runs};
 use crate::ranges_build::UsedProtection;
 
 /// Characters of a range's first message shown in the note.
@@ -24,48 +24,62 @@ pub fn summary_runs_of(turn: &Turn, estimator: &dyn TokenEstimator) -> Vec<Summa
     summary_runs(view, &turn.state, &protection, estimator)
 }
 
+/// The config a model's `compress` call is checked under: the protection the turn's note
+/// offered its ranges under, every other rule at its default. The note and the call share
+/// it, so they cannot disagree on what may fold.
+pub fn model_compress_config(protection: Protection) -> CompressConfig {
+    CompressConfig {
+        protection,
+        ..CompressConfig::default()
+    }
+}
+
 /// The ranges of `ranges` (what `ranges.build` found) the model can still compress once the
-/// turn is folded and laid out: those whose two ends the model is sent in `view`, in order,
-/// with a unit between them that `compress` would fold under `protection` (outside the
-/// recent zone and the head window `state` records).
+/// turn is folded and laid out: those whose ends the model is sent in `view`, in order, and
+/// that `compress` under `config`, checked against `view`, would fold on their own. Each
+/// keeps, as its tokens, what that fold would take.
 ///
 /// The ranges are built before `pairing.repair` drops a result whose call the client no
-/// longer sends or adds a stub, and before the layout records a new head; `compress`
-/// checks the model's ranges against what it was sent, so a note listing every range
-/// would ask for folds that cannot be made.
+/// longer sends or adds a stub, before `tool.trim` shortens outputs and before the layout
+/// records a new head; `compress` checks the model's ranges against what it was sent, so a
+/// note listing every range would ask for folds that cannot be made: ends not sent, every
+/// unit between them recent or in the head, or too little left to be worth a summary.
 pub fn offered_ranges(
     ranges: &[RangeInfo],
     view: &Conversation,
     state: &SessionState,
-    protection: &Protection,
+    config: &CompressConfig,
     estimator: &dyn TokenEstimator,
+    known: Option<&KnownUnitTokens>,
 ) -> Vec<RangeInfo> {
-    if ranges.is_empty() {
-        return Vec::new();
-    }
-    let units = view.messages.as_slice();
-    let zone = protection.zone(view.wire, units, &coverage(state), estimator);
-    let head: HashSet<MessageId> = crate::head_record::head_fingerprints(state)
-        .into_iter()
-        .collect();
-    let ends: HashSet<Ref> = ranges.iter().flat_map(|r| [r.start, r.end]).collect();
-    let at: HashMap<Ref, usize> = units
+    // Sent in order, too: `compress` takes reversed ends, but a note listing them would
+    // name a span other than the one folded.
+    let wanted: HashSet<Ref> = ranges.iter().flat_map(|r| [r.start, r.end]).collect();
+    let at: HashMap<Ref, usize> = view
+        .messages
         .iter()
         .enumerate()
-        .filter_map(|(i, u)| u.r#ref.filter(|r| ends.contains(r)).map(|r| (r, i)))
+        .filter_map(|(i, u)| u.r#ref.filter(|r| wanted.contains(r)).map(|r| (r, i)))
         .collect();
-    let foldable = |i: usize| {
-        units
-            .get(i)
-            .is_some_and(|u| u.r#ref.is_some() && !zone.contains(&i) && !head.contains(&u.id))
-    };
-    ranges
+    let in_order: Vec<&RangeInfo> = ranges
         .iter()
         .filter(|r| match (at.get(&r.start), at.get(&r.end)) {
-            (Some(&first), Some(&last)) => first <= last && (first..=last).any(foldable),
+            (Some(first), Some(last)) => first <= last,
             _ => false,
         })
-        .cloned()
+        .collect();
+    let ends: Vec<(AnyRef, AnyRef)> = in_order
+        .iter()
+        .map(|r| (AnyRef::Message(r.start), AnyRef::Message(r.end)))
+        .collect();
+    fold_alone(state, view, &ends, config, estimator, known)
+        .into_iter()
+        .zip(in_order)
+        .filter_map(|(check, range)| {
+            let mut offered = range.clone();
+            offered.tokens = check.ok()?;
+            Some(offered)
+        })
         .collect()
 }
 

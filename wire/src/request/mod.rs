@@ -725,6 +725,7 @@ impl<'a> Cx<'a> {
             pin: None,
             raw,
             modified: false,
+            client_raw: None,
         });
     }
 }
