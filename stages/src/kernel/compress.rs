@@ -315,6 +315,27 @@ struct Plan {
     fresh_tokens: u64,
 }
 
+/// A block made from a plan, not yet in the state: the originals it folds and the tokens
+/// it compresses (fresh ones and the summaries it consumes).
+struct Made {
+    block: Block,
+    originals: Vec<(Ref, OriginalText)>,
+    tokens: u64,
+}
+
+/// Adds `block` to the state under the next id, deactivating the blocks it consumed.
+fn add_block(state: &mut SessionState, mut block: Block) -> BlockId {
+    let id = state.next_block_id();
+    block.id = id;
+    for b in state.blocks.iter_mut() {
+        if block.consumed.contains(&b.id) {
+            b.active = false;
+        }
+    }
+    state.blocks.push(block);
+    id
+}
+
 /// The units of one range a fold takes directly: a mask over the range. A first turn
 /// plans ranges of thousands of units and checks every linked group against them, a
 /// lookup per member that a tree of indices made a descent each.
@@ -434,12 +455,11 @@ pub fn apply_compression_knowing(
     known: Option<&KnownUnitTokens>,
     links: Option<&Links>,
 ) -> CompressionResult {
-    // Planning reads the state as it was before the batch; the blocks it makes go into
-    // `state` as each is created.
-    let snapshot = state.clone();
+    // Every range is planned and its block made from the state as it was before the batch;
+    // the blocks go into `state` only after, so it is read in place, never copied.
     let mut made = None;
     let links = Links::given_or(links, view.messages.as_slice(), &mut made);
-    let cx = Ctx::new(&snapshot, view, config, estimator, known, links);
+    let cx = Ctx::new(state, view, config, estimator, known, links);
 
     let mut outcomes: Vec<RangeOutcome> = requests
         .iter()
@@ -523,18 +543,26 @@ pub fn apply_compression_knowing(
         }
     }
 
+    let made: Vec<Option<Result<Made, CompressError>>> = plans
+        .iter()
+        .zip(requests)
+        .map(|(plan, request)| plan.as_ref().map(|plan| cx.make(plan, request)))
+        .collect();
+    drop(cx);
     let mut result = CompressionResult::default();
     let mut originals = Vec::new();
-    for ((plan, request), outcome) in plans.into_iter().zip(requests).zip(outcomes.iter_mut()) {
-        let Some(plan) = plan else { continue };
-        match cx.create(state, &plan, request, &mut originals) {
-            Ok((id, tokens)) => {
+    for (made, outcome) in made.into_iter().zip(outcomes.iter_mut()) {
+        match made {
+            None => {}
+            Some(Ok(made)) => {
+                outcome.tier = Some(made.block.tier);
+                result.tokens_compressed += made.tokens;
+                originals.extend(made.originals);
+                let id = add_block(state, made.block);
                 outcome.block = Some(id);
-                outcome.tier = Some(plan.tier);
                 result.blocks_created.push(id);
-                result.tokens_compressed += tokens;
             }
-            Err(e) => fail(outcome, e),
+            Some(Err(e)) => fail(outcome, e),
         }
     }
     keep_originals(&mut state.originals, originals);
@@ -1117,15 +1145,9 @@ impl Ctx<'_> {
             .map_or_else(|| format!("#{i}"), |r| r.to_string())
     }
 
-    /// Makes the block `plan` describes; the originals it folds are added to `kept`
-    /// (kept in the state by the caller, once per batch).
-    fn create(
-        &self,
-        state: &mut SessionState,
-        plan: &Plan,
-        request: &CompressRequest,
-        kept: &mut Vec<(Ref, OriginalText)>,
-    ) -> Result<(BlockId, u64), CompressError> {
+    /// Makes the block `plan` describes (its id given when it is added), with the originals
+    /// it folds, from the state as it was before the batch.
+    fn make(&self, plan: &Plan, request: &CompressRequest) -> Result<Made, CompressError> {
         let mut originals = Vec::with_capacity(plan.direct.len());
         let mut direct_refs = Vec::with_capacity(plan.direct.len());
         for u in plan.direct.iter().filter_map(|&i| self.units.get(i)) {
@@ -1154,9 +1176,7 @@ impl Ctx<'_> {
             .fingerprints
             .get_or_init(|| derived::fingerprints(&self.state.refs));
         let message_ids = derived::message_ids_of(&effective, fingerprints).into();
-        let id = state.next_block_id();
         let block = Block {
-            id,
             tier: plan.tier,
             summary: request.summary.clone(),
             topic: request.topic.clone().filter(|t| !t.trim().is_empty()),
@@ -1171,14 +1191,11 @@ impl Ctx<'_> {
             // Made from what the model saw, so in view; it starts young and ages with turns.
             ..Block::default()
         };
-        for b in state.blocks.iter_mut() {
-            if plan.consumed.contains(&b.id) {
-                b.active = false;
-            }
-        }
-        state.blocks.push(block);
-        kept.extend(originals);
-        Ok((id, plan.fresh_tokens + consumed_tokens))
+        Ok(Made {
+            block,
+            originals,
+            tokens: plan.fresh_tokens + consumed_tokens,
+        })
     }
 }
 
