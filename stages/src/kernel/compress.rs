@@ -457,8 +457,8 @@ pub fn apply_compression_knowing(
 ) -> CompressionResult {
     // Every range is planned and its block made from the state as it was before the batch;
     // the blocks go into `state` only after, so it is read in place, never copied.
-    let mut made = None;
-    let links = Links::given_or(links, view.messages.as_slice(), &mut made);
+    let mut linked = None;
+    let links = Links::given_or(links, view.messages.as_slice(), &mut linked);
     let cx = Ctx::new(state, view, config, estimator, known, links);
 
     let mut outcomes: Vec<RangeOutcome> = requests
@@ -649,9 +649,8 @@ pub fn fold_alone(
     if ranges.is_empty() {
         return Vec::new();
     }
-    let mut made = None;
-    let links = Links::given_or(None, view.messages.as_slice(), &mut made);
-    let cx = Ctx::new(state, view, config, estimator, known, links);
+    let links = Links::new(view.messages.as_slice());
+    let cx = Ctx::new(state, view, config, estimator, known, &links);
     ranges
         .iter()
         .map(|&(start, end)| {
