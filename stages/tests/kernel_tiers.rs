@@ -78,6 +78,8 @@ fn summaries_side_by_side_form_a_run_and_fold_a_tier_up_down_to_the_originals() 
     let run = &runs[0];
     assert_eq!(run.blocks, vec![BlockId(1), BlockId(2), BlockId(3)]);
     assert_eq!(run.tier, 2);
+    // The fresh units it folds are named, the same the block takes directly below.
+    assert_eq!(run.fresh, vec![Ref(5), Ref(6)]);
     let range = run.as_range(&state).unwrap();
     assert_eq!(
         (range.start, range.end, range.messages),
@@ -155,6 +157,9 @@ fn a_visible_unit_that_cannot_fold_ends_a_run_and_lone_blocks_make_none() {
     let runs = summary_runs(&view2, &state, &protected, &CharEstimator);
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0].blocks, vec![BlockId(1), BlockId(2), BlockId(3)]);
+    // The fresh units between b1 and b2 are named; the last user message, after the run,
+    // is not.
+    assert_eq!(runs[0].fresh, vec![Ref(3), Ref(4)]);
     // The head protects m00003 and m00004 (head ids recorded by the layout): they end the run.
     let mut zoned = state.clone();
     let head_ids: Vec<_> = view.messages[..4].iter().map(|u| u.id.clone()).collect();
@@ -167,4 +172,5 @@ fn a_visible_unit_that_cannot_fold_ends_a_run_and_lone_blocks_make_none() {
     let runs = summary_runs(&view, &zoned, &open(), &CharEstimator);
     assert_eq!(runs.len(), 1, "{runs:?}");
     assert_eq!(runs[0].blocks, vec![BlockId(2), BlockId(3)]);
+    assert!(runs[0].fresh.is_empty(), "{runs:?}");
 }

@@ -8,7 +8,7 @@
 
 use foldhash::{HashMap, HashMapExt as _};
 
-use foldwire_core::{BlockId, Conversation, Origin, RangeInfo, SessionState, TokenEstimator};
+use foldwire_core::{BlockId, Conversation, Origin, RangeInfo, Ref, SessionState, TokenEstimator};
 
 use super::protect::Protection;
 use super::render::rendered_text;
@@ -27,6 +27,9 @@ pub struct SummaryRun {
     pub tokens: u64,
     /// The tier of the block that folds the run.
     pub tier: u8,
+    /// The fresh units between its summaries that fold with it, by ref, in order: a summary
+    /// of the run must cover them too.
+    pub fresh: Vec<Ref>,
 }
 
 impl SummaryRun {
@@ -87,16 +90,19 @@ pub fn summary_runs_linked(
     let tools = protection.protected_tools(units, links);
     let head = protection.head(units, state);
 
+    #[derive(Default)]
     struct Open {
         blocks: Vec<BlockId>,
         fresh_tokens: u64,
-        pending_fresh: u64,
+        fresh: Vec<Ref>,
+        pending_tokens: u64,
+        pending: Vec<Ref>,
     }
-    let mut runs: Vec<(Vec<BlockId>, u64)> = Vec::new();
+    let mut runs: Vec<Open> = Vec::new();
     let mut open: Option<Open> = None;
-    let close = |open: &mut Option<Open>, runs: &mut Vec<(Vec<BlockId>, u64)>| {
+    let close = |open: &mut Option<Open>, runs: &mut Vec<Open>| {
         if let Some(o) = open.take() {
-            runs.push((o.blocks, o.fresh_tokens));
+            runs.push(o);
         }
     };
     for (i, u) in units.iter().enumerate() {
@@ -106,23 +112,21 @@ pub fn summary_runs_linked(
         };
         match holder {
             Some(b) => {
-                let o = open.get_or_insert(Open {
-                    blocks: Vec::new(),
-                    fresh_tokens: 0,
-                    pending_fresh: 0,
-                });
+                let o = open.get_or_insert_with(Open::default);
                 if !o.blocks.contains(&b) {
                     o.blocks.push(b);
                 }
                 // Fresh units between two blocks fold with the run.
-                o.fresh_tokens += std::mem::take(&mut o.pending_fresh);
+                o.fresh_tokens += std::mem::take(&mut o.pending_tokens);
+                o.fresh.append(&mut o.pending);
             }
             None => {
                 let passable =
                     foldable(u) && !zone.contains(&i) && !tools.contains(&i) && !head.contains(&i);
                 match open.as_mut() {
                     Some(o) if passable => {
-                        o.pending_fresh += unit_tokens(conversation.wire, u, estimator)
+                        o.pending_tokens += unit_tokens(conversation.wire, u, estimator);
+                        o.pending.extend(u.r#ref);
                     }
                     Some(_) => close(&mut open, &mut runs),
                     None => {}
@@ -133,27 +137,28 @@ pub fn summary_runs_linked(
     close(&mut open, &mut runs);
 
     let mut seen: HashMap<BlockId, usize> = HashMap::new();
-    for (blocks, _) in &runs {
-        for b in blocks {
+    for run in &runs {
+        for b in &run.blocks {
             *seen.entry(*b).or_default() += 1;
         }
     }
     let by_id: HashMap<BlockId, &foldwire_core::Block> =
         state.blocks.iter().map(|b| (b.id, b)).collect();
     runs.into_iter()
-        .filter(|(blocks, _)| blocks.len() >= 2 && blocks.iter().all(|b| seen.get(b) == Some(&1)))
-        .filter_map(|(blocks, fresh)| {
-            let mut tokens = fresh;
+        .filter(|run| run.blocks.len() >= 2 && run.blocks.iter().all(|b| seen.get(b) == Some(&1)))
+        .filter_map(|run| {
+            let mut tokens = run.fresh_tokens;
             let mut tier = 1;
-            for id in &blocks {
+            for id in &run.blocks {
                 let block = by_id.get(id).filter(|b| b.active)?;
                 tokens += estimator.text_tokens(&rendered_text(block, state));
                 tier = tier.max(block.tier);
             }
             Some(SummaryRun {
-                blocks,
+                blocks: run.blocks,
                 tokens,
                 tier: (tier + 1).min(MAX_TIER),
+                fresh: run.fresh,
             })
         })
         .collect()

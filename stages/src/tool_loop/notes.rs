@@ -122,11 +122,20 @@ pub fn ranges_note(
             continue;
         };
         note.push_str(&format!(
-            "\n- {first}..{last}: {} summaries, ~{} tokens (folds them into one tier-{} summary)",
+            "\n- {first}..{last}: {} summaries, ~{} tokens (folds them into one tier-{} summary",
             run.blocks.len(),
             run.tokens,
             run.tier
         ));
+        // The fresh messages between the summaries fold with them: a summary written from
+        // the summaries alone would leave them out.
+        match (run.fresh.first(), run.fresh.last()) {
+            (Some(a), Some(b)) => note.push_str(&format!(
+                ", with the {} messages between them, {a}..{b}, which it must cover too)",
+                run.fresh.len()
+            )),
+            _ => note.push(')'),
+        }
     }
     Some(note)
 }
@@ -251,11 +260,22 @@ mod tests {
             ],
             tokens: 240,
             tier: 2,
+            fresh: Vec::new(),
         };
         let note = turn_note(&[], std::slice::from_ref(&run), None, 35_000, 0, w).unwrap();
         assert!(note.contains("Fold due"), "{note}");
         assert!(
             note.contains("b2..b5: 3 summaries, ~240 tokens (folds them into one tier-2 summary)"),
+            "{note}"
+        );
+        // Fresh messages between the summaries fold with them, and the note says which.
+        let with_fresh = SummaryRun {
+            fresh: vec!["m00011".parse().unwrap(), "m00014".parse().unwrap()],
+            ..run.clone()
+        };
+        let note = turn_note(&[], std::slice::from_ref(&with_fresh), None, 35_000, 0, w).unwrap();
+        assert!(
+            note.contains("b2..b5: 3 summaries, ~240 tokens (folds them into one tier-2 summary, with the 2 messages between them, m00011..m00014, which it must cover too)"),
             "{note}"
         );
     }
