@@ -429,7 +429,8 @@ struct Ctx<'a> {
 /// inside it; a range with a block endpoint makes a block one tier above the lowest nested
 /// tier (max 3) that deactivates the blocks of that tier it consumed. Overlapping ranges:
 /// the earliest start wins. A failing range gets an error in its outcome; the others still
-/// apply. The raw bytes of every newly folded unit are kept in `state.originals` so
+/// apply. The bytes the client sent for every newly folded unit (`Message::client_bytes`,
+/// not a rewrite a stage made for the wire) are kept in `state.originals` so
 /// [`restore`](super::restore::restore) returns them byte-identical; call
 /// [`archive_originals`](super::originals::archive_originals) afterwards to move them to the
 /// session's archive. Units of the layout's head window never fold (`protection.head_window`).
