@@ -55,6 +55,14 @@ const DECISION_WORDS: [&str; 8] = [
     "decided", "decision", "we will", "i will", "i'll", "let's", "plan:", "instead",
 ];
 
+/// How much text, in bytes, one summary reads line by line for paths, identifiers and `$`
+/// commands. Those sections take the first items seen and keep looking until full; over a
+/// history where one never fills (prose, data without identifiers) every word of every unit
+/// was tested: 44 ms for a first turn's 10,000 messages (10 MB). Past this much text only
+/// tool calls, and the lines of units the byte search finds error or decision words in,
+/// are read: errors anywhere in a range still make its summary. About 4 ms of reading.
+pub const LINE_SCAN_BYTES: usize = 1 << 20;
+
 /// The error words, searched for in a unit's undecoded bytes ([`Lowered::may_mention`]),
 /// lowercased first: no searcher keeps its speed when it ignores case itself.
 static ERROR_FINDER: LazyLock<Option<AnyOf>> = LazyLock::new(|| AnyOf::new(&ERROR_WORDS));
@@ -271,6 +279,8 @@ impl Extractive {
         let mut s = Sections::new(self.0.max_items, limit, opening);
         let mut lowered = Lowered::default();
         let mut read = 0;
+        // Text read line by line for the sections that take any line's tokens.
+        let mut scanned = 0usize;
         for u in units {
             // The topic is the first path, so paths are collected until there is one even
             // when the section itself cannot show.
@@ -300,17 +310,20 @@ impl Extractive {
             }
             let maybe_errors = errors_wanted && lowered.may_mention(&ERROR_FINDER);
             let maybe_decisions = decisions_wanted && lowered.may_mention(&DECISION_FINDER);
+            // The sections any line can feed, while the budget lasts ([`LINE_SCAN_BYTES`]).
+            let line_items = scanned < LINE_SCAN_BYTES
+                && (s.wants(COMMANDS)
+                    || s.wants(FILES)
+                    || s.len(FILES) == 0
+                    || s.wants(IDENTIFIERS));
             // Nothing a line could add: the unit's text is not even decoded.
-            let lines_wanted = maybe_errors
-                || maybe_decisions
-                || s.wants(COMMANDS)
-                || s.wants(FILES)
-                || s.len(FILES) == 0
-                || s.wants(IDENTIFIERS);
-            if !lines_wanted {
+            if !(maybe_errors || maybe_decisions || line_items) {
                 continue;
             }
             let answer = u.answer_text();
+            if line_items {
+                scanned += answer.len();
+            }
             let unit_errors = maybe_errors && lowered.mentions(answer, &ERROR_WORDS);
             let unit_decisions = maybe_decisions && lowered.mentions(answer, &DECISION_WORDS);
             for line in answer.lines() {
@@ -324,6 +337,9 @@ impl Extractive {
                 }
                 if want_decisions && lowered.mentions(line, &DECISION_WORDS) {
                     s.add(DECISIONS, line_of(line, 160));
+                }
+                if !line_items {
+                    continue;
                 }
                 if s.wants(COMMANDS)
                     && let Some(cmd) = line.trim().strip_prefix("$ ")
@@ -511,6 +527,56 @@ mod tests {
         assert!(results[30].text.is_decoded());
         assert!(!results[20].text.is_decoded());
         assert!(!results[39].text.is_decoded());
+    }
+
+    /// Over a history whose line-read sections never fill, only [`LINE_SCAN_BYTES`] of text
+    /// is read line by line: a path past it is not listed and a plain unit past it is never
+    /// decoded, while an error line past it still is.
+    #[test]
+    fn lines_are_read_for_paths_and_identifiers_only_up_to_the_budget() {
+        let plain = "plain words only here, nothing to list\\n".repeat(100_000 / 40);
+        let outputs: Vec<String> = (0..14)
+            .map(|i| match i {
+                12 => "see src/late/file.rs\\nerror: late failure".to_owned(),
+                _ => plain.clone(),
+            })
+            .collect();
+        let mut body = String::from(r#"{"model":"m","max_tokens":5,"messages":["#);
+        for (i, output) in outputs.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            body.push_str(&format!(
+                r#"{sep}{{"role":"assistant","content":[{{"type":"tool_use","id":"t{i}","name":"bash","input":{{"cmd":"ls"}}}}]}},{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{i}","content":"{output}"}}]}}"#
+            ));
+        }
+        body.push_str("]}");
+        let conversation =
+            foldwire_wire::request::decode(foldwire_core::Wire::Anthropic, Bytes::from(body))
+                .unwrap_or_else(|e| panic!("{e}"));
+        let units = &conversation.messages;
+        let results: Vec<&Message> = units
+            .iter()
+            .filter(|u| u.kind == MessageKind::ToolResult)
+            .collect();
+        assert!(results.iter().take(12).map(|u| u.text.len()).sum::<usize>() > LINE_SCAN_BYTES);
+        let summary = Extractive::default().summarize_units(units, 1500);
+        assert!(
+            summary.text.contains("errors: error: late failure;"),
+            "{}",
+            summary.text
+        );
+        assert!(!summary.text.contains("src/late"), "{}", summary.text);
+        // Read line by line: the units up to the budget; past it only the one with an error
+        // word is decoded.
+        assert!(results[0].text.is_decoded());
+        assert!(results[12].text.is_decoded());
+        assert!(!results[13].text.is_decoded());
+        // Within the budget the same path is listed.
+        let early = Extractive::default().summarize_units(&units[10..], 1500);
+        assert!(
+            early.text.contains("files: src/late/file.rs;"),
+            "{}",
+            early.text
+        );
     }
 
     /// Once one section is full the others still fill, in first-seen order: the scan only
