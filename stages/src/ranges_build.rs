@@ -16,7 +16,7 @@
 //! which come after the turn and must not refuse a range its note offered.
 //!
 //! On a session's first turn (no head recorded yet) it leaves the head window out of every
-//! range as the layout will record it ([`with_first_head`]), sized by the turn option
+//! range as the layout will record it ([`with_first_head_measured`]), sized by the turn option
 //! `head_tokens` or the layout's default for the budget ([`default_head_tokens`]), so the
 //! opening messages never fold before the layout has seen them. A `head_tokens` set as a
 //! param of `layout.head_window` in a pipeline spec takes effect from the layout's first run.
@@ -35,7 +35,7 @@ use crate::digest_memo::DigestMemo;
 use crate::kernel::measure::measure_knowing;
 use crate::kernel::units::{KnownUnitTokens, estimator_id, unit_tokens};
 use crate::kernel::{Protection, RangesConfig, compressible_ranges_with};
-use crate::layout_head_window::{default_head_tokens, with_first_head};
+use crate::layout_head_window::{default_head_tokens, with_first_head_measured};
 
 /// Stage name.
 pub const NAME: &str = RangesConfig::NAME;
@@ -130,25 +130,25 @@ impl Stage for RangesBuild {
         let known = KnownUnitTokens::of(conversation, estimator, &tokens);
         // From the estimates just made: the frame and each message's envelope are all it
         // reads besides them, so a long history costs no pass over its bytes.
-        let client = measure_knowing(conversation, estimator, Some(&known)).total();
-        turn.report.count(CLIENT_TOKENS_COUNTER, client);
-        let first_head = match with_first_head(
-            &turn.state,
-            conversation,
-            estimator,
-            head_tokens,
-            Some(&known),
-        ) {
-            Ok(s) => s,
-            Err(e) => {
-                turn.report.warn(
-                    NAME,
-                    "first_head_unknown",
-                    format!("{e}; the head window is not protected until the layout records it"),
-                );
-                None
-            }
-        };
+        let client = measure_knowing(conversation, estimator, Some(&known));
+        turn.report.count(CLIENT_TOKENS_COUNTER, client.total());
+        // The head a first turn opens with is measured from the same units (a long
+        // history's first turn measured it twice).
+        let first_head =
+            match with_first_head_measured(&turn.state, conversation, head_tokens, || client.units)
+            {
+                Ok(s) => s,
+                Err(e) => {
+                    turn.report.warn(
+                        NAME,
+                        "first_head_unknown",
+                        format!(
+                            "{e}; the head window is not protected until the layout records it"
+                        ),
+                    );
+                    None
+                }
+            };
         turn.report
             .count("ranges.first_turn_head", u64::from(first_head.is_some()));
         let state = first_head.as_ref().unwrap_or(&turn.state);

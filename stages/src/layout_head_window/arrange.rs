@@ -365,11 +365,29 @@ pub fn with_first_head(
     head_tokens: u64,
     known: Option<&crate::kernel::units::KnownUnitTokens>,
 ) -> Result<Option<SessionState>, LayoutStateError> {
+    with_first_head_measured(state, conv, head_tokens, || {
+        crate::kernel::measure_knowing(conv, estimator, known).units
+    })
+}
+
+/// [`with_first_head`], with the units' tokens as [`crate::kernel::measure`] gives them
+/// from `measured`, called only when the session has no head yet: a stage that measured
+/// the request already (`ranges.build`, on a first turn the whole history) does not
+/// measure it again.
+///
+/// # Errors
+/// As [`with_first_head`].
+pub fn with_first_head_measured(
+    state: &SessionState,
+    conv: &Conversation,
+    head_tokens: u64,
+    measured: impl FnOnce() -> Vec<u64>,
+) -> Result<Option<SessionState>, LayoutStateError> {
     let mut head = HeadState::load(state)?;
     if !head.head_ids.is_empty() || head.sealed || head.transition.is_some() {
         return Ok(None);
     }
-    let tokens = crate::kernel::measure_knowing(conv, estimator, known).units;
+    let tokens = measured();
     let groups = windows::groups(&conv.messages);
     let group_tokens = windows::group_tokens(&groups, &tokens);
     let (end, _) = windows::head_walk(

@@ -42,7 +42,9 @@ pub use reset::{
 };
 pub use rewrite::Rewrite;
 
-pub use arrange::{LayoutOutcome, check_order, lay_out, unit_key, with_first_head};
+pub use arrange::{
+    LayoutOutcome, check_order, lay_out, unit_key, with_first_head, with_first_head_measured,
+};
 pub use replay::{ReplayEvent, ReplayTurn, replay};
 
 /// The stage's registered name.
