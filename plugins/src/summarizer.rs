@@ -454,6 +454,31 @@ mod tests {
         Message::synthesized(0, Role::User, t.to_owned(), Origin::Client, Bytes::new())
     }
 
+    /// An Anthropic request of one `bash` call per output, each answered by a tool result
+    /// holding that output (a JSON string literal), decoded as the pipeline decodes it: the
+    /// results' texts stay undecoded until read.
+    fn decoded_tool_session(outputs: &[String]) -> foldwire_core::Conversation {
+        let mut body = String::from(r#"{"model":"m","max_tokens":5,"messages":["#);
+        for (i, output) in outputs.iter().enumerate() {
+            let sep = if i == 0 { "" } else { "," };
+            body.push_str(&format!(
+                r#"{sep}{{"role":"assistant","content":[{{"type":"tool_use","id":"t{i}","name":"bash","input":{{"cmd":"ls"}}}}]}},{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{i}","content":{output}}}]}}"#
+            ));
+        }
+        body.push_str("]}");
+        foldwire_wire::request::decode(foldwire_core::Wire::Anthropic, Bytes::from(body))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// The tool results of a conversation, in order.
+    fn tool_results(conversation: &foldwire_core::Conversation) -> Vec<&Message> {
+        conversation
+            .messages
+            .iter()
+            .filter(|u| u.kind == MessageKind::ToolResult)
+            .collect()
+    }
+
     #[test]
     fn paths_lose_trailing_punctuation_and_are_listed_once() {
         let units = [
@@ -484,28 +509,19 @@ mod tests {
             ))
             .unwrap_or_default()
         };
-        let mut body = String::from(r#"{"model":"m","max_tokens":5,"messages":["#);
-        for i in 0..40 {
-            let extra = match i {
-                0 => "\nsee src/a.rs and some_ident",
-                30 => "\nTraceBack at step 30",
-                _ => "",
-            };
-            let sep = if i == 0 { "" } else { "," };
-            body.push_str(&format!(
-                r#"{sep}{{"role":"assistant","content":[{{"type":"tool_use","id":"t{i}","name":"bash","input":{{"cmd":"ls"}}}}]}},{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{i}","content":{}}}]}}"#,
+        let outputs: Vec<String> = (0..40)
+            .map(|i| {
+                let extra = match i {
+                    0 => "\nsee src/a.rs and some_ident",
+                    30 => "\nTraceBack at step 30",
+                    _ => "",
+                };
                 output(i, extra)
-            ));
-        }
-        body.push_str("]}");
-        let conversation =
-            foldwire_wire::request::decode(foldwire_core::Wire::Anthropic, Bytes::from(body))
-                .unwrap_or_else(|e| panic!("{e}"));
-        let units = &conversation.messages;
-        let results: Vec<&Message> = units
-            .iter()
-            .filter(|u| u.kind == MessageKind::ToolResult)
+            })
             .collect();
+        let conversation = decoded_tool_session(&outputs);
+        let units = &conversation.messages;
+        let results = tool_results(&conversation);
         assert!(results.iter().all(|u| !u.text.is_decoded()));
         let mut lowered = Lowered::default();
         lowered.lower_source(results[3]);
@@ -534,29 +550,17 @@ mod tests {
     /// decoded, while an error line past it still is.
     #[test]
     fn lines_are_read_for_paths_and_identifiers_only_up_to_the_budget() {
-        let plain = "plain words only here, nothing to list\\n".repeat(100_000 / 40);
+        let plain = "plain words only here, nothing to list\n".repeat(100_000 / 40);
         let outputs: Vec<String> = (0..14)
             .map(|i| match i {
-                12 => "see src/late/file.rs\\nerror: late failure".to_owned(),
+                12 => "see src/late/file.rs\nerror: late failure".to_owned(),
                 _ => plain.clone(),
             })
+            .map(|output| serde_json::to_string(&output).unwrap_or_default())
             .collect();
-        let mut body = String::from(r#"{"model":"m","max_tokens":5,"messages":["#);
-        for (i, output) in outputs.iter().enumerate() {
-            let sep = if i == 0 { "" } else { "," };
-            body.push_str(&format!(
-                r#"{sep}{{"role":"assistant","content":[{{"type":"tool_use","id":"t{i}","name":"bash","input":{{"cmd":"ls"}}}}]}},{{"role":"user","content":[{{"type":"tool_result","tool_use_id":"t{i}","content":"{output}"}}]}}"#
-            ));
-        }
-        body.push_str("]}");
-        let conversation =
-            foldwire_wire::request::decode(foldwire_core::Wire::Anthropic, Bytes::from(body))
-                .unwrap_or_else(|e| panic!("{e}"));
+        let conversation = decoded_tool_session(&outputs);
         let units = &conversation.messages;
-        let results: Vec<&Message> = units
-            .iter()
-            .filter(|u| u.kind == MessageKind::ToolResult)
-            .collect();
+        let results = tool_results(&conversation);
         assert!(results.iter().take(12).map(|u| u.text.len()).sum::<usize>() > LINE_SCAN_BYTES);
         let summary = Extractive::default().summarize_units(units, 1500);
         assert!(
