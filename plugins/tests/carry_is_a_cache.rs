@@ -282,7 +282,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    #![proptest_config(ProptestConfig::with_cases(foldwire_test_kit::proptest_cases(96)))]
 
     #[test]
     fn a_turn_gives_the_same_result_with_or_without_what_the_last_one_carried(

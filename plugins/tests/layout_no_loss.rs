@@ -67,7 +67,7 @@ fn shape() -> impl Strategy<Value = Shape> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(200))]
+    #![proptest_config(ProptestConfig::with_cases(foldwire_test_kit::proptest_cases(200)))]
     #[test]
     fn every_unit_is_sent_folded_or_accounted_for(
         shapes in proptest::collection::vec(shape(), 1..24),

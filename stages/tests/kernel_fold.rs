@@ -427,7 +427,7 @@ mod property {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(200))]
+        #![proptest_config(ProptestConfig::with_cases(foldwire_test_kit::proptest_cases(200)))]
         #[test]
         fn any_blocks_fold_without_orphans_and_keep_a_user(
             wire in wire_strategy(),

@@ -148,7 +148,7 @@ fn wire_strategy() -> impl Strategy<Value = Wire> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(300))]
+    #![proptest_config(ProptestConfig::with_cases(foldwire_test_kit::proptest_cases(300)))]
     #[test]
     fn repaired_sequences_obey_each_wire_and_keep_every_real_result(
         wire in wire_strategy(),
