@@ -17,8 +17,13 @@ use foldwire_core::{SessionId, Wire};
 use support::agent::{assert_blocks_restore, run_client, send_until_answered};
 use support::*;
 
-/// Client turns per session.
-const TURNS: usize = 24;
+/// Client turns per session; a soak run sets `FOLDWIRE_CRASH_TURNS` higher.
+fn turns() -> usize {
+    std::env::var("FOLDWIRE_CRASH_TURNS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(24)
+}
 /// Sessions per wire.
 const PER_WIRE: usize = 2;
 const WIRES: [Wire; 4] = [
@@ -134,7 +139,7 @@ async fn killed_servers_lose_no_acknowledged_turn_or_fold() {
                     format!("http://127.0.0.1:{port}"),
                     wire,
                     session,
-                    TURNS,
+                    turns(),
                 )),
             ));
         }

@@ -18,12 +18,16 @@
 //!   a `compress` call once a range is listed, then [`CLI_FINAL`];
 //! - anything else: the text `ok`.
 //!
+//! Whatever the script, a request the real provider would refuse (tool calls and results
+//! that do not pair up, empty messages; see [`provider_rules`]) gets its 400.
+//!
 //! Whatever the script, a `summarizer.llm` side request is answered with
 //! `TOPIC: side summary` and [`MOCK_LLM_SUMMARY`].
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 pub mod agent;
 pub mod cli;
+pub mod provider_rules;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -56,6 +60,8 @@ pub struct Mock {
     pub received: Arc<Mutex<Vec<Received>>>,
     /// The script for requests without `x-mock-script` (clients that cannot set headers).
     pub default_script: String,
+    /// Why each request the provider's pairing rules refuse was refused.
+    pub refused: Arc<Mutex<Vec<String>>>,
 }
 
 impl Mock {
@@ -671,6 +677,21 @@ fn gemini(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
     out
 }
 
+/// A provider's 400 body for an invalid request, in its wire's error shape.
+fn invalid_request(wire: Wire, message: &str) -> Value {
+    match wire {
+        Wire::Anthropic => {
+            json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
+        }
+        Wire::OpenAiChat | Wire::OpenAiResponses => {
+            json!({"error": {"message": message, "type": "invalid_request_error", "param": "messages", "code": null}})
+        }
+        Wire::Gemini => {
+            json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}})
+        }
+    }
+}
+
 fn overflow(wire: Wire) -> (StatusCode, String) {
     let body = match wire {
         Wire::Anthropic => {
@@ -729,6 +750,16 @@ async fn handler(
             .unwrap();
     }
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if let Some(message) = provider_rules::refusal(wire, &parsed) {
+        // What the real provider answers a history it refuses.
+        eprintln!("mock provider: refused {path}: {message}");
+        mock.refused.lock().unwrap().push(message.clone());
+        return Response::builder()
+            .status(StatusCode::BAD_REQUEST)
+            .header("content-type", "application/json")
+            .body(Body::from(invalid_request(wire, &message).to_string()))
+            .unwrap();
+    }
     let json_mime = parsed["generationConfig"]["responseMimeType"] == "application/json";
     if wire == Wire::Gemini
         && json_mime

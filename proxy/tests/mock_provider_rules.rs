@@ -1,0 +1,145 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The mock provider refuses, as the real providers do, a request whose tool calls and
+//! results do not pair up or whose messages are empty (support/provider_rules.rs); every
+//! serve test that expects an answer therefore also checks what foldwire forwarded. These
+//! cases pin the rules themselves, so a check that stopped refusing would fail here.
+
+mod support;
+
+use foldwire_core::Wire;
+use serde_json::json;
+use support::provider_rules::refusal;
+
+#[test]
+fn each_wire_refuses_a_dropped_result_and_a_stray_one() {
+    let anthropic_ok = json!({"messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "text", "text": "t"}, {"type": "tool_use", "id": "a", "name": "x", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}, {"type": "text", "text": "more"}]}
+    ]});
+    assert_eq!(refusal(Wire::Anthropic, &anthropic_ok), None);
+    let mut late = anthropic_ok.clone();
+    late["messages"][2]["content"] = json!([{"type": "text", "text": "more"}, {"type": "tool_result", "tool_use_id": "a", "content": "r"}]);
+    assert!(refusal(Wire::Anthropic, &late).is_some());
+    let mut stray = anthropic_ok.clone();
+    stray["messages"][1]["content"] = json!([{"type": "text", "text": "t"}]);
+    assert!(refusal(Wire::Anthropic, &stray).is_some());
+
+    let chat_ok = json!({"messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": null, "tool_calls": [{"id": "a"}, {"id": "b"}]},
+        {"role": "tool", "tool_call_id": "a", "content": "r"},
+        {"role": "tool", "tool_call_id": "b", "content": "r"},
+        {"role": "user", "content": "more"}
+    ]});
+    assert_eq!(refusal(Wire::OpenAiChat, &chat_ok), None);
+    let mut dropped = chat_ok.clone();
+    dropped["messages"].as_array_mut().unwrap().remove(3);
+    assert!(refusal(Wire::OpenAiChat, &dropped).is_some());
+    let mut orphan = chat_ok.clone();
+    orphan["messages"].as_array_mut().unwrap().remove(1);
+    assert!(refusal(Wire::OpenAiChat, &orphan).is_some());
+
+    let responses_ok = json!({"input": [
+        {"role": "user", "content": "go"},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {"type": "function_call", "call_id": "a", "name": "x", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "a", "output": "r"},
+        {"role": "user", "content": "more"}
+    ]});
+    assert_eq!(refusal(Wire::OpenAiResponses, &responses_ok), None);
+    let mut no_output = responses_ok.clone();
+    no_output["input"].as_array_mut().unwrap().remove(3);
+    assert!(refusal(Wire::OpenAiResponses, &no_output).is_some());
+    let mut no_call = responses_ok.clone();
+    no_call["input"].as_array_mut().unwrap().remove(2);
+    assert!(refusal(Wire::OpenAiResponses, &no_call).is_some());
+
+    let gemini_ok = json!({"contents": [
+        {"role": "user", "parts": [{"text": "go"}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "x", "args": {}}}, {"functionCall": {"name": "y", "args": {}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "x", "response": {}}}, {"functionResponse": {"name": "y", "response": {}}}]},
+        {"role": "user", "parts": [{"text": "more"}]}
+    ]});
+    assert_eq!(refusal(Wire::Gemini, &gemini_ok), None);
+    let mut short = gemini_ok.clone();
+    short["contents"][2]["parts"].as_array_mut().unwrap().pop();
+    assert!(refusal(Wire::Gemini, &short).is_some());
+    let mut orphan = gemini_ok.clone();
+    orphan["contents"].as_array_mut().unwrap().remove(1);
+    assert!(refusal(Wire::Gemini, &orphan).is_some());
+}
+
+#[test]
+fn empty_messages_and_parts_are_refused_where_the_provider_refuses_them() {
+    let anthropic = |content: serde_json::Value, last: serde_json::Value| json!({"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": content}, last]});
+    let next = json!({"role": "user", "content": "more"});
+    assert_eq!(
+        refusal(Wire::Anthropic, &anthropic(json!("ok"), next.clone())),
+        None
+    );
+    assert!(refusal(Wire::Anthropic, &anthropic(json!(""), next.clone())).is_some());
+    assert!(refusal(Wire::Anthropic, &anthropic(json!([]), next.clone())).is_some());
+    let empty_text = json!([{"type": "text", "text": ""}]);
+    assert!(refusal(Wire::Anthropic, &anthropic(empty_text, next)).is_some());
+    // A prefill: the final assistant message may be empty.
+    let prefill = json!({"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": ""}]});
+    assert_eq!(refusal(Wire::Anthropic, &prefill), None);
+
+    let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "go"}]}, {"role": "model", "parts": []}]});
+    assert!(refusal(Wire::Gemini, &gemini).is_some());
+}
+
+/// Real requests the providers accepted pass the mock's rules: they refuse only what the
+/// providers refuse.
+#[test]
+fn captured_provider_requests_pass_the_rules() {
+    let Some(_) = foldwire_core::fixtures::dir() else {
+        eprintln!("fixtures absent: captured_provider_requests_pass_the_rules not run");
+        return;
+    };
+    let mut checked = 0;
+    for wire in [
+        Wire::Anthropic,
+        Wire::OpenAiChat,
+        Wire::OpenAiResponses,
+        Wire::Gemini,
+    ] {
+        for path in foldwire_core::fixtures::files(wire.as_str(), "request-") {
+            let body: serde_json::Value =
+                serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            assert_eq!(refusal(wire, &body), None, "{}", path.display());
+            checked += 1;
+        }
+    }
+    assert!(checked >= 20, "only {checked} captured requests found");
+}
+
+/// Through HTTP: the mock answers a request that breaks the rules with the provider's 400
+/// and records why.
+#[tokio::test]
+async fn the_mock_answers_a_broken_pairing_with_the_providers_400() {
+    let (addr, mock) = support::start_mock().await;
+    let body = json!({"model": "m", "max_tokens": 10, "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "x", "input": {}}]},
+        {"role": "user", "content": "the result went missing"}
+    ]});
+    let resp = reqwest::Client::new()
+        .post(format!("http://{addr}/v1/messages"))
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let error: serde_json::Value = resp.json().await.unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    assert!(
+        error["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("tool_result"),
+        "{error}"
+    );
+    assert_eq!(mock.refused.lock().unwrap().len(), 1);
+}

@@ -1,0 +1,242 @@
+//! Rules the real providers enforce on a request's history, written from their documented
+//! 400 errors, so the mock refuses what they would refuse: tool calls and results that do
+//! not pair up, and (Messages API, Gemini) empty messages or parts. A request foldwire
+//! forwards with a call whose result it dropped, a result whose call it dropped, or a
+//! message a fold emptied then fails every test that expects an answer, as it would fail
+//! the user, instead of being answered by a mock that never looked.
+//!
+//! Each check reads the JSON the mock received, independently of foldwire's own decoder
+//! and repair code. Calls that end the request with no message after them are not checked:
+//! the rules below speak of the message that follows a call.
+
+use serde_json::Value;
+
+use foldwire_core::Wire;
+
+/// What the provider of `wire` would refuse in `body`, in its own words, or `None`.
+pub fn refusal(wire: Wire, body: &Value) -> Option<String> {
+    match wire {
+        Wire::Anthropic => anthropic(body),
+        Wire::OpenAiChat => chat(body),
+        Wire::OpenAiResponses => responses(body),
+        Wire::Gemini => gemini(body),
+    }
+}
+
+fn blocks(message: &Value) -> &[Value] {
+    message["content"].as_array().map_or(&[], Vec::as_slice)
+}
+
+fn ids<'a>(items: impl Iterator<Item = &'a Value>, kind: &str, field: &str) -> Vec<String> {
+    items
+        .filter(|b| b["type"] == kind)
+        .filter_map(|b| b[field].as_str().map(str::to_owned))
+        .collect()
+}
+
+/// Messages API: the message after tool_use blocks is a user message that begins with a
+/// tool_result for each of them, and a tool_result answers a tool_use of the message just
+/// before it.
+fn anthropic(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    for (i, message) in messages.iter().enumerate() {
+        let final_assistant = i + 1 == messages.len() && message["role"] == "assistant";
+        let empty = match &message["content"] {
+            Value::String(s) => s.is_empty(),
+            Value::Array(b) => b.is_empty(),
+            _ => false,
+        };
+        if empty && !final_assistant {
+            return Some(format!(
+                "messages.{i}: all messages must have non-empty content except for the optional final assistant message"
+            ));
+        }
+        if let Some(at) = blocks(message)
+            .iter()
+            .position(|b| b["type"] == "text" && b["text"] == "")
+        {
+            return Some(format!(
+                "messages.{i}.content.{at}.text: text content blocks must be non-empty"
+            ));
+        }
+        let results = ids(blocks(message).iter(), "tool_result", "tool_use_id");
+        if !results.is_empty() {
+            let calls = match i.checked_sub(1).map(|p| &messages[p]) {
+                Some(prev) if prev["role"] == "assistant" => {
+                    ids(blocks(prev).iter(), "tool_use", "id")
+                }
+                _ => Vec::new(),
+            };
+            if let Some(stray) = results.iter().find(|r| !calls.contains(r)) {
+                return Some(format!(
+                    "messages.{i}.content: unexpected `tool_use_id` found in `tool_result` blocks: {stray}. Each `tool_result` block must have a corresponding `tool_use` block in the previous message."
+                ));
+            }
+        }
+        if message["role"] != "assistant" {
+            continue;
+        }
+        let calls = ids(blocks(message).iter(), "tool_use", "id");
+        let Some(next) = messages.get(i + 1) else {
+            continue;
+        };
+        if calls.is_empty() {
+            continue;
+        }
+        let leading = blocks(next)
+            .iter()
+            .take_while(|b| b["type"] == "tool_result")
+            .count();
+        if next["role"] != "user" || leading < calls.len() {
+            return Some(format!(
+                "messages.{}: Did not find {} tool_result block(s) at the beginning of this message. Messages following `tool_use` blocks must begin with a matching number of `tool_result` blocks.",
+                i + 1,
+                calls.len()
+            ));
+        }
+        let answered = ids(blocks(next).iter(), "tool_result", "tool_use_id");
+        if let Some(missing) = calls.iter().find(|c| !answered.contains(c)) {
+            return Some(format!(
+                "messages.{i}: `tool_use` ids were found without `tool_result` blocks immediately after: {missing}. Each `tool_use` block must have a corresponding `tool_result` block in the next message."
+            ));
+        }
+    }
+    None
+}
+
+/// Chat Completions: an assistant message with tool_calls is followed by one tool message
+/// per call, and a tool message answers a call of the assistant message before its run.
+fn chat(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let mut open: Option<(usize, Vec<String>)> = None;
+    for (i, message) in messages.iter().enumerate() {
+        if message["role"] == "tool" {
+            let id = message["tool_call_id"].as_str().unwrap_or_default();
+            match open.as_mut() {
+                Some((_, pending)) if pending.iter().any(|p| p == id) => {
+                    pending.retain(|p| p != id);
+                }
+                _ => {
+                    return Some(format!(
+                        "Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. (messages.[{i}], tool_call_id {id})"
+                    ));
+                }
+            }
+            continue;
+        }
+        if let Some((at, pending)) = open.take()
+            && !pending.is_empty()
+        {
+            return Some(unanswered_calls(at, &pending));
+        }
+        let calls: Vec<String> = message["tool_calls"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice)
+            .iter()
+            .filter_map(|c| c["id"].as_str().map(str::to_owned))
+            .collect();
+        if message["role"] == "assistant" && !calls.is_empty() && i + 1 < messages.len() {
+            open = Some((i, calls));
+        }
+    }
+    open.filter(|(_, pending)| !pending.is_empty())
+        .map(|(at, pending)| unanswered_calls(at, &pending))
+}
+
+fn unanswered_calls(at: usize, pending: &[String]) -> String {
+    format!(
+        "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: {} (messages.[{at}])",
+        pending.join(", ")
+    )
+}
+
+/// The call and output item types of the Responses API, by the field that links them.
+const RESPONSES_PAIRS: [(&str, &str); 4] = [
+    ("function_call", "function_call_output"),
+    ("custom_tool_call", "custom_tool_call_output"),
+    ("local_shell_call", "local_shell_call_output"),
+    ("computer_call", "computer_call_output"),
+];
+
+/// Responses: every call output answers a call earlier in `input`, a function call that
+/// has items after it has its output among them, and a reasoning item is followed by the
+/// item it produced (not by input, not by an output).
+fn responses(body: &Value) -> Option<String> {
+    let items = body["input"].as_array()?;
+    let mut calls: Vec<(usize, String)> = Vec::new();
+    let mut outputs: Vec<String> = Vec::new();
+    for (i, item) in items.iter().enumerate() {
+        let kind = item["type"].as_str().unwrap_or("message");
+        let call_id = item["call_id"].as_str().unwrap_or_default().to_owned();
+        if RESPONSES_PAIRS.iter().any(|(call, _)| *call == kind) {
+            calls.push((i, call_id));
+        } else if RESPONSES_PAIRS.iter().any(|(_, output)| *output == kind) {
+            if !calls.iter().any(|(_, c)| *c == call_id) {
+                return Some(format!(
+                    "No tool call found for function call output with call_id {call_id}. (input[{i}])"
+                ));
+            }
+            outputs.push(call_id);
+        } else if kind == "reasoning" {
+            let follower = items.get(i + 1);
+            let produced = follower.is_some_and(|next| {
+                let next_kind = next["type"].as_str().unwrap_or("message");
+                !next_kind.ends_with("_output")
+                    && (next_kind != "message" || next["role"] == "assistant")
+            });
+            if !produced {
+                let id = item["id"].as_str().unwrap_or_default();
+                return Some(format!(
+                    "Item '{id}' of type 'reasoning' was provided without its required following item. (input[{i}])"
+                ));
+            }
+        }
+    }
+    let last = items.len().saturating_sub(1);
+    calls
+        .iter()
+        .find(|(at, id)| *at < last && !outputs.contains(id))
+        .map(|(at, id)| format!("No tool output found for function call {id}. (input[{at}])"))
+}
+
+fn parts(content: &Value) -> &[Value] {
+    content["parts"].as_array().map_or(&[], Vec::as_slice)
+}
+
+fn count(content: &Value, key: &str) -> usize {
+    parts(content)
+        .iter()
+        .filter(|p| p.get(key).is_some())
+        .count()
+}
+
+/// Gemini: a turn of function responses comes right after a model turn of function calls,
+/// and answers each of its calls.
+fn gemini(body: &Value) -> Option<String> {
+    let contents = body["contents"].as_array()?;
+    for (i, content) in contents.iter().enumerate() {
+        if parts(content).is_empty() {
+            return Some(format!("contents[{i}].parts must not be empty."));
+        }
+        let responses = count(content, "functionResponse");
+        let calls_before = i
+            .checked_sub(1)
+            .map_or(0, |p| count(&contents[p], "functionCall"));
+        if responses > 0 && calls_before == 0 {
+            return Some(format!(
+                "Please ensure that function response turn comes immediately after a function call turn. (contents[{i}])"
+            ));
+        }
+        let calls = count(content, "functionCall");
+        if calls > 0
+            && let Some(next) = contents.get(i + 1)
+            && count(next, "functionResponse") != calls
+        {
+            return Some(format!(
+                "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn. (contents[{}])",
+                i + 1
+            ));
+        }
+    }
+    None
+}
