@@ -156,7 +156,7 @@ async fn killed_servers_lose_no_acknowledged_turn_or_fold() {
         let log = log.clone();
         tokio::spawn(async move {
             while !done.load(Ordering::SeqCst) {
-                tokio::time::sleep(Duration::from_millis(rng.between(150, 700))).await;
+                tokio::time::sleep(Duration::from_millis(rng.between(40, 250))).await;
                 server.kill().unwrap();
                 server.wait().unwrap();
                 kills.fetch_add(1, Ordering::SeqCst);

@@ -20,9 +20,7 @@ async fn recording_host() -> (std::net::SocketAddr, Arc<Mutex<Vec<HeaderMap>>>) 
             "stolen"
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = serve_upstream(app).await;
     (addr, seen)
 }
 
@@ -32,10 +30,7 @@ async fn redirecting_upstream(target: String) -> std::net::SocketAddr {
         let target = target.clone();
         async move { (StatusCode::TEMPORARY_REDIRECT, [("location", target)], "") }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    addr
+    serve_upstream(app).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -41,9 +41,7 @@ async fn start_large_body_provider() -> (
             }
         }))
         .layer(axum::extract::DefaultBodyLimit::disable());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = serve_upstream(app).await;
     (addr, received)
 }
 

@@ -835,13 +835,27 @@ pub async fn start_mock_scripted(script: &str) -> (SocketAddr, Mock) {
         default_script: script.to_owned(),
         ..Mock::default()
     };
+    // Real providers take bodies of tens of megabytes (Anthropic's limit is 32 MB), not
+    // axum's default of 2 MB.
     let app = axum::Router::new()
         .fallback(axum::routing::any(handler))
+        .layer(axum::extract::DefaultBodyLimit::max(32 << 20))
         .with_state(mock.clone());
+    (serve_upstream(app).await, mock)
+}
+
+/// Serves `app` as an upstream provider on a loopback port, with TCP_NODELAY as real
+/// providers' servers set it: without it Nagle holds each small write after the first
+/// until the proxy's delayed ACK (40 ms), so every answer took 40 ms and a stream's
+/// chunks arrived merged.
+pub async fn serve_upstream(app: axum::Router) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        let _ = tcp.set_nodelay(true);
+    });
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (addr, mock)
+    addr
 }
 
 pub async fn start_proxy_with(
