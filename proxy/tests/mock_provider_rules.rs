@@ -17,13 +17,13 @@ fn each_wire_refuses_a_dropped_result_and_a_stray_one() {
         {"role": "assistant", "content": [{"type": "text", "text": "t"}, {"type": "tool_use", "id": "a", "name": "x", "input": {}}]},
         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}, {"type": "text", "text": "more"}]}
     ]});
-    assert_eq!(refusal(Wire::Anthropic, &anthropic_ok), None);
+    assert_eq!(refusal(Wire::Anthropic, "", &anthropic_ok), None);
     let mut late = anthropic_ok.clone();
     late["messages"][2]["content"] = json!([{"type": "text", "text": "more"}, {"type": "tool_result", "tool_use_id": "a", "content": "r"}]);
-    assert!(refusal(Wire::Anthropic, &late).is_some());
+    assert!(refusal(Wire::Anthropic, "", &late).is_some());
     let mut stray = anthropic_ok.clone();
     stray["messages"][1]["content"] = json!([{"type": "text", "text": "t"}]);
-    assert!(refusal(Wire::Anthropic, &stray).is_some());
+    assert!(refusal(Wire::Anthropic, "", &stray).is_some());
 
     let chat_ok = json!({"messages": [
         {"role": "user", "content": "go"},
@@ -32,13 +32,13 @@ fn each_wire_refuses_a_dropped_result_and_a_stray_one() {
         {"role": "tool", "tool_call_id": "b", "content": "r"},
         {"role": "user", "content": "more"}
     ]});
-    assert_eq!(refusal(Wire::OpenAiChat, &chat_ok), None);
+    assert_eq!(refusal(Wire::OpenAiChat, "", &chat_ok), None);
     let mut dropped = chat_ok.clone();
     dropped["messages"].as_array_mut().unwrap().remove(3);
-    assert!(refusal(Wire::OpenAiChat, &dropped).is_some());
+    assert!(refusal(Wire::OpenAiChat, "", &dropped).is_some());
     let mut orphan = chat_ok.clone();
     orphan["messages"].as_array_mut().unwrap().remove(1);
-    assert!(refusal(Wire::OpenAiChat, &orphan).is_some());
+    assert!(refusal(Wire::OpenAiChat, "", &orphan).is_some());
 
     let responses_ok = json!({"input": [
         {"role": "user", "content": "go"},
@@ -47,13 +47,13 @@ fn each_wire_refuses_a_dropped_result_and_a_stray_one() {
         {"type": "function_call_output", "call_id": "a", "output": "r"},
         {"role": "user", "content": "more"}
     ]});
-    assert_eq!(refusal(Wire::OpenAiResponses, &responses_ok), None);
+    assert_eq!(refusal(Wire::OpenAiResponses, "", &responses_ok), None);
     let mut no_output = responses_ok.clone();
     no_output["input"].as_array_mut().unwrap().remove(3);
-    assert!(refusal(Wire::OpenAiResponses, &no_output).is_some());
+    assert!(refusal(Wire::OpenAiResponses, "", &no_output).is_some());
     let mut no_call = responses_ok.clone();
     no_call["input"].as_array_mut().unwrap().remove(2);
-    assert!(refusal(Wire::OpenAiResponses, &no_call).is_some());
+    assert!(refusal(Wire::OpenAiResponses, "", &no_call).is_some());
 
     let gemini_ok = json!({"contents": [
         {"role": "user", "parts": [{"text": "go"}]},
@@ -61,13 +61,13 @@ fn each_wire_refuses_a_dropped_result_and_a_stray_one() {
         {"role": "user", "parts": [{"functionResponse": {"name": "x", "response": {}}}, {"functionResponse": {"name": "y", "response": {}}}]},
         {"role": "user", "parts": [{"text": "more"}]}
     ]});
-    assert_eq!(refusal(Wire::Gemini, &gemini_ok), None);
+    assert_eq!(refusal(Wire::Gemini, "", &gemini_ok), None);
     let mut short = gemini_ok.clone();
     short["contents"][2]["parts"].as_array_mut().unwrap().pop();
-    assert!(refusal(Wire::Gemini, &short).is_some());
+    assert!(refusal(Wire::Gemini, "", &short).is_some());
     let mut orphan = gemini_ok.clone();
     orphan["contents"].as_array_mut().unwrap().remove(1);
-    assert!(refusal(Wire::Gemini, &orphan).is_some());
+    assert!(refusal(Wire::Gemini, "", &orphan).is_some());
 }
 
 #[test]
@@ -75,19 +75,68 @@ fn empty_messages_and_parts_are_refused_where_the_provider_refuses_them() {
     let anthropic = |content: serde_json::Value, last: serde_json::Value| json!({"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": content}, last]});
     let next = json!({"role": "user", "content": "more"});
     assert_eq!(
-        refusal(Wire::Anthropic, &anthropic(json!("ok"), next.clone())),
+        refusal(Wire::Anthropic, "", &anthropic(json!("ok"), next.clone())),
         None
     );
-    assert!(refusal(Wire::Anthropic, &anthropic(json!(""), next.clone())).is_some());
-    assert!(refusal(Wire::Anthropic, &anthropic(json!([]), next.clone())).is_some());
+    assert!(refusal(Wire::Anthropic, "", &anthropic(json!(""), next.clone())).is_some());
+    assert!(refusal(Wire::Anthropic, "", &anthropic(json!([]), next.clone())).is_some());
     let empty_text = json!([{"type": "text", "text": ""}]);
-    assert!(refusal(Wire::Anthropic, &anthropic(empty_text, next)).is_some());
+    assert!(refusal(Wire::Anthropic, "", &anthropic(empty_text, next)).is_some());
     // A prefill: the final assistant message may be empty.
     let prefill = json!({"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": ""}]});
-    assert_eq!(refusal(Wire::Anthropic, &prefill), None);
+    assert_eq!(refusal(Wire::Anthropic, "", &prefill), None);
 
     let gemini = json!({"contents": [{"role": "user", "parts": [{"text": "go"}]}, {"role": "model", "parts": []}]});
-    assert!(refusal(Wire::Gemini, &gemini).is_some());
+    assert!(refusal(Wire::Gemini, "", &gemini).is_some());
+}
+
+#[test]
+fn signed_reasoning_goes_back_where_the_provider_requires_it() {
+    let with_first = |first: serde_json::Value, thinking: &str| {
+        json!({"thinking": {"type": thinking, "budget_tokens": 1024}, "messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [first, {"type": "tool_use", "id": "a", "name": "x", "input": {}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "a", "content": "r"}]}
+        ]})
+    };
+    let signed = json!({"type": "thinking", "thinking": "hm", "signature": "c2ln"});
+    let text = json!({"type": "text", "text": "t"});
+    assert_eq!(
+        refusal(Wire::Anthropic, "", &with_first(signed, "enabled")),
+        None
+    );
+    let refused = refusal(Wire::Anthropic, "", &with_first(text.clone(), "enabled")).unwrap();
+    assert!(
+        refused.contains("must start with a thinking block"),
+        "{refused}"
+    );
+    let unsigned = json!({"type": "thinking", "thinking": "hm", "signature": ""});
+    assert!(refusal(Wire::Anthropic, "", &with_first(unsigned, "adaptive")).is_some());
+    assert_eq!(
+        refusal(Wire::Anthropic, "", &with_first(text, "disabled")),
+        None
+    );
+
+    let gemini = |call: serde_json::Value| {
+        json!({"contents": [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [{"text": "hm", "thought": true}, call]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "x", "response": {}}}]}
+        ]})
+    };
+    let three = "/v1beta/models/gemini-3-pro-preview:generateContent";
+    let signed = json!({"functionCall": {"name": "x", "args": {}}, "thoughtSignature": "c2ln"});
+    let bare = json!({"functionCall": {"name": "x", "args": {}}});
+    assert_eq!(refusal(Wire::Gemini, three, &gemini(signed)), None);
+    assert!(refusal(Wire::Gemini, three, &gemini(bare.clone())).is_some());
+    assert_eq!(
+        refusal(
+            Wire::Gemini,
+            "/v1beta/models/gemini-2.5-pro:generateContent",
+            &gemini(bare)
+        ),
+        None
+    );
 }
 
 /// Real requests the providers accepted pass the mock's rules: they refuse only what the
@@ -108,7 +157,14 @@ fn captured_provider_requests_pass_the_rules() {
         for path in foldwire_core::fixtures::files(wire.as_str(), "request-") {
             let body: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-            assert_eq!(refusal(wire, &body), None, "{}", path.display());
+            // Gemini's captures are checked as requests to a Gemini 3 model, whose signature
+            // rule is the strictest.
+            let to = if wire == Wire::Gemini {
+                "/v1beta/models/gemini-3-pro-preview:generateContent"
+            } else {
+                ""
+            };
+            assert_eq!(refusal(wire, to, &body), None, "{}", path.display());
             checked += 1;
         }
     }

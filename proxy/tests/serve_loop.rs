@@ -199,6 +199,116 @@ async fn the_models_compress_call_is_applied_hidden_and_stitched_on_every_wire()
     }
 }
 
+/// A model that reasons signs its reasoning, and its provider wants it back with the calls
+/// it led to: Anthropic with thinking on refuses tool results after an assistant message
+/// that does not start with its signed thinking, Gemini 3 a function call without its thought
+/// signature (the mock refuses both as they do). The loop's next round sends the model's
+/// reasoning back as it came, so the model's turn goes on to its answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_models_signed_reasoning_goes_back_with_its_compress_call() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let client = reqwest::Client::new();
+    for wire in [Wire::Anthropic, Wire::OpenAiResponses, Wire::Gemini] {
+        for stream in [true, false] {
+            mock.received.lock().unwrap().clear();
+            let mut body = history_body(wire, 16, 2400, stream);
+            let path = match wire {
+                Wire::Anthropic => {
+                    body["thinking"] =
+                        serde_json::json!({"type": "enabled", "budget_tokens": 1024});
+                    path_of(wire, stream).to_owned()
+                }
+                Wire::OpenAiResponses => {
+                    body["include"] = serde_json::json!(["reasoning.encrypted_content"]);
+                    body["store"] = Value::Bool(false);
+                    path_of(wire, stream).to_owned()
+                }
+                _ => path_of(wire, stream).replace("models/g:", "models/gemini-3-pro-preview:"),
+            };
+            let resp = client
+                .post(format!("http://{proxy}{path}"))
+                .header(
+                    "x-foldwire-session",
+                    format!("signed-{}-{stream}", wire.as_str()),
+                )
+                .header("x-mock-script", "compress")
+                .header("content-type", "application/json")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status();
+            let got = resp.bytes().await.unwrap();
+            assert_eq!(
+                status,
+                200,
+                "{wire} stream={stream}: {}",
+                String::from_utf8_lossy(&got)
+            );
+            let refused = mock.refused.lock().unwrap().clone();
+            assert!(refused.is_empty(), "{wire} stream={stream}: {refused:?}");
+            let text = text_of(&events(wire, stream, &got));
+            assert!(
+                text.contains("All done."),
+                "{wire} stream={stream}: {text:?}"
+            );
+
+            let bodies = mock.bodies();
+            assert_eq!(
+                bodies.len(),
+                2,
+                "{wire} stream={stream}: two rounds upstream"
+            );
+            let follow_up: Value = serde_json::from_slice(&bodies[1]).unwrap();
+            // The signature the mock gave the first round (request 1 of this session's
+            // mock log) comes back exactly, where the wire keeps it.
+            let received = mock.received.lock().unwrap().len();
+            let n = received - 1;
+            let signature = format!("sig{n}_{}", "Q29udGludWl0eQ".repeat(4));
+            let round = match wire {
+                Wire::Anthropic => {
+                    let list = follow_up["messages"].as_array().unwrap();
+                    list[list.len() - 2]["content"][0].clone()
+                }
+                Wire::OpenAiResponses => {
+                    let list = follow_up["input"].as_array().unwrap();
+                    list.iter()
+                        .rev()
+                        .find(|i| i["type"] == "reasoning")
+                        .unwrap()
+                        .clone()
+                }
+                _ => {
+                    let list = follow_up["contents"].as_array().unwrap();
+                    list[list.len() - 2]["parts"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .find(|p| p.get("functionCall").is_some())
+                        .unwrap()
+                        .clone()
+                }
+            };
+            let carried = match wire {
+                Wire::Anthropic => &round["signature"],
+                Wire::OpenAiResponses => &round["encrypted_content"],
+                _ => &round["thoughtSignature"],
+            };
+            assert_eq!(
+                carried,
+                &Value::from(signature),
+                "{wire} stream={stream}: {round}"
+            );
+            if wire == Wire::Anthropic {
+                assert_eq!(round["type"], "thinking");
+                assert_eq!(round["thinking"], format!("Thinking about request {n}."));
+            }
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_tool_call_ends_the_loop_and_reaches_the_client() {
     let (upstream, mock) = start_mock().await;

@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use foldwire_core::{Conversation, SessionId, Wire};
-use foldwire_wire::dialect::WireDialect;
+use foldwire_wire::dialect::{TurnReasoning, WireDialect};
 use foldwire_wire::stream::{
     HiddenCall, ParsedEvent, StreamEvent, StreamFilter, StreamParser, parse_response,
 };
@@ -323,11 +323,18 @@ fn usage_of(events: &[ParsedEvent]) -> impl Iterator<Item = StreamEvent> + '_ {
 #[derive(Default)]
 struct RoundSeen {
     text: String,
+    /// The reasoning the next round sends back in front of the calls.
+    reasoning: TurnReasoning,
     client_calls: bool,
     events: Vec<StreamEvent>,
 }
 
 impl RoundSeen {
+    /// Reads one streamed event's payload, or a whole answer body, for its reasoning.
+    fn see_payload(&mut self, wire: Wire, payload: &str) {
+        self.reasoning.observe(wire, payload);
+    }
+
     fn see(&mut self, events: &[StreamEvent]) {
         for e in events {
             match e {
@@ -359,7 +366,7 @@ async fn next_round(
     ex: &mut Exchange,
     wire: Wire,
     round: usize,
-    text: &str,
+    seen: &RoundSeen,
     hidden: &[HiddenCall],
 ) -> Option<reqwest::Response> {
     let (_, session) = ex.session.clone()?;
@@ -376,7 +383,14 @@ async fn next_round(
         last.text.push_str(LAST_ROUND_NOTE);
     }
     let looped = ex.looped.as_mut()?;
-    let body = calls::append_round(wire, &looped.body, text, hidden, &results)?;
+    let body = calls::append_round(
+        wire,
+        &looped.body,
+        &seen.reasoning,
+        &seen.text,
+        hidden,
+        &results,
+    )?;
     looped.body = body.clone();
     let upstream = send(ex, body).await.ok()?;
     if upstream.status().is_success() {
@@ -465,7 +479,7 @@ async fn stream_rounds(
                 Ok(events) => {
                     for ev in events {
                         consumed = consumed.max(ev.raw.len() + offset_in_round(&ev));
-                        if !emit(&mut filter, &mut stitcher, &mut seen, &ev, &tx).await {
+                        if !emit(wire, &mut filter, &mut stitcher, &mut seen, &ev, &tx).await {
                             return;
                         }
                     }
@@ -486,7 +500,7 @@ async fn stream_rounds(
         }
         if let Ok(events) = parser.finish() {
             for ev in events {
-                if !emit(&mut filter, &mut stitcher, &mut seen, &ev, &tx).await {
+                if !emit(wire, &mut filter, &mut stitcher, &mut seen, &ev, &tx).await {
                     return;
                 }
             }
@@ -497,7 +511,7 @@ async fn stream_rounds(
         let hidden = filter.finish();
         if goes_on(&ex, round, &seen, &hidden) {
             let every = Duration::from_secs(ex.app.config.keepalive_secs);
-            let work = next_round(&mut ex, wire, round, &seen.text, &hidden);
+            let work = next_round(&mut ex, wire, round, &seen, &hidden);
             let next = if comments_allowed {
                 with_keepalive(work, &tx, every).await
             } else {
@@ -534,6 +548,7 @@ fn offset_in_round(ev: &ParsedEvent) -> usize {
 /// Filters and stitches one event and sends what the client should see; false once the
 /// client is gone.
 async fn emit(
+    wire: Wire,
     filter: &mut StreamFilter,
     stitcher: &mut Stitcher,
     seen: &mut RoundSeen,
@@ -541,6 +556,9 @@ async fn emit(
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) -> bool {
     seen.see(&ev.events);
+    if let Some(data) = ev.data.as_deref() {
+        seen.see_payload(wire, data);
+    }
     let out = match filter.push(ev) {
         Ok(Some(bytes)) => bytes,
         Ok(None) => return true,
@@ -584,12 +602,15 @@ async fn json_rounds(
         };
         let mut seen = RoundSeen::default();
         seen.see(&events);
+        if let Ok(body) = std::str::from_utf8(&bytes) {
+            seen.see_payload(wire, body);
+        }
         if round == 0 {
             record_usage(&ex, wire, &seen.events);
         }
         let hidden = hidden_calls(&events);
         if goes_on(&ex, round, &seen, &hidden)
-            && let Some(next) = next_round(&mut ex, wire, round, &seen.text, &hidden).await
+            && let Some(next) = next_round(&mut ex, wire, round, &seen, &hidden).await
         {
             if let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) {
                 calls::strip_json(wire, &mut value);

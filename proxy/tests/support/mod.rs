@@ -91,6 +91,13 @@ pub fn wire_of_path(path: &str) -> Wire {
 #[derive(Debug, Clone)]
 pub enum Piece {
     Text(String),
+    /// Reasoning with its signature: an Anthropic thinking block, a Responses reasoning item
+    /// (the signature as its encrypted content), a Gemini thought part whose signature goes
+    /// on the next function call.
+    Thinking {
+        text: String,
+        signature: String,
+    },
     Call {
         id: String,
         name: String,
@@ -472,6 +479,9 @@ fn anthropic(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
             .iter()
             .map(|p| match p {
                 Piece::Text(t) => json!({"type": "text", "text": t}),
+                Piece::Thinking { text, signature } => {
+                    json!({"type": "thinking", "thinking": text, "signature": signature})
+                }
                 Piece::Call { id, name, args } => {
                     json!({"type": "tool_use", "id": id, "name": name, "input": args})
                 }
@@ -494,6 +504,20 @@ fn anthropic(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
                 out += &sse(
                     Some("content_block_delta"),
                     &json!({"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": t}}),
+                );
+            }
+            Piece::Thinking { text, signature } => {
+                out += &sse(
+                    Some("content_block_start"),
+                    &json!({"type": "content_block_start", "index": i, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
+                );
+                out += &sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": i, "delta": {"type": "thinking_delta", "thinking": text}}),
+                );
+                out += &sse(
+                    Some("content_block_delta"),
+                    &json!({"type": "content_block_delta", "index": i, "delta": {"type": "signature_delta", "signature": signature}}),
                 );
             }
             Piece::Call { id, name, args } => {
@@ -531,14 +555,14 @@ fn chat(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
         .iter()
         .filter_map(|p| match p {
             Piece::Text(t) => Some(t.as_str()),
-            Piece::Call { .. } => None,
+            _ => None,
         })
         .collect();
     let calls: Vec<Value> = pieces
         .iter()
         .filter_map(|p| match p {
             Piece::Call { id, name, args } => Some((id, name, args)),
-            Piece::Text(_) => None,
+            _ => None,
         })
         .enumerate()
         .map(|(k, (id, name, args))| json!({"index": k, "id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
@@ -587,6 +611,7 @@ fn responses(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
         .enumerate()
         .map(|(i, p)| match p {
             Piece::Text(t) => json!({"type": "message", "id": format!("msg_{n}_{i}"), "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": t, "annotations": []}]}),
+            Piece::Thinking { text, signature } => json!({"type": "reasoning", "id": format!("rs_{n}_{i}"), "summary": [{"type": "summary_text", "text": text}], "encrypted_content": signature}),
             Piece::Call { id, name, args } => json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": id, "name": name, "arguments": args.to_string(), "status": "completed"}),
         })
         .collect();
@@ -633,6 +658,11 @@ fn responses(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
                     json!({"type": "response.content_part.done", "item_id": mid, "output_index": i, "content_index": 0, "part": {"type": "output_text", "text": t, "annotations": []}}),
                 );
             }
+            Piece::Thinking { .. } => {
+                out += &ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "reasoning", "id": format!("rs_{n}_{i}"), "summary": []}}),
+                );
+            }
             Piece::Call { id, name, args } => {
                 out += &ev(
                     json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": id, "name": name, "arguments": "", "status": "in_progress"}}),
@@ -654,11 +684,23 @@ fn responses(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
 fn gemini(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
     let rid = format!("gresp-{n}");
     let usage = json!({"promptTokenCount": prompt, "candidatesTokenCount": 9, "totalTokenCount": prompt + 9});
+    // A thought's signature rides on the function call after it, as Gemini 3 sends it.
+    let mut signed: Option<&str> = None;
     let parts: Vec<Value> = pieces
         .iter()
         .map(|p| match p {
             Piece::Text(t) => json!({"text": t}),
-            Piece::Call { name, args, .. } => json!({"functionCall": {"name": name, "args": args}}),
+            Piece::Thinking { text, signature } => {
+                signed = Some(signature);
+                json!({"text": text, "thought": true})
+            }
+            Piece::Call { name, args, .. } => {
+                let mut part = json!({"functionCall": {"name": name, "args": args}});
+                if let Some(signature) = signed.take() {
+                    part["thoughtSignature"] = Value::from(signature);
+                }
+                part
+            }
         })
         .collect();
     if !stream {
@@ -750,7 +792,7 @@ async fn handler(
             .unwrap();
     }
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if let Some(message) = provider_rules::refusal(wire, &parsed) {
+    if let Some(message) = provider_rules::refusal(wire, &path, &parsed) {
         // What the real provider answers a history it refuses.
         eprintln!("mock provider: refused {path}: {message}");
         mock.refused.lock().unwrap().push(message.clone());
@@ -786,7 +828,17 @@ async fn handler(
             .unwrap();
     }
     let stream = parsed["stream"] == json!(true) || path.contains("alt=sse");
-    let pieces = script(&name, wire, n, &text);
+    let mut pieces = script(&name, wire, n, &text);
+    if provider_rules::thinks(wire, &path, &parsed) {
+        // A model that reasons starts every answer with its reasoning, signed.
+        pieces.insert(
+            0,
+            Piece::Thinking {
+                text: format!("Thinking about request {n}."),
+                signature: format!("sig{n}_{}", "Q29udGludWl0eQ".repeat(4)),
+            },
+        );
+    }
     let prompt = prompt_tokens(text.as_bytes());
     let out = match wire {
         Wire::Anthropic => anthropic(&pieces, stream, n, prompt),

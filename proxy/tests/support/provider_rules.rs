@@ -13,14 +13,84 @@ use serde_json::Value;
 
 use foldwire_core::Wire;
 
-/// What the provider of `wire` would refuse in `body`, in its own words, or `None`.
-pub fn refusal(wire: Wire, body: &Value) -> Option<String> {
-    match wire {
+/// What the provider of `wire` would refuse in `body`, sent to `path`, in its own words, or
+/// `None`.
+pub fn refusal(wire: Wire, path: &str, body: &Value) -> Option<String> {
+    let paired = match wire {
         Wire::Anthropic => anthropic(body),
         Wire::OpenAiChat => chat(body),
         Wire::OpenAiResponses => responses(body),
         Wire::Gemini => gemini(body),
+    };
+    paired.or_else(|| match wire {
+        Wire::Anthropic if thinks(wire, path, body) => thinking_first(body),
+        Wire::Gemini if thinks(wire, path, body) => signed_calls(body),
+        _ => None,
+    })
+}
+
+/// Whether the model a request is for reasons and signs its reasoning: Anthropic with
+/// thinking on, Responses asking for its encrypted reasoning, a Gemini 3 model.
+pub fn thinks(wire: Wire, path: &str, body: &Value) -> bool {
+    match wire {
+        Wire::Anthropic => matches!(
+            body["thinking"]["type"].as_str(),
+            Some("enabled" | "adaptive")
+        ),
+        Wire::OpenAiResponses => body["include"]
+            .as_array()
+            .is_some_and(|i| i.iter().any(|v| v == "reasoning.encrypted_content")),
+        Wire::Gemini => path.contains("gemini-3"),
+        Wire::OpenAiChat => false,
     }
+}
+
+/// Messages API with thinking on: the assistant message that tool results answer (the
+/// last one, when the request ends with results) starts with its thinking, signed.
+fn thinking_first(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let last = messages.last()?;
+    let answers_calls = last["role"] == "user" && blocks(last).first()?["type"] == "tool_result";
+    if !answers_calls {
+        return None;
+    }
+    let at = messages.len().checked_sub(2)?;
+    let first = blocks(&messages[at]).first()?;
+    let kind = first["type"].as_str().unwrap_or_default();
+    if kind == "redacted_thinking"
+        || (kind == "thinking" && first["signature"].as_str().is_some_and(|s| !s.is_empty()))
+    {
+        return None;
+    }
+    Some(format!(
+        "messages.{at}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{kind}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
+    ))
+}
+
+/// Gemini 3: each model turn of calls in the current turn (after the last user text)
+/// carries the thought signature on its first function call.
+fn signed_calls(body: &Value) -> Option<String> {
+    let contents = body["contents"].as_array()?;
+    let user_text = |c: &Value| {
+        c["role"] != "model"
+            && parts(c).iter().any(|p| p.get("text").is_some())
+            && count(c, "functionResponse") == 0
+    };
+    let start = contents.iter().rposition(user_text).map_or(0, |i| i + 1);
+    for (i, content) in contents.iter().enumerate().skip(start) {
+        let first_call = parts(content)
+            .iter()
+            .find(|p| p.get("functionCall").is_some());
+        if let Some(call) = first_call
+            && call.get("thoughtSignature").is_none()
+        {
+            return Some(format!(
+                "Function call `{}` in the contents[{i}] turn is missing a `thought_signature`. Function calls of the current turn must carry the signature they were sent with.",
+                call["functionCall"]["name"].as_str().unwrap_or_default()
+            ));
+        }
+    }
+    None
 }
 
 fn blocks(message: &Value) -> &[Value] {

@@ -4,8 +4,8 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, TrailingText, arguments_value,
-    base64_of, forced_or_forbidden, joined, obj_at, path_or, str_at,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, TrailingText, TurnReasoning,
+    arguments_value, base64_of, forced_or_forbidden, joined, obj_at, path_or, str_at,
 };
 use crate::request::extend::{ToolSpec, array_with, to_json};
 use crate::stream::{HiddenCall, Usage};
@@ -155,11 +155,14 @@ impl Dialect for Anthropic {
 
     fn round_items(
         &self,
+        reasoning: &TurnReasoning,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
     ) -> Vec<Value> {
-        let mut content = Vec::new();
+        // With thinking on, the assistant message before tool results starts with the
+        // thinking blocks the model sent, unmodified.
+        let mut content = reasoning.items.clone();
         if !text.is_empty() {
             content.push(json!({"type": "text", "text": text}));
         }
@@ -178,6 +181,62 @@ impl Dialect for Anthropic {
             json!({"role": "assistant", "content": content}),
             json!({"role": "user", "content": outputs}),
         ]
+    }
+
+    fn reasoning_markers(&self) -> &'static [&'static str] {
+        &["thinking", "signature"]
+    }
+
+    fn observe_reasoning(&self, payload: &Value, into: &mut TurnReasoning) {
+        let is_thinking = |b: &Value| {
+            matches!(
+                b.get("type").and_then(Value::as_str),
+                Some("thinking" | "redacted_thinking")
+            )
+        };
+        let index = payload.get("index").and_then(Value::as_u64);
+        match payload.get("type").and_then(Value::as_str) {
+            // A whole answer: its thinking blocks as they are.
+            Some("message") => into.items.extend(
+                payload
+                    .get("content")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| is_thinking(b))
+                    .cloned(),
+            ),
+            Some("content_block_start") => {
+                if let (Some(index), Some(block)) = (index, payload.get("content_block"))
+                    && is_thinking(block)
+                {
+                    into.open.push((index, into.items.len()));
+                    into.items.push(block.clone());
+                }
+            }
+            Some("content_block_delta") => {
+                let at = into.open.iter().find(|(i, _)| Some(*i) == index);
+                let (Some((_, at)), Some(delta)) = (at, payload.get("delta")) else {
+                    return;
+                };
+                let (field, piece) = match delta.get("type").and_then(Value::as_str) {
+                    Some("thinking_delta") => ("thinking", delta.get("thinking")),
+                    Some("signature_delta") => ("signature", delta.get("signature")),
+                    _ => return,
+                };
+                let piece = piece.and_then(Value::as_str).unwrap_or_default();
+                if let Some(block) = into.items.get_mut(*at).and_then(Value::as_object_mut) {
+                    let mut whole = block
+                        .get(field)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    whole.push_str(piece);
+                    block.insert(field.to_owned(), Value::String(whole));
+                }
+            }
+            _ => {}
+        }
     }
 
     fn side_request(&self, body: &Value) -> Option<&'static str> {

@@ -4,8 +4,8 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, TrailingText, arguments_value, base64_of,
-    joined, obj_at, path_or, str_at,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, TrailingText, TurnReasoning,
+    arguments_value, base64_of, joined, obj_at, path_or, str_at,
 };
 use crate::request::extend::{ToolSpec, to_json};
 use crate::stream::HiddenCall;
@@ -157,6 +157,7 @@ impl Dialect for Gemini {
     /// Restored media goes beside the function response, in the same turn.
     fn round_items(
         &self,
+        reasoning: &TurnReasoning,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
@@ -165,9 +166,14 @@ impl Dialect for Gemini {
         if !text.is_empty() {
             parts.push(json!({"text": text}));
         }
-        for c in calls {
+        for (i, c) in calls.iter().enumerate() {
             let args = arguments_value(&c.arguments);
-            parts.push(json!({"functionCall": {"name": c.name, "args": args}}));
+            let mut part = json!({"functionCall": {"name": c.name, "args": args}});
+            // Gemini 3 refuses a call of the current turn without the signature it came with.
+            if let Some(Some(signature)) = reasoning.call_signatures.get(i) {
+                part["thoughtSignature"] = Value::String(signature.clone());
+            }
+            parts.push(part);
         }
         let mut outputs = Vec::new();
         for (c, r) in calls.iter().zip(results) {
@@ -184,6 +190,22 @@ impl Dialect for Gemini {
             json!({"role": "model", "parts": parts}),
             json!({"role": "user", "parts": outputs}),
         ]
+    }
+
+    fn reasoning_markers(&self) -> &'static [&'static str] {
+        &["functionCall"]
+    }
+
+    fn observe_reasoning(&self, payload: &Value, into: &mut TurnReasoning) {
+        let parts = payload
+            .pointer("/candidates/0/content/parts")
+            .and_then(Value::as_array);
+        for part in parts.into_iter().flatten() {
+            if part.get("functionCall").is_some() {
+                let signature = part.get("thoughtSignature").and_then(Value::as_str);
+                into.call_signatures.push(signature.map(str::to_owned));
+            }
+        }
     }
 
     fn side_request(&self, body: &Value) -> Option<&'static str> {

@@ -11,6 +11,7 @@ mod gemini;
 mod markers;
 mod openai_chat;
 mod openai_responses;
+mod reasoning;
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -22,6 +23,7 @@ use crate::request::scan;
 use crate::stream::{HiddenCall, Usage};
 
 pub use markers::WireMarkers;
+pub use reasoning::TurnReasoning;
 
 /// How a wire pairs tool calls with their results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -154,14 +156,25 @@ pub trait Dialect: Send + Sync {
         None
     }
 
-    /// The items a loop round appends to the conversation: the model's turn (its `text` and
-    /// `calls`) and the calls' results.
+    /// The items a loop round appends to the conversation: the model's turn (its
+    /// `reasoning`, `text` and `calls`) and the calls' results.
     fn round_items(
         &self,
+        reasoning: &TurnReasoning,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
     ) -> Vec<Value>;
+
+    /// Substrings one of which every answer event or body holding reasoning that a loop
+    /// round sends back contains (none: the wire sends none back).
+    fn reasoning_markers(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// Reads the reasoning a loop round sends back from one streamed event's payload or a
+    /// whole answer body.
+    fn observe_reasoning(&self, _payload: &Value, _into: &mut TurnReasoning) {}
 
     /// Why a request is a side request (structured output, forced or forbidden tools).
     fn side_request(&self, body: &Value) -> Option<&'static str>;
@@ -378,6 +391,7 @@ pub enum RoundError {
 pub fn append_round(
     wire: Wire,
     body: &[u8],
+    reasoning: &TurnReasoning,
     text: &str,
     calls: &[HiddenCall],
     results: &[CallOutput<'_>],
@@ -398,7 +412,7 @@ pub fn append_round(
         .map(|at| at + 1)
         .ok_or(RoundError::NotAnObject { wire, at: start })?;
     let items: Vec<Vec<u8>> = d
-        .round_items(text, calls, results)
+        .round_items(reasoning, text, calls, results)
         .iter()
         .map(to_json)
         .collect();

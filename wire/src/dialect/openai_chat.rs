@@ -4,9 +4,9 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, TrailingText, base64_of,
-    data_url, file_name, forced_or_forbidden, joined, media_type_from_filename, obj_at, path_or,
-    str_at,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, TrailingText, TurnReasoning,
+    base64_of, data_url, file_name, forced_or_forbidden, joined, media_type_from_filename, obj_at,
+    path_or, str_at,
 };
 use crate::request::extend::{ToolSpec, to_json};
 use crate::stream::HiddenCall;
@@ -83,6 +83,7 @@ impl Dialect for OpenAiChat {
     /// Restored media goes in a user message after the tool messages.
     fn round_items(
         &self,
+        _reasoning: &TurnReasoning,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],

@@ -4,8 +4,8 @@ use foldwire_core::Wire;
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, TrailingText, data_url, file_name,
-    forced_or_forbidden, joined, openai_chat, path_or,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, TrailingText, TurnReasoning, data_url,
+    file_name, forced_or_forbidden, joined, openai_chat, path_or,
 };
 use crate::request::extend::{ToolSpec, to_json};
 use crate::stream::HiddenCall;
@@ -92,16 +92,45 @@ impl Dialect for OpenAiResponses {
 
     fn round_items(
         &self,
+        reasoning: &TurnReasoning,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
     ) -> Vec<Value> {
+        // An answer that reasons goes back as its own items, in its order, when they hold
+        // every call: a reasoning item then stays right before the item it produced, as
+        // the API requires.
+        let has = |c: &HiddenCall| {
+            reasoning.items.iter().any(|i| {
+                i.get("type").and_then(Value::as_str) == Some("function_call")
+                    && i.get("call_id").and_then(Value::as_str) == Some(c.id.as_str())
+            })
+        };
+        let reasons = reasoning
+            .items
+            .iter()
+            .any(|i| i.get("type").and_then(Value::as_str) == Some("reasoning"));
         let mut items = Vec::new();
-        if !text.is_empty() {
-            items.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}));
-        }
-        for c in calls {
-            items.push(json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}));
+        if reasons && !calls.is_empty() && calls.iter().all(has) {
+            // Only a reasoning item needs its id (it names the encrypted reasoning); the
+            // others go back as input items, without the output's id and status.
+            items.extend(reasoning.items.iter().map(|item| {
+                let mut item = item.clone();
+                if let Some(fields) = item.as_object_mut()
+                    && fields.get("type").and_then(Value::as_str) != Some("reasoning")
+                {
+                    fields.remove("id");
+                    fields.remove("status");
+                }
+                item
+            }));
+        } else {
+            if !text.is_empty() {
+                items.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}));
+            }
+            for c in calls {
+                items.push(json!({"type": "function_call", "call_id": c.id, "name": c.name, "arguments": c.arguments}));
+            }
         }
         for (c, r) in calls.iter().zip(results) {
             items.push(
@@ -109,6 +138,29 @@ impl Dialect for OpenAiResponses {
             );
         }
         items
+    }
+
+    fn reasoning_markers(&self) -> &'static [&'static str] {
+        &["output_item.done", "\"output\""]
+    }
+
+    /// Every output item of an answer that reasons, in order: a reasoning item must go back
+    /// right before the item it produced, so the round resends the answer as it came.
+    fn observe_reasoning(&self, payload: &Value, into: &mut TurnReasoning) {
+        match payload.get("type").and_then(Value::as_str) {
+            Some("response.output_item.done") => into.items.extend(payload.get("item").cloned()),
+            // A whole answer (a response object has no `type`); streamed `response.completed`
+            // repeats the items `output_item.done` gave, so it is not read.
+            None => into.items.extend(
+                payload
+                    .get("output")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .cloned(),
+            ),
+            _ => {}
+        }
     }
 
     fn side_request(&self, body: &Value) -> Option<&'static str> {

@@ -46,7 +46,15 @@ fn a_round_keeps_the_clients_bytes_and_decodes_on_every_wire() {
     }];
     let calls = [call("c1", "compress", r#"{"ranges":[]}"#)];
     for (wire, body) in bodies() {
-        let out = append_round(wire, body.as_bytes(), "thinking", &calls, &results).unwrap();
+        let out = append_round(
+            wire,
+            body.as_bytes(),
+            &TurnReasoning::default(),
+            "thinking",
+            &calls,
+            &results,
+        )
+        .unwrap();
         let out = std::str::from_utf8(&out).unwrap();
         // Everything up to the list's closing bracket is the client's, byte for byte, and
         // so is everything after it.
@@ -78,6 +86,7 @@ fn a_round_on_an_empty_list_takes_no_leading_comma() {
     let out = append_round(
         Wire::Anthropic,
         br#"{"messages":[ ]}"#,
+        &TurnReasoning::default(),
         "",
         &calls,
         &results,
@@ -99,6 +108,7 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
     let out = append_round(
         Wire::OpenAiResponses,
         br#"{"input":"caf\u00e9","model":"m"}"#,
+        &TurnReasoning::default(),
         "",
         &calls,
         &results,
@@ -117,6 +127,7 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
     let out = append_round(
         Wire::OpenAiResponses,
         br#"{"model":"m"}"#,
+        &TurnReasoning::default(),
         "",
         &calls,
         &results,
@@ -125,7 +136,15 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["input"][0]["type"], "function_call");
     // The other wires have nothing to append to without their list.
-    let err = append_round(Wire::Gemini, br#"{"model":"m"}"#, "", &calls, &results).unwrap_err();
+    let err = append_round(
+        Wire::Gemini,
+        br#"{"model":"m"}"#,
+        &TurnReasoning::default(),
+        "",
+        &calls,
+        &results,
+    )
+    .unwrap_err();
     assert_eq!(
         err,
         RoundError::NoList {
@@ -133,7 +152,17 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
             key: "contents"
         }
     );
-    assert!(append_round(Wire::Anthropic, b"[1]", "", &calls, &results).is_err());
+    assert!(
+        append_round(
+            Wire::Anthropic,
+            b"[1]",
+            &TurnReasoning::default(),
+            "",
+            &calls,
+            &results
+        )
+        .is_err()
+    );
 }
 
 #[test]
@@ -173,4 +202,131 @@ fn stripping_removes_proxy_calls_and_fixes_the_stop() {
     assert_eq!(c["choices"][0]["finish_reason"], "tool_calls");
     let mut g = serde_json::json!({"candidates": [{"content": {"parts": [{"text": "x"}]}}]});
     assert!(!dialect(Wire::Gemini).strip_calls(&mut g, &is_proxy));
+}
+
+/// The reasoning a captured stream carries, read event by event as the proxy reads it.
+fn reasoning_of(wire: Wire, file: &str) -> Option<TurnReasoning> {
+    let path = foldwire_core::fixtures::files(wire.as_str(), file).pop()?;
+    let bytes = std::fs::read(path).ok()?;
+    let mut reasoning = TurnReasoning::default();
+    for event in crate::stream::parse_stream(wire, &bytes).ok()? {
+        if let Some(data) = event.data.as_deref() {
+            reasoning.observe(wire, data);
+        }
+    }
+    Some(reasoning)
+}
+
+#[test]
+fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
+    let calls = [call("c1", "compress", "{}")];
+    let results = [CallOutput {
+        text: "done",
+        media: Vec::new(),
+    }];
+    let Some(anthropic) = reasoning_of(Wire::Anthropic, "stream-thinking-then-tool-use") else {
+        eprintln!(
+            "fixtures absent: a_rounds_reasoning_from_captured_streams_goes_back_as_it_came not run"
+        );
+        return;
+    };
+    // One thinking block, its text and signature put together from the deltas.
+    assert_eq!(anthropic.items.len(), 1, "{anthropic:?}");
+    let block = &anthropic.items[0];
+    assert_eq!(block["type"], "thinking");
+    assert!(
+        block["signature"]
+            .as_str()
+            .unwrap()
+            .starts_with("EoQDCm0IDhgCKkCDzGs2")
+    );
+    assert!(!block["thinking"].as_str().unwrap().is_empty());
+    let out = append_round(
+        Wire::Anthropic,
+        br#"{"messages":[{"role":"user","content":"go"}]}"#,
+        &anthropic,
+        "",
+        &calls,
+        &results,
+    )
+    .unwrap();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(&v["messages"][1]["content"][0], block);
+    assert_eq!(v["messages"][1]["content"][1]["type"], "tool_use");
+
+    let gemini = reasoning_of(Wire::Gemini, "stream-sse-function-call-thought-signature").unwrap();
+    let signature = gemini.call_signatures[0].clone().unwrap();
+    let out = append_round(
+        Wire::Gemini,
+        br#"{"contents":[{"role":"user","parts":[{"text":"go"}]}]}"#,
+        &gemini,
+        "",
+        &calls,
+        &results,
+    )
+    .unwrap();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        v["contents"][1]["parts"][0]["thoughtSignature"],
+        Value::from(signature)
+    );
+
+    let responses = reasoning_of(
+        Wire::OpenAiResponses,
+        "stream-reasoning-commentary-phase-function-call",
+    )
+    .unwrap();
+    // The answer's items in order, each reasoning item right before what it produced.
+    let kinds: Vec<&str> = responses
+        .items
+        .iter()
+        .map(|i| i["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"reasoning") && kinds.contains(&"function_call"),
+        "{kinds:?}"
+    );
+    let answered: Vec<HiddenCall> = responses
+        .items
+        .iter()
+        .filter(|i| i["type"] == "function_call")
+        .map(|i| call(i["call_id"].as_str().unwrap(), "compress", "{}"))
+        .collect();
+    let outputs = vec![results[0].clone(); answered.len()];
+    let out = append_round(
+        Wire::OpenAiResponses,
+        br#"{"input":[]}"#,
+        &responses,
+        "",
+        &answered,
+        &outputs,
+    )
+    .unwrap();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    let n = responses.items.len();
+    let sent = v["input"].as_array().unwrap();
+    for (sent, answered) in sent[..n].iter().zip(&responses.items) {
+        assert_eq!(sent["type"], answered["type"]);
+        match answered["type"].as_str().unwrap() {
+            "reasoning" => assert_eq!(sent, answered),
+            _ => assert_eq!(sent.get("id"), None, "{sent}"),
+        }
+    }
+    assert_eq!(v["input"][n]["type"], "function_call_output");
+    // Without the answer's items (or without every call among them) the round is built
+    // from the text and calls, as before.
+    let out = append_round(
+        Wire::OpenAiResponses,
+        br#"{"input":[]}"#,
+        &responses,
+        "",
+        &calls,
+        &results,
+    )
+    .unwrap();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["input"][0]["type"], "function_call");
+
+    // Chat has no reasoning to send back; an answer without any leaves a round as it was.
+    assert!(TurnReasoning::default().is_empty());
 }

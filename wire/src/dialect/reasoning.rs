@@ -1,0 +1,51 @@
+//! The reasoning of a model's turn that must go back to the provider with the turn's calls
+//! when a loop round continues it: Anthropic's thinking blocks (with thinking on, the last
+//! assistant message before tool results must start with one, signature intact), Responses
+//! reasoning items (encrypted reasoning carries the model's thread from call to call; each
+//! goes back right before the item it produced) and
+//! Gemini's thought signatures (Gemini 3 refuses a function call of the current turn that
+//! comes back without the signature it was sent with).
+//!
+//! A [`TurnReasoning`] reads the answer as it arrives, event by event or as one body; the
+//! dialect says where each wire keeps it ([`super::Dialect::observe_reasoning`]), and the
+//! dialect's `round_items` puts it back where the provider sent it.
+
+use serde_json::Value;
+
+use foldwire_core::Wire;
+
+use super::dialect;
+
+/// What of one answer's reasoning goes back with its calls.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TurnReasoning {
+    /// What goes back of the answer, as the provider sent it: Anthropic's `thinking` /
+    /// `redacted_thinking` blocks (in front of the text and calls); Responses: every output
+    /// item of an answer that reasons, in order (the round resends them in place of the
+    /// text and calls).
+    pub items: Vec<Value>,
+    /// Gemini: the `thoughtSignature` of each function call, in the order of the calls.
+    pub call_signatures: Vec<Option<String>>,
+    /// Anthropic: where each open streamed block of `items` is, by content-block index.
+    pub(crate) open: Vec<(u64, usize)>,
+}
+
+impl TurnReasoning {
+    /// Reads one streamed event's payload (its SSE `data`, or a JSON array element) or a
+    /// whole non-streamed body of `wire`. Payloads that cannot hold reasoning are not
+    /// parsed.
+    pub fn observe(&mut self, wire: Wire, payload: &str) {
+        let d = dialect(wire);
+        if !d.reasoning_markers().iter().any(|m| payload.contains(m)) {
+            return;
+        }
+        if let Ok(value) = serde_json::from_str::<Value>(payload) {
+            d.observe_reasoning(&value, self);
+        }
+    }
+
+    /// Whether the answer carried nothing to send back.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty() && self.call_signatures.iter().all(Option::is_none)
+    }
+}
