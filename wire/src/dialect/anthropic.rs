@@ -225,14 +225,14 @@ impl Dialect for Anthropic {
                     _ => return,
                 };
                 let piece = piece.and_then(Value::as_str).unwrap_or_default();
-                if let Some(block) = into.items.get_mut(*at).and_then(Value::as_object_mut) {
-                    let mut whole = block
-                        .get(field)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned();
-                    whole.push_str(piece);
-                    block.insert(field.to_owned(), Value::String(whole));
+                let Some(block) = into.items.get_mut(*at).and_then(Value::as_object_mut) else {
+                    return;
+                };
+                match block.get_mut(field) {
+                    Some(Value::String(whole)) => whole.push_str(piece),
+                    _ => {
+                        block.insert(field.to_owned(), Value::from(piece));
+                    }
                 }
             }
             _ => {}

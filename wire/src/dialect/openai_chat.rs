@@ -83,7 +83,7 @@ impl Dialect for OpenAiChat {
     /// Restored media goes in a user message after the tool messages.
     fn round_items(
         &self,
-        _reasoning: &TurnReasoning,
+        reasoning: &TurnReasoning,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
@@ -99,8 +99,14 @@ impl Dialect for OpenAiChat {
         } else {
             Value::from(text)
         };
-        let mut items =
-            vec![json!({"role": "assistant", "content": content, "tool_calls": tool_calls})];
+        let mut assistant =
+            json!({"role": "assistant", "content": content, "tool_calls": tool_calls});
+        // Providers that stream their reasoning as text (DeepSeek's thinking mode) want it
+        // back on the message whose calls the results answer.
+        if !reasoning.text.is_empty() {
+            assistant["reasoning_content"] = Value::from(reasoning.text.as_str());
+        }
+        let mut items = vec![assistant];
         for (c, r) in calls.iter().zip(results) {
             items.push(json!({"role": "tool", "tool_call_id": c.id, "content": r.text}));
         }
@@ -115,6 +121,21 @@ impl Dialect for OpenAiChat {
             items.push(json!({"role": "user", "content": parts}));
         }
         items
+    }
+
+    fn reasoning_markers(&self) -> &'static [&'static str] {
+        &["reasoning_content"]
+    }
+
+    fn observe_reasoning(&self, payload: &Value, into: &mut TurnReasoning) {
+        let choice = payload.pointer("/choices/0");
+        let text = choice
+            .and_then(|c| c.pointer("/delta/reasoning_content"))
+            .or_else(|| choice.and_then(|c| c.pointer("/message/reasoning_content")))
+            .and_then(Value::as_str);
+        if let Some(text) = text {
+            into.text.push_str(text);
+        }
     }
 
     fn side_request(&self, body: &Value) -> Option<&'static str> {

@@ -4,7 +4,8 @@
 //! reasoning items (encrypted reasoning carries the model's thread from call to call; each
 //! goes back right before the item it produced) and
 //! Gemini's thought signatures (Gemini 3 refuses a function call of the current turn that
-//! comes back without the signature it was sent with).
+//! comes back without the signature it was sent with), and on Chat the reasoning text
+//! DeepSeek's thinking mode wants back with the calls it led to.
 //!
 //! A [`TurnReasoning`] reads the answer as it arrives, event by event or as one body; the
 //! dialect says where each wire keeps it ([`super::Dialect::observe_reasoning`]), and the
@@ -26,6 +27,9 @@ pub struct TurnReasoning {
     pub items: Vec<Value>,
     /// Gemini: the `thoughtSignature` of each function call, in the order of the calls.
     pub call_signatures: Vec<Option<String>>,
+    /// Chat: reasoning streamed as text (DeepSeek's `reasoning_content`), which goes back
+    /// on the message that made the calls.
+    pub text: String,
     /// Anthropic: where each open streamed block of `items` is, by content-block index.
     pub(crate) open: Vec<(u64, usize)>,
 }
@@ -46,6 +50,8 @@ impl TurnReasoning {
 
     /// Whether the answer carried nothing to send back.
     pub fn is_empty(&self) -> bool {
-        self.items.is_empty() && self.call_signatures.iter().all(Option::is_none)
+        self.items.is_empty()
+            && self.text.is_empty()
+            && self.call_signatures.iter().all(Option::is_none)
     }
 }

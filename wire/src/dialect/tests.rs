@@ -327,6 +327,39 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["input"][0]["type"], "function_call");
 
-    // Chat has no reasoning to send back; an answer without any leaves a round as it was.
+    // DeepSeek's streamed reasoning text goes back on the message with the calls.
+    let chat = reasoning_of(Wire::OpenAiChat, "stream-deepseek-reasoning-content").unwrap();
+    assert!(
+        chat.text.starts_with("Hmm, the user just said \"Hello\"."),
+        "{}",
+        chat.text
+    );
+    assert!(chat.text.ends_with("and that's okay too."), "{}", chat.text);
+    let out = append_round(
+        Wire::OpenAiChat,
+        br#"{"messages":[{"role":"user","content":"go"}]}"#,
+        &chat,
+        "",
+        &calls,
+        &results,
+    )
+    .unwrap();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        v["messages"][1]["reasoning_content"],
+        Value::from(chat.text.as_str())
+    );
+    // An answer without reasoning leaves a round as it was.
     assert!(TurnReasoning::default().is_empty());
+    let out = append_round(
+        Wire::OpenAiChat,
+        br#"{"messages":[{"role":"user","content":"go"}]}"#,
+        &TurnReasoning::default(),
+        "",
+        &calls,
+        &results,
+    )
+    .unwrap();
+    let v: Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["messages"][1].get("reasoning_content"), None);
 }
