@@ -10,6 +10,17 @@ fn call(id: &str, name: &str, arguments: &str) -> HiddenCall {
     }
 }
 
+/// A round of a model turn without reasoning.
+fn plain_round(
+    wire: Wire,
+    body: &[u8],
+    text: &str,
+    calls: &[HiddenCall],
+    results: &[CallOutput<'_>],
+) -> Result<Bytes, RoundError> {
+    append_round(wire, body, &TurnReasoning::default(), text, calls, results)
+}
+
 /// A body of each wire whose client bytes hold an escape a `Value` round trip would rewrite,
 /// odd spacing, and a field after the conversation.
 fn bodies() -> [(Wire, &'static str); 4] {
@@ -46,15 +57,7 @@ fn a_round_keeps_the_clients_bytes_and_decodes_on_every_wire() {
     }];
     let calls = [call("c1", "compress", r#"{"ranges":[]}"#)];
     for (wire, body) in bodies() {
-        let out = append_round(
-            wire,
-            body.as_bytes(),
-            &TurnReasoning::default(),
-            "thinking",
-            &calls,
-            &results,
-        )
-        .unwrap();
+        let out = plain_round(wire, body.as_bytes(), "thinking", &calls, &results).unwrap();
         let out = std::str::from_utf8(&out).unwrap();
         // Everything up to the list's closing bracket is the client's, byte for byte, and
         // so is everything after it.
@@ -83,10 +86,9 @@ fn a_round_on_an_empty_list_takes_no_leading_comma() {
         text: "ok",
         media: Vec::new(),
     }];
-    let out = append_round(
+    let out = plain_round(
         Wire::Anthropic,
         br#"{"messages":[ ]}"#,
-        &TurnReasoning::default(),
         "",
         &calls,
         &results,
@@ -105,10 +107,9 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
         text: "done",
         media: Vec::new(),
     }];
-    let out = append_round(
+    let out = plain_round(
         Wire::OpenAiResponses,
         br#"{"input":"caf\u00e9","model":"m"}"#,
-        &TurnReasoning::default(),
         "",
         &calls,
         &results,
@@ -124,10 +125,9 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
     assert_eq!(v["input"][2]["output"], "done");
     assert_eq!(v["model"], "m");
 
-    let out = append_round(
+    let out = plain_round(
         Wire::OpenAiResponses,
         br#"{"model":"m"}"#,
-        &TurnReasoning::default(),
         "",
         &calls,
         &results,
@@ -136,15 +136,7 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["input"][0]["type"], "function_call");
     // The other wires have nothing to append to without their list.
-    let err = append_round(
-        Wire::Gemini,
-        br#"{"model":"m"}"#,
-        &TurnReasoning::default(),
-        "",
-        &calls,
-        &results,
-    )
-    .unwrap_err();
+    let err = plain_round(Wire::Gemini, br#"{"model":"m"}"#, "", &calls, &results).unwrap_err();
     assert_eq!(
         err,
         RoundError::NoList {
@@ -217,6 +209,18 @@ fn reasoning_of(wire: Wire, file: &str) -> Option<TurnReasoning> {
     Some(reasoning)
 }
 
+/// The follow-up body of a round, read back.
+fn round_value(
+    wire: Wire,
+    body: &[u8],
+    reasoning: &TurnReasoning,
+    calls: &[HiddenCall],
+    results: &[CallOutput<'_>],
+) -> Value {
+    let out = append_round(wire, body, reasoning, "", calls, results).unwrap();
+    serde_json::from_slice(&out).unwrap()
+}
+
 #[test]
 fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
     let calls = [call("c1", "compress", "{}")];
@@ -241,31 +245,25 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
             .starts_with("EoQDCm0IDhgCKkCDzGs2")
     );
     assert!(!block["thinking"].as_str().unwrap().is_empty());
-    let out = append_round(
+    let v = round_value(
         Wire::Anthropic,
         br#"{"messages":[{"role":"user","content":"go"}]}"#,
         &anthropic,
-        "",
         &calls,
         &results,
-    )
-    .unwrap();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+    );
     assert_eq!(&v["messages"][1]["content"][0], block);
     assert_eq!(v["messages"][1]["content"][1]["type"], "tool_use");
 
     let gemini = reasoning_of(Wire::Gemini, "stream-sse-function-call-thought-signature").unwrap();
     let signature = gemini.call_signatures[0].clone().unwrap();
-    let out = append_round(
+    let v = round_value(
         Wire::Gemini,
         br#"{"contents":[{"role":"user","parts":[{"text":"go"}]}]}"#,
         &gemini,
-        "",
         &calls,
         &results,
-    )
-    .unwrap();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+    );
     assert_eq!(
         v["contents"][1]["parts"][0]["thoughtSignature"],
         Value::from(signature)
@@ -293,16 +291,13 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
         .map(|i| call(i["call_id"].as_str().unwrap(), "compress", "{}"))
         .collect();
     let outputs = vec![results[0].clone(); answered.len()];
-    let out = append_round(
+    let v = round_value(
         Wire::OpenAiResponses,
         br#"{"input":[]}"#,
         &responses,
-        "",
         &answered,
         &outputs,
-    )
-    .unwrap();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+    );
     let n = responses.items.len();
     let sent = v["input"].as_array().unwrap();
     for (sent, answered) in sent[..n].iter().zip(&responses.items) {
@@ -315,16 +310,13 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
     assert_eq!(v["input"][n]["type"], "function_call_output");
     // Without the answer's items (or without every call among them) the round is built
     // from the text and calls, as before.
-    let out = append_round(
+    let v = round_value(
         Wire::OpenAiResponses,
         br#"{"input":[]}"#,
         &responses,
-        "",
         &calls,
         &results,
-    )
-    .unwrap();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+    );
     assert_eq!(v["input"][0]["type"], "function_call");
 
     // DeepSeek's streamed reasoning text goes back on the message with the calls.
@@ -335,26 +327,22 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
         chat.text
     );
     assert!(chat.text.ends_with("and that's okay too."), "{}", chat.text);
-    let out = append_round(
+    let v = round_value(
         Wire::OpenAiChat,
         br#"{"messages":[{"role":"user","content":"go"}]}"#,
         &chat,
-        "",
         &calls,
         &results,
-    )
-    .unwrap();
-    let v: Value = serde_json::from_slice(&out).unwrap();
+    );
     assert_eq!(
         v["messages"][1]["reasoning_content"],
         Value::from(chat.text.as_str())
     );
     // An answer without reasoning leaves a round as it was.
     assert!(TurnReasoning::default().is_empty());
-    let out = append_round(
+    let out = plain_round(
         Wire::OpenAiChat,
         br#"{"messages":[{"role":"user","content":"go"}]}"#,
-        &TurnReasoning::default(),
         "",
         &calls,
         &results,
