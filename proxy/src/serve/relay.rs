@@ -323,16 +323,20 @@ fn usage_of(events: &[ParsedEvent]) -> impl Iterator<Item = StreamEvent> + '_ {
 #[derive(Default)]
 struct RoundSeen {
     text: String,
-    /// The reasoning the next round sends back in front of the calls.
-    reasoning: TurnReasoning,
+    /// The answer's events (or body) that may hold reasoning the next round sends back;
+    /// read only when a round follows.
+    reasoning: Vec<String>,
     client_calls: bool,
     events: Vec<StreamEvent>,
 }
 
 impl RoundSeen {
-    /// Reads one streamed event's payload, or a whole answer body, for its reasoning.
+    /// Keeps one streamed event's payload, or a whole answer body, if it may hold
+    /// reasoning.
     fn see_payload(&mut self, wire: Wire, payload: &str) {
-        self.reasoning.observe(wire, payload);
+        if TurnReasoning::may_hold(wire, payload) {
+            self.reasoning.push(payload.to_owned());
+        }
     }
 
     fn see(&mut self, events: &[StreamEvent]) {
@@ -383,14 +387,8 @@ async fn next_round(
         last.text.push_str(LAST_ROUND_NOTE);
     }
     let looped = ex.looped.as_mut()?;
-    let body = calls::append_round(
-        wire,
-        &looped.body,
-        &seen.reasoning,
-        &seen.text,
-        hidden,
-        &results,
-    )?;
+    let reasoning = TurnReasoning::from_payloads(wire, seen.reasoning.iter().map(String::as_str));
+    let body = calls::append_round(wire, &looped.body, &reasoning, &seen.text, hidden, &results)?;
     looped.body = body.clone();
     let upstream = send(ex, body).await.ok()?;
     if upstream.status().is_success() {

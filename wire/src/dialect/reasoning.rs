@@ -7,9 +7,9 @@
 //! comes back without the signature it was sent with), and on Chat the reasoning text
 //! DeepSeek's thinking mode wants back with the calls it led to.
 //!
-//! A [`TurnReasoning`] reads the answer as it arrives, event by event or as one body; the
-//! dialect says where each wire keeps it ([`super::Dialect::observe_reasoning`]), and the
-//! dialect's `round_items` puts it back where the provider sent it.
+//! A [`TurnReasoning`] is read from the answer's events (or its body) once a round follows;
+//! the dialect says where each wire keeps it ([`super::Dialect::observe_reasoning`]), and
+//! the dialect's `round_items` puts it back where the provider sent it.
 
 use serde_json::Value;
 
@@ -35,17 +35,30 @@ pub struct TurnReasoning {
 }
 
 impl TurnReasoning {
-    /// Reads one streamed event's payload (its SSE `data`, or a JSON array element) or a
-    /// whole non-streamed body of `wire`. Payloads that cannot hold reasoning are not
-    /// parsed.
-    pub fn observe(&mut self, wire: Wire, payload: &str) {
+    /// Whether a streamed event's payload (its SSE `data`, or a JSON array element) or a
+    /// whole answer body of `wire` may hold reasoning to send back. A caller keeps only
+    /// these, and reads them ([`TurnReasoning::from_payloads`]) only when a round follows:
+    /// most answers end the turn, and their events are not parsed twice.
+    pub fn may_hold(wire: Wire, payload: &str) -> bool {
+        dialect(wire)
+            .reasoning_markers()
+            .iter()
+            .any(|m| payload.contains(m))
+    }
+
+    /// The reasoning of an answer of `wire`, read from its payloads in order (those
+    /// [`TurnReasoning::may_hold`] kept, or all of them).
+    pub fn from_payloads<'a>(wire: Wire, payloads: impl IntoIterator<Item = &'a str>) -> Self {
         let d = dialect(wire);
-        if !d.reasoning_markers().iter().any(|m| payload.contains(m)) {
-            return;
+        let mut reasoning = TurnReasoning::default();
+        for payload in payloads {
+            if Self::may_hold(wire, payload)
+                && let Ok(value) = serde_json::from_str::<Value>(payload)
+            {
+                d.observe_reasoning(&value, &mut reasoning);
+            }
         }
-        if let Ok(value) = serde_json::from_str::<Value>(payload) {
-            d.observe_reasoning(&value, self);
-        }
+        reasoning
     }
 
     /// Whether the answer carried nothing to send back.

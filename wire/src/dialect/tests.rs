@@ -200,13 +200,13 @@ fn stripping_removes_proxy_calls_and_fixes_the_stop() {
 fn reasoning_of(wire: Wire, file: &str) -> Option<TurnReasoning> {
     let path = foldwire_core::fixtures::files(wire.as_str(), file).pop()?;
     let bytes = std::fs::read(path).ok()?;
-    let mut reasoning = TurnReasoning::default();
-    for event in crate::stream::parse_stream(wire, &bytes).ok()? {
-        if let Some(data) = event.data.as_deref() {
-            reasoning.observe(wire, data);
-        }
-    }
-    Some(reasoning)
+    let events = crate::stream::parse_stream(wire, &bytes).ok()?;
+    let kept: Vec<&str> = events
+        .iter()
+        .filter_map(|e| e.data.as_deref())
+        .filter(|data| TurnReasoning::may_hold(wire, data))
+        .collect();
+    Some(TurnReasoning::from_payloads(wire, kept))
 }
 
 /// The follow-up body of a round, read back.
