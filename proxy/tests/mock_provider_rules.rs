@@ -1,6 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The mock provider refuses, as the real providers do, a request whose tool calls and
-//! results do not pair up or whose messages are empty (support/provider_rules.rs); every
+//! results do not pair up, whose messages are empty, or whose calls come back without the
+//! model's signed reasoning (support/provider_rules.rs); every
 //! serve test that expects an answer therefore also checks what foldwire forwarded. These
 //! cases pin the rules themselves, so a check that stopped refusing would fail here.
 

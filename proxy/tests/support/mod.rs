@@ -19,7 +19,10 @@
 //! - anything else: the text `ok`.
 //!
 //! Whatever the script, a request the real provider would refuse (tool calls and results
-//! that do not pair up, empty messages; see [`provider_rules`]) gets its 400.
+//! that do not pair up, empty messages, calls back without the model's signed reasoning;
+//! see [`provider_rules`]) gets its 400, and a request for a model that reasons (thinking
+//! on, encrypted reasoning asked for, a Gemini 3 model) gets answers that start with signed
+//! reasoning, as theirs do.
 //!
 //! Whatever the script, a `summarizer.llm` side request is answered with
 //! `TOPIC: side summary` and [`MOCK_LLM_SUMMARY`].

@@ -1,9 +1,11 @@
 //! Rules the real providers enforce on a request's history, written from their documented
 //! 400 errors, so the mock refuses what they would refuse: tool calls and results that do
-//! not pair up, and (Messages API, Gemini) empty messages or parts. A request foldwire
-//! forwards with a call whose result it dropped, a result whose call it dropped, or a
-//! message a fold emptied then fails every test that expects an answer, as it would fail
-//! the user, instead of being answered by a mock that never looked.
+//! not pair up; (Messages API, Gemini) empty messages or parts; and, from a model that
+//! signs its reasoning, calls sent back without it (Anthropic with thinking on, Gemini 3).
+//! A request foldwire forwards with a call whose result it dropped, a result whose call it
+//! dropped, a message a fold emptied or a loop round without the model's thinking then
+//! fails every test that expects an answer, as it would fail the user, instead of being
+//! answered by a mock that never looked.
 //!
 //! Each check reads the JSON the mock received, independently of foldwire's own decoder
 //! and repair code. Calls that end the request with no message after them are not checked:

@@ -1,11 +1,12 @@
 //! The reasoning of a model's turn that must go back to the provider with the turn's calls
-//! when a loop round continues it: Anthropic's thinking blocks (with thinking on, the last
-//! assistant message before tool results must start with one, signature intact), Responses
-//! reasoning items (encrypted reasoning carries the model's thread from call to call; each
-//! goes back right before the item it produced) and
-//! Gemini's thought signatures (Gemini 3 refuses a function call of the current turn that
-//! comes back without the signature it was sent with), and on Chat the reasoning text
-//! DeepSeek's thinking mode wants back with the calls it led to.
+//! when a loop round continues it:
+//! - Anthropic's thinking blocks: with thinking on, the last assistant message before tool
+//!   results must start with one, signature intact;
+//! - Responses reasoning items: encrypted reasoning carries the model's thread from call to
+//!   call, and each item goes back right before the item it produced;
+//! - Gemini's thought signatures: Gemini 3 refuses a function call of the current turn that
+//!   comes back without the signature it was sent with;
+//! - Chat: the reasoning text DeepSeek's thinking mode wants back with the calls it led to.
 //!
 //! A [`TurnReasoning`] is read from the answer's events (or its body) once a round follows;
 //! the dialect says where each wire keeps it ([`super::Dialect::observe_reasoning`]), and
