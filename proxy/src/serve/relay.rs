@@ -600,16 +600,16 @@ async fn json_rounds(
         };
         let mut seen = RoundSeen::default();
         seen.see(&events);
-        if let Ok(body) = std::str::from_utf8(&bytes) {
-            seen.see_payload(wire, body);
-        }
         if round == 0 {
             record_usage(&ex, wire, &seen.events);
         }
         let hidden = hidden_calls(&events);
-        if goes_on(&ex, round, &seen, &hidden)
-            && let Some(next) = next_round(&mut ex, wire, round, &seen, &hidden).await
-        {
+        let goes = goes_on(&ex, round, &seen, &hidden);
+        // The body is looked at for reasoning only when a round follows.
+        if goes && let Ok(body) = std::str::from_utf8(&bytes) {
+            seen.see_payload(wire, body);
+        }
+        if goes && let Some(next) = next_round(&mut ex, wire, round, &seen, &hidden).await {
             if let Ok(mut value) = serde_json::from_slice::<Value>(&bytes) {
                 calls::strip_json(wire, &mut value);
                 earlier.extend(merge::visible(wire, &value));

@@ -61,11 +61,4 @@ impl TurnReasoning {
         }
         reasoning
     }
-
-    /// Whether the answer carried nothing to send back.
-    pub fn is_empty(&self) -> bool {
-        self.items.is_empty()
-            && self.text.is_empty()
-            && self.call_signatures.iter().all(Option::is_none)
-    }
 }
