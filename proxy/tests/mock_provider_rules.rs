@@ -9,7 +9,7 @@ mod support;
 
 use foldwire_core::Wire;
 use serde_json::json;
-use support::provider_rules::refusal;
+use support::provider_rules::{refusal, sign};
 
 #[test]
 fn each_wire_refuses_a_dropped_result_and_a_stray_one() {
@@ -116,6 +116,27 @@ fn signed_reasoning_goes_back_where_the_provider_requires_it() {
     assert_eq!(
         refusal(Wire::Anthropic, "", &with_first(text, "disabled")),
         None
+    );
+    // A thought the mock signed comes back with the text it signed, or is refused.
+    let thought = |text: &str, signed: &str| json!({"type": "thinking", "thinking": text, "signature": sign(signed)});
+    assert_eq!(
+        refusal(
+            Wire::Anthropic,
+            "",
+            &with_first(thought("hm", "hm"), "enabled")
+        ),
+        None
+    );
+    let changed = refusal(
+        Wire::Anthropic,
+        "",
+        &with_first(thought("hm!", "hm"), "enabled"),
+    );
+    assert!(
+        changed
+            .as_deref()
+            .is_some_and(|r| r.contains("Invalid `signature`")),
+        "{changed:?}"
     );
 
     let gemini = |call: serde_json::Value| {

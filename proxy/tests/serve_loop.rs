@@ -262,48 +262,60 @@ async fn the_models_signed_reasoning_goes_back_with_its_compress_call() {
                 "{wire} stream={stream}: two rounds upstream"
             );
             let follow_up: Value = serde_json::from_slice(&bodies[1]).unwrap();
-            // The signature the mock gave the first round (request 1 of this session's
-            // mock log) comes back exactly, where the wire keeps it.
-            let received = mock.received.lock().unwrap().len();
-            let n = received - 1;
-            let signature = format!("sig{n}_{}", "Q29udGludWl0eQ".repeat(4));
-            let round = match wire {
+            // The first round's answer (request n of this session's mock log): a thought,
+            // text, a second thought, the compress call. It comes back in that order, each
+            // thought with the signature the mock gave it, where the wire keeps it.
+            let n = mock.received.lock().unwrap().len() - 1;
+            let first = provider_rules::sign(&format!("Thinking about request {n}."));
+            let second = provider_rules::sign(&format!("Choosing a call for request {n}."));
+            let kind = |v: &Value| -> String {
+                match wire {
+                    Wire::Gemini if v["thought"] == true => "thought".into(),
+                    Wire::Gemini if v.get("functionCall").is_some() => "call".into(),
+                    Wire::Gemini => "text".into(),
+                    _ => v["type"].as_str().unwrap_or_default().to_owned(),
+                }
+            };
+            let turn: Vec<Value> = match wire {
                 Wire::Anthropic => {
                     let list = follow_up["messages"].as_array().unwrap();
-                    list[list.len() - 2]["content"][0].clone()
+                    list[list.len() - 2]["content"].as_array().unwrap().clone()
                 }
                 Wire::OpenAiResponses => {
                     let list = follow_up["input"].as_array().unwrap();
-                    list.iter()
-                        .rev()
-                        .find(|i| i["type"] == "reasoning")
-                        .unwrap()
-                        .clone()
+                    list[list.len() - 5..list.len() - 1].to_vec()
                 }
                 _ => {
                     let list = follow_up["contents"].as_array().unwrap();
-                    list[list.len() - 2]["parts"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .find(|p| p.get("functionCall").is_some())
-                        .unwrap()
-                        .clone()
+                    list[list.len() - 2]["parts"].as_array().unwrap().clone()
                 }
             };
-            let carried = match wire {
-                Wire::Anthropic => &round["signature"],
-                Wire::OpenAiResponses => &round["encrypted_content"],
-                _ => &round["thoughtSignature"],
+            let (expected, signed) = match wire {
+                Wire::Anthropic => (
+                    ["thinking", "text", "thinking", "tool_use"],
+                    vec![(0, "signature", &first), (2, "signature", &second)],
+                ),
+                Wire::OpenAiResponses => (
+                    ["reasoning", "message", "reasoning", "function_call"],
+                    vec![
+                        (0, "encrypted_content", &first),
+                        (2, "encrypted_content", &second),
+                    ],
+                ),
+                // Gemini signs the call that follows the thought.
+                _ => (
+                    ["thought", "text", "thought", "call"],
+                    vec![(3, "thoughtSignature", &second)],
+                ),
             };
-            assert_eq!(
-                carried,
-                &Value::from(signature),
-                "{wire} stream={stream}: {round}"
-            );
-            if wire == Wire::Anthropic {
-                assert_eq!(round["type"], "thinking");
-                assert_eq!(round["thinking"], format!("Thinking about request {n}."));
+            let kinds: Vec<String> = turn.iter().map(kind).collect();
+            assert_eq!(kinds, expected, "{wire} stream={stream}: {turn:?}");
+            for (at, field, signature) in signed {
+                assert_eq!(
+                    turn[at][field],
+                    Value::from(signature.as_str()),
+                    "{wire} stream={stream}: {turn:?}"
+                );
             }
         }
     }

@@ -10,7 +10,7 @@ use foldwire_archive::RestoredMedia;
 use foldwire_core::{Conversation, Engine, SessionId, Wire};
 pub use foldwire_stages::tool_loop::CallResult;
 use foldwire_stages::tool_loop::{CallCx, run_call};
-use foldwire_wire::dialect::{self, CallOutput, ResultMedia, TurnReasoning, WireDialect};
+use foldwire_wire::dialect::{self, CallOutput, ResultMedia, RoundAnswer, WireDialect};
 use foldwire_wire::stream::HiddenCall;
 use serde_json::Value;
 
@@ -31,15 +31,15 @@ pub async fn run(
     run_call(&cx, &call.name, &call.arguments).await
 }
 
-/// The follow-up request of a loop round: `body` with the model's turn (its reasoning, text
-/// and proxy calls) and the call results appended in `wire`'s shape, spliced into the bytes
+/// The follow-up request of a loop round: `body` with the model's turn (its `answer` as the
+/// provider sent it, or its text and proxy calls) and the call results appended in `wire`'s shape, spliced into the bytes
 /// ([`foldwire_wire::dialect::append_round`]), so the next round continues where the model
 /// left off and the client's prefix goes out as it was. `None` when the body has no
 /// conversation list to append to.
 pub fn append_round(
     wire: Wire,
     body: &[u8],
-    reasoning: &TurnReasoning,
+    answer: &RoundAnswer,
     text: &str,
     calls: &[HiddenCall],
     results: &[CallResult],
@@ -61,7 +61,7 @@ pub fn append_round(
                 .collect(),
         })
         .collect();
-    match dialect::append_round(wire, body, reasoning, text, calls, &outputs) {
+    match dialect::append_round(wire, body, answer, text, calls, &outputs) {
         Ok(next) => Some(next),
         Err(e) => {
             tracing::warn!(error = %e, "A compress-loop round could not be appended.");
@@ -149,15 +149,8 @@ mod tests {
         results: &[CallResult],
     ) -> Value {
         let bytes = serde_json::to_vec(&body).unwrap();
-        let next = append_round(
-            wire,
-            &bytes,
-            &TurnReasoning::default(),
-            text,
-            calls,
-            results,
-        )
-        .unwrap();
+        let next =
+            append_round(wire, &bytes, &RoundAnswer::default(), text, calls, results).unwrap();
         // The request as it was is the prefix of the follow-up (up to its list's end).
         let list_end = bytes.iter().rposition(|b| *b == b']').unwrap_or(0);
         assert_eq!(next[..list_end], bytes[..list_end]);

@@ -18,7 +18,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::Response;
 use bytes::Bytes;
 use foldwire_core::{Conversation, SessionId, Wire};
-use foldwire_wire::dialect::{TurnReasoning, WireDialect};
+use foldwire_wire::dialect::{RoundAnswer, WireDialect};
 use foldwire_wire::stream::{
     HiddenCall, ParsedEvent, StreamEvent, StreamFilter, StreamParser, parse_response,
 };
@@ -323,19 +323,19 @@ fn usage_of(events: &[ParsedEvent]) -> impl Iterator<Item = StreamEvent> + '_ {
 #[derive(Default)]
 struct RoundSeen {
     text: String,
-    /// The answer's events (or body) that may hold reasoning the next round sends back;
+    /// The answer's events (or body) that may hold what the next round sends back of it;
     /// read only when a round follows.
-    reasoning: Vec<String>,
+    answer: Vec<String>,
     client_calls: bool,
     events: Vec<StreamEvent>,
 }
 
 impl RoundSeen {
-    /// Keeps one streamed event's payload, or a whole answer body, if it may hold
-    /// reasoning.
+    /// Keeps one streamed event's payload, or a whole answer body, if it may hold part of
+    /// what a following round sends back.
     fn see_payload(&mut self, wire: Wire, payload: &str) {
-        if TurnReasoning::may_hold(wire, payload) {
-            self.reasoning.push(payload.to_owned());
+        if RoundAnswer::may_hold(wire, payload) {
+            self.answer.push(payload.to_owned());
         }
     }
 
@@ -387,8 +387,8 @@ async fn next_round(
         last.text.push_str(LAST_ROUND_NOTE);
     }
     let looped = ex.looped.as_mut()?;
-    let reasoning = TurnReasoning::from_payloads(wire, seen.reasoning.iter().map(String::as_str));
-    let body = calls::append_round(wire, &looped.body, &reasoning, &seen.text, hidden, &results)?;
+    let answer = RoundAnswer::from_payloads(wire, seen.answer.iter().map(String::as_str));
+    let body = calls::append_round(wire, &looped.body, &answer, &seen.text, hidden, &results)?;
     looped.body = body.clone();
     let upstream = send(ex, body).await.ok()?;
     if upstream.status().is_success() {
@@ -605,7 +605,7 @@ async fn json_rounds(
         }
         let hidden = hidden_calls(&events);
         let goes = goes_on(&ex, round, &seen, &hidden);
-        // The body is looked at for reasoning only when a round follows.
+        // The body is kept for the next round only when one follows.
         if goes && let Ok(body) = std::str::from_utf8(&bytes) {
             seen.see_payload(wire, body);
         }

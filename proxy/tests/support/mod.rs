@@ -467,6 +467,21 @@ fn sse(name: Option<&str>, data: &Value) -> String {
     }
 }
 
+/// A model that reasons starts every answer with its reasoning, signed; when it wrote
+/// something before its first call, it thinks again right before the call (interleaved
+/// thinking), so the answer's order matters to whoever sends it back.
+fn think_between(pieces: &mut Vec<Piece>, n: usize) {
+    let thought = |text: String| Piece::Thinking {
+        signature: provider_rules::sign(&text),
+        text,
+    };
+    let first_call = pieces.iter().position(|p| matches!(p, Piece::Call { .. }));
+    if let Some(at) = first_call.filter(|at| *at > 0) {
+        pieces.insert(at, thought(format!("Choosing a call for request {n}.")));
+    }
+    pieces.insert(0, thought(format!("Thinking about request {n}.")));
+}
+
 fn has_calls(pieces: &[Piece]) -> bool {
     pieces.iter().any(|p| matches!(p, Piece::Call { .. }))
 }
@@ -833,14 +848,7 @@ async fn handler(
     let stream = parsed["stream"] == json!(true) || path.contains("alt=sse");
     let mut pieces = script(&name, wire, n, &text);
     if provider_rules::thinks(wire, &path, &parsed) {
-        // A model that reasons starts every answer with its reasoning, signed.
-        pieces.insert(
-            0,
-            Piece::Thinking {
-                text: format!("Thinking about request {n}."),
-                signature: format!("sig{n}_{}", "Q29udGludWl0eQ".repeat(4)),
-            },
-        );
+        think_between(&mut pieces, n);
     }
     let prompt = prompt_tokens(text.as_bytes());
     let out = match wire {

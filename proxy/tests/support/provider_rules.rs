@@ -25,7 +25,9 @@ pub fn refusal(wire: Wire, path: &str, body: &Value) -> Option<String> {
         Wire::Gemini => gemini(body),
     };
     paired.or_else(|| match wire {
-        Wire::Anthropic if thinks(wire, path, body) => thinking_first(body),
+        Wire::Anthropic if thinks(wire, path, body) => {
+            thinking_first(body).or_else(|| thinking_intact(body))
+        }
         Wire::Gemini if thinks(wire, path, body) => signed_calls(body),
         _ => None,
     })
@@ -45,6 +47,32 @@ pub fn thinks(wire: Wire, path: &str, body: &Value) -> bool {
         Wire::Gemini => path.contains("gemini-3"),
         Wire::OpenAiChat => false,
     }
+}
+
+/// The prefix of the signatures the mock gives its reasoning.
+const MOCK_SIGNATURE: &str = "mocksig_";
+
+/// The signature the mock gives a thought: the text itself, in hex, so a rule can tell a
+/// thought that came back changed, as Anthropic's signatures do.
+pub fn sign(text: &str) -> String {
+    let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
+    format!("{MOCK_SIGNATURE}{hex}")
+}
+
+/// Messages API: a thinking block the mock signed comes back with the text it was signed
+/// with (blocks with other signatures, real ones in the fixtures, are not checked).
+fn thinking_intact(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    messages.iter().enumerate().find_map(|(at, m)| {
+        blocks(m).iter().enumerate().find_map(|(k, b)| {
+            let signature = b["signature"].as_str()?;
+            let signed = signature.strip_prefix(MOCK_SIGNATURE)?;
+            let thinking = b["thinking"].as_str().unwrap_or_default();
+            (b["type"] == "thinking" && sign(thinking)[MOCK_SIGNATURE.len()..] != *signed).then(
+                || format!("messages.{at}.content.{k}: Invalid `signature` in `thinking` block"),
+            )
+        })
+    })
 }
 
 /// Messages API with thinking on: the assistant message that tool results answer (the

@@ -3,8 +3,9 @@
 use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
+use super::answer::OpenBlock;
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, TrailingText, TurnReasoning,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, RoundAnswer, TrailingText,
     arguments_value, base64_of, forced_or_forbidden, joined, obj_at, path_or, str_at,
 };
 use crate::request::extend::{ToolSpec, array_with, to_json};
@@ -155,21 +156,60 @@ impl Dialect for Anthropic {
 
     fn round_items(
         &self,
-        reasoning: &TurnReasoning,
+        answer: &RoundAnswer,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
     ) -> Vec<Value> {
-        // With thinking on, the assistant message before tool results starts with the
-        // thinking blocks the model sent, unmodified.
-        let mut content = reasoning.items.clone();
-        if !text.is_empty() {
-            content.push(json!({"type": "text", "text": text}));
-        }
-        for c in calls {
-            let input = arguments_value(&c.arguments);
-            content.push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
-        }
+        let id_of = |b: &Value| b.get("id").and_then(Value::as_str).map(str::to_owned);
+        let call_of = |b: &Value| {
+            (b.get("type").and_then(Value::as_str) == Some("tool_use"))
+                .then(|| id_of(b))
+                .flatten()
+                .and_then(|id| calls.iter().find(|c| c.id == id))
+        };
+        let holds_every_call = calls.iter().all(|c| {
+            answer
+                .items
+                .iter()
+                .any(|b| call_of(b).is_some_and(|held| held.id == c.id))
+        });
+        let content: Vec<Value> = if !calls.is_empty() && holds_every_call {
+            // The answer's blocks in their order: thinking stays where the model put it
+            // (first, and between a server tool's result and what followed), a server
+            // tool's call and result stay. A call's input is what the proxy ran.
+            answer
+                .items
+                .iter()
+                .filter(|b| !is_empty_text(b))
+                .map(|b| match call_of(b) {
+                    Some(c) => {
+                        let mut b = b.clone();
+                        b["input"] = arguments_value(&c.arguments);
+                        b
+                    }
+                    None => b.clone(),
+                })
+                .collect()
+        } else {
+            // With thinking on, the assistant message before tool results starts with the
+            // thinking blocks the model sent, unmodified.
+            let mut content: Vec<Value> = answer
+                .items
+                .iter()
+                .filter(|b| is_thinking(b))
+                .cloned()
+                .collect();
+            if !text.is_empty() {
+                content.push(json!({"type": "text", "text": text}));
+            }
+            for c in calls {
+                let input = arguments_value(&c.arguments);
+                content
+                    .push(json!({"type": "tool_use", "id": c.id, "name": c.name, "input": input}));
+            }
+            content
+        };
         let outputs: Vec<Value> = calls
             .iter()
             .zip(results)
@@ -183,56 +223,75 @@ impl Dialect for Anthropic {
         ]
     }
 
-    fn reasoning_markers(&self) -> &'static [&'static str] {
-        &["thinking", "signature"]
+    fn answer_markers(&self) -> &'static [&'static str] {
+        // Every streamed block event, and a whole answer's body.
+        &["content_block", "\"content\""]
     }
 
-    fn observe_reasoning(&self, payload: &Value, into: &mut TurnReasoning) {
-        let is_thinking = |b: &Value| {
-            matches!(
-                b.get("type").and_then(Value::as_str),
-                Some("thinking" | "redacted_thinking")
-            )
-        };
+    fn observe_answer(&self, payload: &Value, into: &mut RoundAnswer) {
         let index = payload.get("index").and_then(Value::as_u64);
         match payload.get("type").and_then(Value::as_str) {
-            // A whole answer: its thinking blocks as they are.
+            // A whole answer: its blocks as they are.
             Some("message") => into.items.extend(
                 payload
                     .get("content")
                     .and_then(Value::as_array)
                     .into_iter()
                     .flatten()
-                    .filter(|b| is_thinking(b))
                     .cloned(),
             ),
             Some("content_block_start") => {
-                if let (Some(index), Some(block)) = (index, payload.get("content_block"))
-                    && is_thinking(block)
-                {
-                    into.open.push((index, into.items.len()));
+                if let (Some(index), Some(block)) = (index, payload.get("content_block")) {
+                    into.open.push(OpenBlock {
+                        index,
+                        at: into.items.len(),
+                        input_json: String::new(),
+                    });
                     into.items.push(block.clone());
                 }
             }
             Some("content_block_delta") => {
-                let at = into.open.iter().find(|(i, _)| Some(*i) == index);
-                let (Some((_, at)), Some(delta)) = (at, payload.get("delta")) else {
+                let open = into.open.iter_mut().find(|o| Some(o.index) == index);
+                let (Some(open), Some(delta)) = (open, payload.get("delta")) else {
                     return;
                 };
-                let (field, piece) = match delta.get("type").and_then(Value::as_str) {
-                    Some("thinking_delta") => ("thinking", delta.get("thinking")),
-                    Some("signature_delta") => ("signature", delta.get("signature")),
-                    _ => return,
-                };
-                let piece = piece.and_then(Value::as_str).unwrap_or_default();
-                let Some(block) = into.items.get_mut(*at).and_then(Value::as_object_mut) else {
+                let Some(block) = into.items.get_mut(open.at).and_then(Value::as_object_mut) else {
                     return;
                 };
-                match block.get_mut(field) {
-                    Some(Value::String(whole)) => whole.push_str(piece),
-                    _ => {
-                        block.insert(field.to_owned(), Value::from(piece));
+                let piece = |key: &str| delta.get(key).and_then(Value::as_str).unwrap_or_default();
+                match delta.get("type").and_then(Value::as_str) {
+                    Some("text_delta") => append_to(block, "text", piece("text")),
+                    Some("thinking_delta") => append_to(block, "thinking", piece("thinking")),
+                    Some("signature_delta") => append_to(block, "signature", piece("signature")),
+                    Some("input_json_delta") => open.input_json.push_str(piece("partial_json")),
+                    Some("citations_delta") => {
+                        if let Some(citation) = delta.get("citation") {
+                            let list = block
+                                .entry("citations")
+                                .or_insert_with(|| Value::Array(Vec::new()));
+                            if !list.is_array() {
+                                *list = Value::Array(Vec::new());
+                            }
+                            if let Value::Array(list) = list {
+                                list.push(citation.clone());
+                            }
+                        }
                     }
+                    _ => {}
+                }
+            }
+            Some("content_block_stop") => {
+                let Some(at) = into.open.iter().position(|o| Some(o.index) == index) else {
+                    return;
+                };
+                let open = into.open.swap_remove(at);
+                // A streamed call's input is whole JSON only now; a block whose input never
+                // parses keeps the input it opened with.
+                if !open.input_json.is_empty()
+                    && let Ok(input) = serde_json::from_str::<Value>(&open.input_json)
+                    && let Some(block) = into.items.get_mut(open.at).and_then(Value::as_object_mut)
+                {
+                    block.insert("input".to_owned(), input);
                 }
             }
             _ => {}
@@ -390,5 +449,33 @@ fn media_block(m: &ResultMedia<'_>) -> Option<Value> {
         )
     } else {
         None
+    }
+}
+
+/// Whether a content block is the model's thinking.
+fn is_thinking(block: &Value) -> bool {
+    matches!(
+        block.get("type").and_then(Value::as_str),
+        Some("thinking" | "redacted_thinking")
+    )
+}
+
+/// Whether a content block is text with nothing in it (a stream opens every text block
+/// empty, and the API refuses an empty one).
+fn is_empty_text(block: &Value) -> bool {
+    block.get("type").and_then(Value::as_str) == Some("text")
+        && block
+            .get("text")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+}
+
+/// Appends a streamed piece to a block's string field.
+fn append_to(block: &mut Map<String, Value>, field: &str, piece: &str) {
+    match block.get_mut(field) {
+        Some(Value::String(whole)) => whole.push_str(piece),
+        _ => {
+            block.insert(field.to_owned(), Value::from(piece));
+        }
     }
 }

@@ -4,8 +4,8 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, TrailingText, TurnReasoning,
-    arguments_value, base64_of, joined, obj_at, path_or, str_at,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, RoundAnswer, TrailingText, arguments_value,
+    base64_of, joined, obj_at, path_or, str_at,
 };
 use crate::request::extend::{ToolSpec, to_json};
 use crate::stream::HiddenCall;
@@ -157,24 +157,48 @@ impl Dialect for Gemini {
     /// Restored media goes beside the function response, in the same turn.
     fn round_items(
         &self,
-        reasoning: &TurnReasoning,
+        answer: &RoundAnswer,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
     ) -> Vec<Value> {
-        let mut parts = Vec::new();
-        if !text.is_empty() {
-            parts.push(json!({"text": text}));
-        }
-        for (i, c) in calls.iter().enumerate() {
-            let args = arguments_value(&c.arguments);
-            let mut part = json!({"functionCall": {"name": c.name, "args": args}});
-            // Gemini 3 refuses a call of the current turn without the signature it came with.
-            if let Some(Some(signature)) = reasoning.call_signatures.get(i) {
-                part["thoughtSignature"] = Value::String(signature.clone());
+        let answered: Vec<&Value> = answer
+            .items
+            .iter()
+            .filter_map(|p| p.get("functionCall"))
+            .collect();
+        let named = |(call, part): (&HiddenCall, &&Value)| {
+            part.get("name").and_then(Value::as_str) == Some(call.name.as_str())
+        };
+        let parts: Vec<Value> = if !calls.is_empty()
+            && answered.len() == calls.len()
+            && calls.iter().zip(&answered).all(named)
+        {
+            // The answer's parts in their order, thought parts and signatures included:
+            // Gemini 3 wants the whole turn back as it came.
+            answer.items.clone()
+        } else {
+            let mut parts = Vec::new();
+            if !text.is_empty() {
+                parts.push(json!({"text": text}));
             }
-            parts.push(part);
-        }
+            let signatures = answer
+                .items
+                .iter()
+                .filter(|p| p.get("functionCall").is_some());
+            let mut signatures = signatures.map(|p| p.get("thoughtSignature"));
+            for c in calls {
+                let args = arguments_value(&c.arguments);
+                let mut part = json!({"functionCall": {"name": c.name, "args": args}});
+                // Gemini 3 refuses a call of the current turn without the signature it
+                // came with.
+                if let Some(Some(signature)) = signatures.next() {
+                    part["thoughtSignature"] = signature.clone();
+                }
+                parts.push(part);
+            }
+            parts
+        };
         let mut outputs = Vec::new();
         for (c, r) in calls.iter().zip(results) {
             outputs.push(
@@ -192,19 +216,31 @@ impl Dialect for Gemini {
         ]
     }
 
-    fn reasoning_markers(&self) -> &'static [&'static str] {
-        &["functionCall"]
+    fn answer_markers(&self) -> &'static [&'static str] {
+        &["\"parts\""]
     }
 
-    fn observe_reasoning(&self, payload: &Value, into: &mut TurnReasoning) {
+    /// Every part of the answer in order; streamed text of one kind (thought or not) is
+    /// joined into one part, which takes the signature that closes it.
+    fn observe_answer(&self, payload: &Value, into: &mut RoundAnswer) {
         let parts = payload
             .pointer("/candidates/0/content/parts")
             .and_then(Value::as_array);
         for part in parts.into_iter().flatten() {
-            if part.get("functionCall").is_some() {
-                let signature = part.get("thoughtSignature").and_then(Value::as_str);
-                into.call_signatures.push(signature.map(str::to_owned));
+            if let Some(text) = part.get("text").and_then(Value::as_str)
+                && let Some(last) = into.items.last_mut()
+                && joins_text(last, part)
+                && let Some(fields) = last.as_object_mut()
+            {
+                if let Some(Value::String(whole)) = fields.get_mut("text") {
+                    whole.push_str(text);
+                }
+                if let Some(signature) = part.get("thoughtSignature") {
+                    fields.insert("thoughtSignature".to_owned(), signature.clone());
+                }
+                continue;
             }
+            into.items.push(part.clone());
         }
     }
 
@@ -400,4 +436,21 @@ fn first_parts(body: &Value) -> Option<&Vec<Value>> {
 /// A field under its camelCase or snake_case name (Gemini's REST API takes both).
 fn field<'v>(value: &'v Value, camel: &str, snake: &str) -> Option<&'v Value> {
     value.get(camel).or_else(|| value.get(snake))
+}
+
+/// Whether a streamed text `part` continues the text part `last`: both plain text of the
+/// same kind (thought or not), and `last` not yet closed by a signature.
+fn joins_text(last: &Value, part: &Value) -> bool {
+    let plain = |p: &Value| {
+        p.as_object().is_some_and(|f| {
+            f.get("text").is_some_and(Value::is_string)
+                && f.keys()
+                    .all(|k| matches!(k.as_str(), "text" | "thought" | "thoughtSignature"))
+        })
+    };
+    let thought = |p: &Value| p.get("thought").and_then(Value::as_bool).unwrap_or(false);
+    plain(last)
+        && plain(part)
+        && thought(last) == thought(part)
+        && last.get("thoughtSignature").is_none()
 }

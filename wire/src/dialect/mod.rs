@@ -6,12 +6,12 @@
 //! Generic logic (walking a tree, splicing bytes, holding back events) stays with its
 //! caller; a [`Dialect`] only answers "where / what is it called / what shape" questions.
 
+mod answer;
 mod anthropic;
 mod gemini;
 mod markers;
 mod openai_chat;
 mod openai_responses;
-mod reasoning;
 
 use base64::Engine as _;
 use bytes::Bytes;
@@ -22,8 +22,8 @@ use crate::request::extend::{ToolSpec, array_with, to_json};
 use crate::request::scan;
 use crate::stream::{HiddenCall, Usage};
 
+pub use answer::RoundAnswer;
 pub use markers::WireMarkers;
-pub use reasoning::TurnReasoning;
 
 /// How a wire pairs tool calls with their results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -156,25 +156,26 @@ pub trait Dialect: Send + Sync {
         None
     }
 
-    /// The items a loop round appends to the conversation: the model's turn (its
-    /// `reasoning`, `text` and `calls`) and the calls' results.
+    /// The items a loop round appends to the conversation: the model's turn (its `answer`
+    /// as the provider sent it when that holds every call, else its `text` and `calls`) and
+    /// the calls' results.
     fn round_items(
         &self,
-        reasoning: &TurnReasoning,
+        answer: &RoundAnswer,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
     ) -> Vec<Value>;
 
-    /// Substrings one of which every answer event or body holding reasoning that a loop
-    /// round sends back contains (none: the wire sends none back).
-    fn reasoning_markers(&self) -> &'static [&'static str] {
+    /// Substrings one of which every answer event or body holding a part of the answer a
+    /// loop round sends back contains (none: the round is rebuilt from text and calls).
+    fn answer_markers(&self) -> &'static [&'static str] {
         &[]
     }
 
-    /// Reads the reasoning a loop round sends back from one streamed event's payload or a
-    /// whole answer body.
-    fn observe_reasoning(&self, _payload: &Value, _into: &mut TurnReasoning) {}
+    /// Reads what a loop round sends back of the answer from one streamed event's payload
+    /// or a whole answer body.
+    fn observe_answer(&self, _payload: &Value, _into: &mut RoundAnswer) {}
 
     /// Why a request is a side request (structured output, forced or forbidden tools).
     fn side_request(&self, body: &Value) -> Option<&'static str>;
@@ -391,7 +392,7 @@ pub enum RoundError {
 pub fn append_round(
     wire: Wire,
     body: &[u8],
-    reasoning: &TurnReasoning,
+    answer: &RoundAnswer,
     text: &str,
     calls: &[HiddenCall],
     results: &[CallOutput<'_>],
@@ -412,7 +413,7 @@ pub fn append_round(
         .map(|at| at + 1)
         .ok_or(RoundError::NotAnObject { wire, at: start })?;
     let items: Vec<Vec<u8>> = d
-        .round_items(reasoning, text, calls, results)
+        .round_items(answer, text, calls, results)
         .iter()
         .map(to_json)
         .collect();

@@ -4,7 +4,7 @@ use foldwire_core::{Role, Wire};
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, TrailingText, TurnReasoning,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, ResultMedia, RoundAnswer, TrailingText,
     base64_of, data_url, file_name, forced_or_forbidden, joined, media_type_from_filename, obj_at,
     path_or, str_at,
 };
@@ -83,7 +83,7 @@ impl Dialect for OpenAiChat {
     /// Restored media goes in a user message after the tool messages.
     fn round_items(
         &self,
-        reasoning: &TurnReasoning,
+        answer: &RoundAnswer,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
@@ -103,8 +103,8 @@ impl Dialect for OpenAiChat {
             json!({"role": "assistant", "content": content, "tool_calls": tool_calls});
         // Providers that stream their reasoning as text (DeepSeek's thinking mode) want it
         // back on the message whose calls the results answer.
-        if !reasoning.text.is_empty() {
-            assistant["reasoning_content"] = Value::from(reasoning.text.as_str());
+        if !answer.reasoning_text.is_empty() {
+            assistant["reasoning_content"] = Value::from(answer.reasoning_text.as_str());
         }
         let mut items = vec![assistant];
         for (c, r) in calls.iter().zip(results) {
@@ -123,18 +123,18 @@ impl Dialect for OpenAiChat {
         items
     }
 
-    fn reasoning_markers(&self) -> &'static [&'static str] {
+    fn answer_markers(&self) -> &'static [&'static str] {
         &["reasoning_content"]
     }
 
-    fn observe_reasoning(&self, payload: &Value, into: &mut TurnReasoning) {
+    fn observe_answer(&self, payload: &Value, into: &mut RoundAnswer) {
         let choice = payload.pointer("/choices/0");
         let text = choice
             .and_then(|c| c.pointer("/delta/reasoning_content"))
             .or_else(|| choice.and_then(|c| c.pointer("/message/reasoning_content")))
             .and_then(Value::as_str);
         if let Some(text) = text {
-            into.text.push_str(text);
+            into.reasoning_text.push_str(text);
         }
     }
 

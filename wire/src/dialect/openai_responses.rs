@@ -4,7 +4,7 @@ use foldwire_core::Wire;
 use serde_json::{Map, Value, json};
 
 use super::{
-    CallOutput, Dialect, MediaSink, Pairing, Provider, TrailingText, TurnReasoning, data_url,
+    CallOutput, Dialect, MediaSink, Pairing, Provider, RoundAnswer, TrailingText, data_url,
     file_name, forced_or_forbidden, joined, openai_chat, path_or,
 };
 use crate::request::extend::{ToolSpec, to_json};
@@ -92,29 +92,25 @@ impl Dialect for OpenAiResponses {
 
     fn round_items(
         &self,
-        reasoning: &TurnReasoning,
+        answer: &RoundAnswer,
         text: &str,
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
     ) -> Vec<Value> {
-        // An answer that reasons goes back as its own items, in its order, when they hold
-        // every call: a reasoning item then stays right before the item it produced, as
-        // the API requires.
+        // The answer goes back as its own items, in its order, when they hold every call:
+        // a reasoning item then stays right before the item it produced, as the API
+        // requires, and a built-in tool's item stays with what followed it.
         let has = |c: &HiddenCall| {
-            reasoning.items.iter().any(|i| {
+            answer.items.iter().any(|i| {
                 i.get("type").and_then(Value::as_str) == Some("function_call")
                     && i.get("call_id").and_then(Value::as_str) == Some(c.id.as_str())
             })
         };
-        let reasons = reasoning
-            .items
-            .iter()
-            .any(|i| i.get("type").and_then(Value::as_str) == Some("reasoning"));
         let mut items = Vec::new();
-        if reasons && !calls.is_empty() && calls.iter().all(has) {
+        if !calls.is_empty() && calls.iter().all(has) {
             // Only a reasoning item needs its id (it names the encrypted reasoning); the
             // others go back as input items, without the output's id and status.
-            items.extend(reasoning.items.iter().map(|item| {
+            items.extend(answer.items.iter().map(|item| {
                 let mut item = item.clone();
                 if let Some(fields) = item.as_object_mut()
                     && fields.get("type").and_then(Value::as_str) != Some("reasoning")
@@ -140,13 +136,13 @@ impl Dialect for OpenAiResponses {
         items
     }
 
-    fn reasoning_markers(&self) -> &'static [&'static str] {
+    fn answer_markers(&self) -> &'static [&'static str] {
         &["output_item.done", "\"output\""]
     }
 
-    /// Every output item of an answer that reasons, in order: a reasoning item must go back
-    /// right before the item it produced, so the round resends the answer as it came.
-    fn observe_reasoning(&self, payload: &Value, into: &mut TurnReasoning) {
+    /// Every output item of the answer, in order: a reasoning item must go back right
+    /// before the item it produced, so the round resends the answer as it came.
+    fn observe_answer(&self, payload: &Value, into: &mut RoundAnswer) {
         match payload.get("type").and_then(Value::as_str) {
             Some("response.output_item.done") => into.items.extend(payload.get("item").cloned()),
             // A whole answer (a response object has no `type`); streamed `response.completed`

@@ -18,7 +18,7 @@ fn plain_round(
     calls: &[HiddenCall],
     results: &[CallOutput<'_>],
 ) -> Result<Bytes, RoundError> {
-    append_round(wire, body, &TurnReasoning::default(), text, calls, results)
+    append_round(wire, body, &RoundAnswer::default(), text, calls, results)
 }
 
 /// A body of each wire whose client bytes hold an escape a `Value` round trip would rewrite,
@@ -148,7 +148,7 @@ fn a_responses_string_input_becomes_a_list_and_a_missing_one_is_added() {
         append_round(
             Wire::Anthropic,
             b"[1]",
-            &TurnReasoning::default(),
+            &RoundAnswer::default(),
             "",
             &calls,
             &results
@@ -196,28 +196,28 @@ fn stripping_removes_proxy_calls_and_fixes_the_stop() {
     assert!(!dialect(Wire::Gemini).strip_calls(&mut g, &is_proxy));
 }
 
-/// The reasoning a captured stream carries, read event by event as the proxy reads it.
-fn reasoning_of(wire: Wire, file: &str) -> Option<TurnReasoning> {
+/// What a round sends back of a captured stream, read event by event as the proxy reads it.
+fn answer_of(wire: Wire, file: &str) -> Option<RoundAnswer> {
     let path = foldwire_core::fixtures::files(wire.as_str(), file).pop()?;
     let bytes = std::fs::read(path).ok()?;
     let events = crate::stream::parse_stream(wire, &bytes).ok()?;
     let kept: Vec<&str> = events
         .iter()
         .filter_map(|e| e.data.as_deref())
-        .filter(|data| TurnReasoning::may_hold(wire, data))
+        .filter(|data| RoundAnswer::may_hold(wire, data))
         .collect();
-    Some(TurnReasoning::from_payloads(wire, kept))
+    Some(RoundAnswer::from_payloads(wire, kept))
 }
 
 /// The follow-up body of a round, read back.
 fn round_value(
     wire: Wire,
     body: &[u8],
-    reasoning: &TurnReasoning,
+    answer: &RoundAnswer,
     calls: &[HiddenCall],
     results: &[CallOutput<'_>],
 ) -> Value {
-    let out = append_round(wire, body, reasoning, "", calls, results).unwrap();
+    let out = append_round(wire, body, answer, "", calls, results).unwrap();
     serde_json::from_slice(&out).unwrap()
 }
 
@@ -228,16 +228,21 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
         text: "done",
         media: Vec::new(),
     }];
-    let Some(anthropic) = reasoning_of(Wire::Anthropic, "stream-thinking-then-tool-use") else {
+    let Some(anthropic) = answer_of(Wire::Anthropic, "stream-thinking-then-tool-use") else {
         eprintln!(
             "fixtures absent: a_rounds_reasoning_from_captured_streams_goes_back_as_it_came not run"
         );
         return;
     };
-    // One thinking block, its text and signature put together from the deltas.
-    assert_eq!(anthropic.items.len(), 1, "{anthropic:?}");
+    // The thinking block, its text and signature put together from the deltas, then the
+    // call as it was opened.
+    let kinds: Vec<&str> = anthropic
+        .items
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["thinking", "tool_use"], "{anthropic:?}");
     let block = &anthropic.items[0];
-    assert_eq!(block["type"], "thinking");
     assert!(
         block["signature"]
             .as_str()
@@ -245,18 +250,29 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
             .starts_with("EoQDCm0IDhgCKkCDzGs2")
     );
     assert!(!block["thinking"].as_str().unwrap().is_empty());
-    let v = round_value(
-        Wire::Anthropic,
-        br#"{"messages":[{"role":"user","content":"go"}]}"#,
-        &anthropic,
-        &calls,
-        &results,
+    let body = br#"{"messages":[{"role":"user","content":"go"}]}"#;
+    // When the answer's call is the round's, the answer goes back exactly as it came.
+    let id = anthropic.items[1]["id"].as_str().unwrap();
+    let own = [call(id, "fixed_version", "{}")];
+    let v = round_value(Wire::Anthropic, body, &anthropic, &own, &results);
+    assert_eq!(
+        v["messages"][1]["content"],
+        Value::from(anthropic.items.clone())
     );
+    assert_eq!(v["messages"][2]["content"][0]["tool_use_id"], id);
+    // Otherwise the thinking still leads, then the round's calls.
+    let v = round_value(Wire::Anthropic, body, &anthropic, &calls, &results);
     assert_eq!(&v["messages"][1]["content"][0], block);
-    assert_eq!(v["messages"][1]["content"][1]["type"], "tool_use");
+    assert_eq!(v["messages"][1]["content"][1]["id"], "c1");
 
-    let gemini = reasoning_of(Wire::Gemini, "stream-sse-function-call-thought-signature").unwrap();
-    let signature = gemini.call_signatures[0].clone().unwrap();
+    let gemini = answer_of(Wire::Gemini, "stream-sse-function-call-thought-signature").unwrap();
+    let signature = gemini
+        .items
+        .iter()
+        .find(|p| p.get("functionCall").is_some())
+        .map(|p| p["thoughtSignature"].clone())
+        .unwrap();
+    assert!(signature.is_string(), "{gemini:?}");
     let v = round_value(
         Wire::Gemini,
         br#"{"contents":[{"role":"user","parts":[{"text":"go"}]}]}"#,
@@ -264,12 +280,14 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
         &calls,
         &results,
     );
-    assert_eq!(
-        v["contents"][1]["parts"][0]["thoughtSignature"],
-        Value::from(signature)
-    );
+    let sent = v["contents"][1]["parts"].as_array().unwrap();
+    let sent_call = sent
+        .iter()
+        .find(|p| p.get("functionCall").is_some())
+        .unwrap();
+    assert_eq!(sent_call["thoughtSignature"], signature);
 
-    let responses = reasoning_of(
+    let responses = answer_of(
         Wire::OpenAiResponses,
         "stream-reasoning-commentary-phase-function-call",
     )
@@ -320,13 +338,13 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
     assert_eq!(v["input"][0]["type"], "function_call");
 
     // DeepSeek's streamed reasoning text goes back on the message with the calls.
-    let chat = reasoning_of(Wire::OpenAiChat, "stream-deepseek-reasoning-content").unwrap();
+    let chat = answer_of(Wire::OpenAiChat, "stream-deepseek-reasoning-content").unwrap();
+    let thought = &chat.reasoning_text;
     assert!(
-        chat.text.starts_with("Hmm, the user just said \"Hello\"."),
-        "{}",
-        chat.text
+        thought.starts_with("Hmm, the user just said \"Hello\"."),
+        "{thought}"
     );
-    assert!(chat.text.ends_with("and that's okay too."), "{}", chat.text);
+    assert!(thought.ends_with("and that's okay too."), "{thought}");
     let v = round_value(
         Wire::OpenAiChat,
         br#"{"messages":[{"role":"user","content":"go"}]}"#,
@@ -336,7 +354,7 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
     );
     assert_eq!(
         v["messages"][1]["reasoning_content"],
-        Value::from(chat.text.as_str())
+        Value::from(thought.as_str())
     );
     // An answer without reasoning leaves a round as it was.
     let out = plain_round(
@@ -349,4 +367,144 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
     .unwrap();
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["messages"][1].get("reasoning_content"), None);
+}
+
+/// The events of a captured Anthropic stream, as the proxy keeps them, with a `compress`
+/// call the model made after the stream's last block.
+fn with_compress_call(file: &str) -> Option<(Vec<String>, u64)> {
+    let path = foldwire_core::fixtures::files("anthropic", file).pop()?;
+    let bytes = std::fs::read(path).ok()?;
+    let events = crate::stream::parse_stream(Wire::Anthropic, &bytes).ok()?;
+    let mut kept: Vec<String> = events.iter().filter_map(|e| e.data.clone()).collect();
+    let next = kept
+        .iter()
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| v["index"].as_u64())
+        .max()?
+        + 1;
+    let call = [
+        serde_json::json!({"type": "content_block_start", "index": next, "content_block": {"type": "tool_use", "id": "toolu_c", "name": "compress", "input": {}}}),
+        serde_json::json!({"type": "content_block_delta", "index": next, "delta": {"type": "input_json_delta", "partial_json": "{\"ranges\":"}}),
+        serde_json::json!({"type": "content_block_delta", "index": next, "delta": {"type": "input_json_delta", "partial_json": "[]}"}}),
+        serde_json::json!({"type": "content_block_stop", "index": next}),
+    ];
+    kept.extend(call.iter().map(Value::to_string));
+    kept.retain(|d| RoundAnswer::may_hold(Wire::Anthropic, d));
+    Some((kept, next))
+}
+
+#[test]
+fn an_anthropic_round_keeps_interleaved_thinking_and_server_tool_blocks_in_order() {
+    // A captured answer that thought, wrote, ran code on Anthropic's side and wrote again;
+    // here it ends with a compress call, so a round follows.
+    let Some((events, call_at)) = with_compress_call("stream-server-tool-code-execution") else {
+        eprintln!(
+            "fixtures absent: an_anthropic_round_keeps_interleaved_thinking_and_server_tool_blocks_in_order not run"
+        );
+        return;
+    };
+    let answer = RoundAnswer::from_payloads(Wire::Anthropic, events.iter().map(String::as_str));
+    let kinds: Vec<&str> = answer
+        .items
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "thinking",
+            "text",
+            "server_tool_use",
+            "bash_code_execution_tool_result",
+            "text",
+            "tool_use"
+        ]
+    );
+    assert_eq!(call_at, 5);
+    // The server tool's input, streamed in pieces, is whole JSON again.
+    let command = answer.items[2]["input"]["command"].as_str().unwrap();
+    assert!(command.contains("6544"), "{command}");
+    assert_eq!(answer.items[3]["content"]["stdout"], "-428330955.97745\n");
+    assert!(
+        answer.items[4]["text"]
+            .as_str()
+            .unwrap()
+            .ends_with("Final Answer: **-428,330,955.97745**")
+    );
+    let results = [CallOutput {
+        text: "done",
+        media: Vec::new(),
+    }];
+    let calls = [call("toolu_c", "compress", r#"{"ranges":[]}"#)];
+    let v = round_value(
+        Wire::Anthropic,
+        br#"{"messages":[{"role":"user","content":"go"}]}"#,
+        &answer,
+        &calls,
+        &results,
+    );
+    let sent = v["messages"][1]["content"].as_array().unwrap();
+    assert_eq!(sent, &answer.items, "every block, in the order it came");
+    assert_eq!(sent[5]["input"], serde_json::json!({"ranges": []}));
+    assert_eq!(v["messages"][2]["content"][0]["tool_use_id"], "toolu_c");
+
+    // The same answer whole (a JSON body) reads the same.
+    let whole = serde_json::json!({"type": "message", "role": "assistant", "content": answer.items.clone()});
+    let again = RoundAnswer::from_payloads(Wire::Anthropic, [whole.to_string().as_str()]);
+    assert_eq!(again.items, answer.items);
+}
+
+#[test]
+fn a_gemini_rounds_parts_come_back_in_order_with_streamed_text_joined() {
+    let chunk = |parts: Value| {
+        serde_json::json!({"candidates": [{"content": {"role": "model", "parts": parts}}]})
+            .to_string()
+    };
+    let chunks = [
+        chunk(serde_json::json!([{"text": "Weigh", "thought": true}])),
+        chunk(serde_json::json!([{"text": "ing it.", "thought": true}])),
+        chunk(serde_json::json!([{"text": "Let me "}])),
+        chunk(serde_json::json!([{"text": "tidy.", "thoughtSignature": "c2lnMQ"}])),
+        chunk(
+            serde_json::json!([{"functionCall": {"name": "compress", "args": {"ranges": []}}, "thoughtSignature": "c2lnMg"}]),
+        ),
+        chunk(serde_json::json!([{"text": "", "thoughtSignature": "c2lnMw"}])),
+    ];
+    let answer = RoundAnswer::from_payloads(Wire::Gemini, chunks.iter().map(String::as_str));
+    assert_eq!(
+        Value::from(answer.items.clone()),
+        serde_json::json!([
+            {"text": "Weighing it.", "thought": true},
+            {"text": "Let me tidy.", "thoughtSignature": "c2lnMQ"},
+            {"functionCall": {"name": "compress", "args": {"ranges": []}}, "thoughtSignature": "c2lnMg"},
+            {"text": "", "thoughtSignature": "c2lnMw"},
+        ])
+    );
+    let results = [CallOutput {
+        text: "done",
+        media: Vec::new(),
+    }];
+    let body = br#"{"contents":[{"role":"user","parts":[{"text":"go"}]}]}"#;
+    let v = round_value(
+        Wire::Gemini,
+        body,
+        &answer,
+        &[call("g1", "compress", r#"{"ranges":[]}"#)],
+        &results,
+    );
+    assert_eq!(v["contents"][1]["parts"], Value::from(answer.items.clone()));
+    // A round whose calls are not the answer's is rebuilt, each call keeping the
+    // signature of the answer's call in its place.
+    let v = round_value(
+        Wire::Gemini,
+        body,
+        &answer,
+        &[call("g1", "restore", "{}")],
+        &results,
+    );
+    assert_eq!(
+        v["contents"][1]["parts"][0]["functionCall"]["name"],
+        "restore"
+    );
+    assert_eq!(v["contents"][1]["parts"][0]["thoughtSignature"], "c2lnMg");
 }
