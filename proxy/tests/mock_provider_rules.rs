@@ -161,6 +161,41 @@ fn signed_reasoning_goes_back_where_the_provider_requires_it() {
     );
 }
 
+#[test]
+fn anthropic_cache_markers_are_refused_past_four_or_out_of_ttl_order() {
+    let marked = |ttl: &str| json!({"type": "ephemeral", "ttl": ttl});
+    let body = |system: Vec<serde_json::Value>, user: Vec<serde_json::Value>| {
+        let blocks = |ccs: Vec<serde_json::Value>| -> Vec<serde_json::Value> {
+            ccs.into_iter()
+                .map(|cc| json!({"type": "text", "text": "t", "cache_control": cc}))
+                .collect()
+        };
+        json!({"system": blocks(system), "messages": [{"role": "user", "content": blocks(user)}]})
+    };
+    let four = body(
+        vec![marked("1h"), marked("1h")],
+        vec![marked("5m"), marked("5m")],
+    );
+    assert_eq!(refusal(Wire::Anthropic, "", &four), None);
+    let five = body(vec![marked("1h"), marked("5m")], vec![marked("5m"); 3]);
+    let refused = refusal(Wire::Anthropic, "", &five).unwrap();
+    assert!(refused.contains("Found 5"), "{refused}");
+    // A marker nested in a tool result counts too.
+    let text = json!({"type": "text", "text": "t", "cache_control": marked("5m")});
+    let nested = json!({"messages": [
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "x", "input": {}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": [text.clone(), text.clone()]},
+            text.clone(), text.clone(), text
+        ]}
+    ]});
+    let refused = refusal(Wire::Anthropic, "", &nested).unwrap();
+    assert!(refused.contains("Found 5"), "{refused}");
+    let unordered = body(vec![marked("5m")], vec![marked("1h")]);
+    let refused = refusal(Wire::Anthropic, "", &unordered).unwrap();
+    assert!(refused.contains("must not come after"), "{refused}");
+}
+
 /// Real requests the providers accepted pass the mock's rules: they refuse only what the
 /// providers refuse.
 #[test]

@@ -274,3 +274,58 @@ async fn the_model_folds_an_offered_run_of_summaries_into_a_higher_tier() {
         }
     }
 }
+
+/// An Anthropic body the way agent harnesses send it: content as blocks, and four
+/// prompt-cache markers, the most the API takes (the tools and the system prompt for an
+/// hour, the newest two messages for five minutes).
+fn marked_body(turns: usize) -> serde_json::Value {
+    let mut body = history_body(Wire::Anthropic, turns, 1200, false);
+    let hour = serde_json::json!({"type": "ephemeral", "ttl": "1h"});
+    let five = serde_json::json!({"type": "ephemeral"});
+    body["tools"] = serde_json::json!([{"name": "bash", "description": "Runs a command.", "input_schema": {"type": "object"}, "cache_control": hour}]);
+    body["system"] = serde_json::json!([
+        {"type": "text", "text": "You are a coding agent."},
+        {"type": "text", "text": "Work carefully.", "cache_control": hour}
+    ]);
+    let messages = body["messages"].as_array_mut().unwrap();
+    let n = messages.len();
+    for (i, m) in messages.iter_mut().enumerate() {
+        let text = m["content"].as_str().unwrap().to_owned();
+        let mut block = serde_json::json!({"type": "text", "text": text});
+        if i + 2 >= n {
+            block["cache_control"] = five.clone();
+        }
+        m["content"] = serde_json::json!([block]);
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_using_all_four_cache_markers_is_never_refused_while_folds_place_theirs() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+    let count = |b: &str| b.matches("\"cache_control\"").count();
+    let mut moved = 0;
+    for turns in 1..=30 {
+        let body = marked_body(turns);
+        post_ok(proxy, Wire::Anthropic, "marked", &body).await;
+        let refused = mock.refused.lock().unwrap().clone();
+        assert!(refused.is_empty(), "turn {turns}: {refused:?}");
+        let sent = mock.bodies().pop().unwrap();
+        let sent: serde_json::Value = serde_json::from_slice(&sent).unwrap();
+        // Markers foldwire put where the client had none (the client's own were dropped to
+        // make room), so the mock's limit was met by foldwire's choice, not by luck.
+        let ours = sent["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .rev()
+            .skip(2)
+            .filter(|m| count(&m.to_string()) > 0)
+            .count();
+        moved += usize::from(ours > 0);
+        assert!(count(&sent.to_string()) <= 4, "turn {turns}");
+    }
+    assert!(moved > 0, "foldwire never placed a marker of its own");
+}

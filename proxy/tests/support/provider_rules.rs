@@ -1,7 +1,9 @@
 //! Rules the real providers enforce on a request's history, written from their documented
 //! 400 errors, so the mock refuses what they would refuse: tool calls and results that do
-//! not pair up; (Messages API, Gemini) empty messages or parts; and, from a model that
-//! signs its reasoning, calls sent back without it (Anthropic with thinking on, Gemini 3).
+//! not pair up; (Messages API, Gemini) empty messages or parts; (Messages API) more than
+//! four prompt-cache markers, or a 1-hour one after a 5-minute one; and, from a model that
+//! signs its reasoning, calls sent back without it (Anthropic with thinking on, Gemini 3)
+//! or a signed thought sent back changed.
 //! A request foldwire forwards with a call whose result it dropped, a result whose call it
 //! dropped, a message a fold emptied or a loop round without the model's thinking then
 //! fails every test that expects an answer, as it would fail the user, instead of being
@@ -19,7 +21,7 @@ use foldwire_core::Wire;
 /// `None`.
 pub fn refusal(wire: Wire, path: &str, body: &Value) -> Option<String> {
     let paired = match wire {
-        Wire::Anthropic => anthropic(body),
+        Wire::Anthropic => anthropic(body).or_else(|| cache_markers(body)),
         Wire::OpenAiChat => chat(body),
         Wire::OpenAiResponses => responses(body),
         Wire::Gemini => gemini(body),
@@ -121,6 +123,43 @@ fn signed_calls(body: &Value) -> Option<String> {
         }
     }
     None
+}
+
+/// Messages API prompt-cache markers, in prefix order (tools, system, messages; a block's
+/// nested content after the block): at most four, and a 1-hour one never after a 5-minute
+/// one.
+fn cache_markers(body: &Value) -> Option<String> {
+    fn collect<'a>(v: &'a Value, into: &mut Vec<&'a Value>) {
+        if let Some(cc) = v.get("cache_control").filter(|cc| !cc.is_null()) {
+            into.push(cc);
+        }
+        if let Some(nested) = v.get("content").and_then(Value::as_array) {
+            for b in nested {
+                collect(b, into);
+            }
+        }
+    }
+    let mut markers = Vec::new();
+    let listed = [&body["tools"], &body["system"]];
+    for b in listed.iter().filter_map(|l| l.as_array()).flatten() {
+        collect(b, &mut markers);
+    }
+    for m in body["messages"].as_array().into_iter().flatten() {
+        for b in blocks(m) {
+            collect(b, &mut markers);
+        }
+    }
+    if markers.len() > 4 {
+        return Some(format!(
+            "A maximum of 4 blocks with cache_control may be provided. Found {}.",
+            markers.len()
+        ));
+    }
+    let long = |cc: &Value| cc["ttl"] == "1h";
+    let first_short = markers.iter().position(|cc| !long(cc))?;
+    markers[first_short..].iter().any(|cc| long(cc)).then(|| {
+        "a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block. Note that blocks are processed in the following order: `tools`, `system`, `messages`.".to_owned()
+    })
 }
 
 fn blocks(message: &Value) -> &[Value] {
