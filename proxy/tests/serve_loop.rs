@@ -322,6 +322,54 @@ async fn the_models_signed_reasoning_goes_back_with_its_compress_call() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_round_refused_as_it_came_is_sent_again_in_its_minimal_form() {
+    // A provider that does not take back the `caller` its own tool_use blocks carry.
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let client = reqwest::Client::new();
+    for stream in [true, false] {
+        mock.received.lock().unwrap().clear();
+        mock.refused.lock().unwrap().clear();
+        let mut body = history_body(Wire::Anthropic, 16, 2400, stream);
+        body["thinking"] = serde_json::json!({"type": "enabled", "budget_tokens": 1024});
+        let resp = client
+            .post(format!(
+                "http://{proxy}{}",
+                path_of(Wire::Anthropic, stream)
+            ))
+            .header("x-foldwire-session", format!("minimal-{stream}"))
+            .header("x-mock-script", "compress")
+            .header("x-mock-refuse", "caller")
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "stream={stream}");
+        let got = resp.bytes().await.unwrap();
+        let text = text_of(&events(Wire::Anthropic, stream, &got));
+        assert!(text.contains("All done."), "stream={stream}: {text:?}");
+        // The round as it came was refused once; the minimal one went through.
+        let refused = mock.refused.lock().unwrap().clone();
+        assert_eq!(refused.len(), 1, "stream={stream}: {refused:?}");
+        let bodies = mock.bodies();
+        assert_eq!(bodies.len(), 3, "stream={stream}");
+        let minimal: Value = serde_json::from_slice(&bodies[2]).unwrap();
+        let list = minimal["messages"].as_array().unwrap();
+        let turn = list[list.len() - 2]["content"].as_array().unwrap();
+        let kinds: Vec<&str> = turn.iter().map(|b| b["type"].as_str().unwrap()).collect();
+        // The thinking still leads, signed, as the API requires with thinking on.
+        assert_eq!(
+            kinds,
+            ["thinking", "thinking", "text", "tool_use"],
+            "stream={stream}"
+        );
+        assert_eq!(turn[3].get("caller"), None);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_tool_call_ends_the_loop_and_reaches_the_client() {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();

@@ -386,11 +386,23 @@ async fn next_round(
         last.text.push_str("\n\n");
         last.text.push_str(LAST_ROUND_NOTE);
     }
-    let looped = ex.looped.as_mut()?;
+    let prior = ex.looped.as_ref()?.body.clone();
     let answer = RoundAnswer::from_payloads(wire, seen.answer.iter().map(String::as_str));
-    let body = calls::append_round(wire, &looped.body, &answer, &seen.text, hidden, &results)?;
-    looped.body = body.clone();
-    let upstream = send(ex, body).await.ok()?;
+    let mut body = calls::append_round(wire, &prior, &answer, &seen.text, hidden, &results)?;
+    let mut upstream = send(ex, body.clone()).await.ok()?;
+    if upstream.status() == StatusCode::BAD_REQUEST && answer.whole {
+        // The provider refused some part of its own answer as input: the round once more
+        // in its minimal form, rather than a turn cut short.
+        tracing::warn!(
+            "A compress-loop round with the model's answer as it came was refused upstream; sending it again with only the text, the calls and the reasoning the wire requires."
+        );
+        let minimal = answer.minimal();
+        body = calls::append_round(wire, &prior, &minimal, &seen.text, hidden, &results)?;
+        upstream = send(ex, body.clone()).await.ok()?;
+    }
+    if let Some(looped) = ex.looped.as_mut() {
+        looped.body = body;
+    }
     if upstream.status().is_success() {
         Some(upstream)
     } else {

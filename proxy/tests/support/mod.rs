@@ -22,7 +22,9 @@
 //! that do not pair up, empty messages, calls back without the model's signed reasoning;
 //! see [`provider_rules`]) gets its 400, and a request for a model that reasons (thinking
 //! on, encrypted reasoning asked for, a Gemini 3 model) gets answers that start with signed
-//! reasoning, as theirs do.
+//! reasoning, as theirs do. With `x-mock-refuse: FIELD`, a request that carries `FIELD`
+//! anywhere gets a 400 (a provider that does not take back a field of its own answers; the
+//! Anthropic answers carry `caller` on their calls, as the real API's do).
 //!
 //! Whatever the script, a `summarizer.llm` side request is answered with
 //! `TOPIC: side summary` and [`MOCK_LLM_SUMMARY`].
@@ -501,7 +503,7 @@ fn anthropic(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
                     json!({"type": "thinking", "thinking": text, "signature": signature})
                 }
                 Piece::Call { id, name, args } => {
-                    json!({"type": "tool_use", "id": id, "name": name, "input": args})
+                    json!({"type": "tool_use", "id": id, "name": name, "input": args, "caller": {"type": "direct"}})
                 }
             })
             .collect();
@@ -541,7 +543,7 @@ fn anthropic(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
             Piece::Call { id, name, args } => {
                 out += &sse(
                     Some("content_block_start"),
-                    &json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+                    &json!({"type": "content_block_start", "index": i, "content_block": {"type": "tool_use", "id": id, "name": name, "input": {}, "caller": {"type": "direct"}}}),
                 );
                 out += &sse(
                     Some("content_block_delta"),
@@ -810,7 +812,13 @@ async fn handler(
             .unwrap();
     }
     let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    if let Some(message) = provider_rules::refusal(wire, &path, &parsed) {
+    // `x-mock-refuse`: a provider that does not take some field its own answers carry.
+    let unaccepted = headers
+        .get("x-mock-refuse")
+        .and_then(|v| v.to_str().ok())
+        .filter(|field| text.contains(&format!("\"{field}\":")))
+        .map(|field| format!("messages: {field}: Extra inputs are not permitted"));
+    if let Some(message) = unaccepted.or_else(|| provider_rules::refusal(wire, &path, &parsed)) {
         // What the real provider answers a history it refuses.
         eprintln!("mock provider: refused {path}: {message}");
         mock.refused.lock().unwrap().push(message.clone());

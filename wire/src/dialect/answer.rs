@@ -17,7 +17,8 @@
 //! A [`RoundAnswer`] is read from the answer's events (or its body) once a round follows;
 //! the dialect says which payloads may matter ([`super::Dialect::answer_markers`]) and how
 //! to read them ([`super::Dialect::observe_answer`]), and its `round_items` puts the answer
-//! back, falling back to the text and calls when the answer read does not hold every call.
+//! back, falling back to the text and calls (with the reasoning the wire requires) when the
+//! answer read does not hold every call, or when the round asks for its minimal form.
 
 use serde_json::Value;
 
@@ -32,6 +33,11 @@ pub struct RoundAnswer {
     /// (streamed blocks put together from their deltas), Responses output items, Gemini
     /// parts (streamed text of one kind joined).
     pub items: Vec<Value>,
+    /// Whether `items` are the whole answer as it was sent ([`RoundAnswer::from_payloads`]);
+    /// only then does a round send them back as they came. Otherwise (the default, and
+    /// [`RoundAnswer::minimal`]) a round is built from the text and calls, with the
+    /// reasoning the wire requires.
+    pub whole: bool,
     /// Chat: reasoning streamed as text (DeepSeek's `reasoning_content`), which goes back
     /// on the message that made the calls.
     pub reasoning_text: String,
@@ -67,7 +73,10 @@ impl RoundAnswer {
     /// kept, or all of them).
     pub fn from_payloads<'a>(wire: Wire, payloads: impl IntoIterator<Item = &'a str>) -> Self {
         let d = dialect(wire);
-        let mut answer = RoundAnswer::default();
+        let mut answer = RoundAnswer {
+            whole: true,
+            ..RoundAnswer::default()
+        };
         for payload in payloads {
             if Self::may_hold(wire, payload)
                 && let Ok(value) = serde_json::from_str::<Value>(payload)
@@ -76,5 +85,15 @@ impl RoundAnswer {
             }
         }
         answer
+    }
+
+    /// The same answer for a round in its minimal form: the text and calls, with only the
+    /// reasoning the wire requires (for a provider that refused part of the answer as
+    /// input).
+    pub fn minimal(&self) -> Self {
+        RoundAnswer {
+            whole: false,
+            ..self.clone()
+        }
     }
 }

@@ -174,7 +174,7 @@ impl Dialect for Anthropic {
                 .iter()
                 .any(|b| call_of(b).is_some_and(|held| held.id == c.id))
         });
-        let content: Vec<Value> = if !calls.is_empty() && holds_every_call {
+        let content: Vec<Value> = if answer.whole && !calls.is_empty() && holds_every_call {
             // The answer's blocks in their order: thinking stays where the model put it
             // (first, and between a server tool's result and what followed), a server
             // tool's call and result stay. A call's input is what the proxy ran.

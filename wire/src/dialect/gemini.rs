@@ -170,7 +170,8 @@ impl Dialect for Gemini {
         let named = |(call, part): (&HiddenCall, &&Value)| {
             part.get("name").and_then(Value::as_str) == Some(call.name.as_str())
         };
-        let parts: Vec<Value> = if !calls.is_empty()
+        let parts: Vec<Value> = if answer.whole
+            && !calls.is_empty()
             && answered.len() == calls.len()
             && calls.iter().zip(&answered).all(named)
         {

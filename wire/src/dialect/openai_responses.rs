@@ -107,7 +107,7 @@ impl Dialect for OpenAiResponses {
             })
         };
         let mut items = Vec::new();
-        if !calls.is_empty() && calls.iter().all(has) {
+        if answer.whole && !calls.is_empty() && calls.iter().all(has) {
             // Only a reasoning item needs its id (it names the encrypted reasoning); the
             // others go back as input items, without the output's id and status.
             items.extend(answer.items.iter().map(|item| {

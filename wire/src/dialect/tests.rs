@@ -447,6 +447,21 @@ fn an_anthropic_round_keeps_interleaved_thinking_and_server_tool_blocks_in_order
     assert_eq!(sent, &answer.items, "every block, in the order it came");
     assert_eq!(sent[5]["input"], serde_json::json!({"ranges": []}));
     assert_eq!(v["messages"][2]["content"][0]["tool_use_id"], "toolu_c");
+    // Its minimal form: the thinking, then the calls.
+    let v = round_value(
+        Wire::Anthropic,
+        br#"{"messages":[{"role":"user","content":"go"}]}"#,
+        &answer.minimal(),
+        &calls,
+        &results,
+    );
+    let kinds: Vec<&str> = v["messages"][1]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["thinking", "tool_use"]);
 
     // The same answer whole (a JSON body) reads the same.
     let whole = serde_json::json!({"type": "message", "role": "assistant", "content": answer.items.clone()});
