@@ -209,6 +209,11 @@ fn answer_of(wire: Wire, file: &str) -> Option<RoundAnswer> {
     Some(RoundAnswer::from_payloads(wire, kept))
 }
 
+/// The `type` of each block or item.
+fn kinds_of(items: &[Value]) -> Vec<&str> {
+    items.iter().map(|i| i["type"].as_str().unwrap()).collect()
+}
+
 /// The follow-up body of a round, read back.
 fn round_value(
     wire: Wire,
@@ -236,11 +241,7 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
     };
     // The thinking block, its text and signature put together from the deltas, then the
     // call as it was opened.
-    let kinds: Vec<&str> = anthropic
-        .items
-        .iter()
-        .map(|b| b["type"].as_str().unwrap())
-        .collect();
+    let kinds = kinds_of(&anthropic.items);
     assert_eq!(kinds, ["thinking", "tool_use"], "{anthropic:?}");
     let block = &anthropic.items[0];
     assert!(
@@ -293,11 +294,7 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
     )
     .unwrap();
     // The answer's items in order, each reasoning item right before what it produced.
-    let kinds: Vec<&str> = responses
-        .items
-        .iter()
-        .map(|i| i["type"].as_str().unwrap())
-        .collect();
+    let kinds = kinds_of(&responses.items);
     assert!(
         kinds.contains(&"reasoning") && kinds.contains(&"function_call"),
         "{kinds:?}"
@@ -404,11 +401,7 @@ fn an_anthropic_round_keeps_interleaved_thinking_and_server_tool_blocks_in_order
         return;
     };
     let answer = RoundAnswer::from_payloads(Wire::Anthropic, events.iter().map(String::as_str));
-    let kinds: Vec<&str> = answer
-        .items
-        .iter()
-        .map(|b| b["type"].as_str().unwrap())
-        .collect();
+    let kinds = kinds_of(&answer.items);
     assert_eq!(
         kinds,
         [
@@ -455,13 +448,8 @@ fn an_anthropic_round_keeps_interleaved_thinking_and_server_tool_blocks_in_order
         &calls,
         &results,
     );
-    let kinds: Vec<&str> = v["messages"][1]["content"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|b| b["type"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, ["thinking", "tool_use"]);
+    let sent = v["messages"][1]["content"].as_array().unwrap();
+    assert_eq!(kinds_of(sent), ["thinking", "tool_use"]);
 
     // The same answer whole (a JSON body) reads the same.
     let whole = serde_json::json!({"type": "message", "role": "assistant", "content": answer.items.clone()});
