@@ -210,7 +210,7 @@ async fn the_models_signed_reasoning_goes_back_with_its_compress_call() {
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
     let client = reqwest::Client::new();
-    for wire in [Wire::Anthropic, Wire::OpenAiResponses, Wire::Gemini] {
+    for wire in WIRES {
         for stream in [true, false] {
             mock.received.lock().unwrap().clear();
             let mut body = history_body(wire, 16, 2400, stream);
@@ -223,6 +223,11 @@ async fn the_models_signed_reasoning_goes_back_with_its_compress_call() {
                 Wire::OpenAiResponses => {
                     body["include"] = serde_json::json!(["reasoning.encrypted_content"]);
                     body["store"] = Value::Bool(false);
+                    path_of(wire, stream).to_owned()
+                }
+                // OpenRouter's reasoning switch.
+                Wire::OpenAiChat => {
+                    body["reasoning"] = serde_json::json!({"enabled": true});
                     path_of(wire, stream).to_owned()
                 }
                 _ => path_of(wire, stream).replace("models/g:", "models/gemini-3-pro-preview:"),
@@ -285,26 +290,36 @@ async fn the_models_signed_reasoning_goes_back_with_its_compress_call() {
                     let list = follow_up["input"].as_array().unwrap();
                     list[list.len() - 5..list.len() - 1].to_vec()
                 }
+                Wire::OpenAiChat => {
+                    let list = follow_up["messages"].as_array().unwrap();
+                    let details = &list[list.len() - 2]["reasoning_details"];
+                    details.as_array().unwrap().clone()
+                }
                 _ => {
                     let list = follow_up["contents"].as_array().unwrap();
                     list[list.len() - 2]["parts"].as_array().unwrap().clone()
                 }
             };
-            let (expected, signed) = match wire {
+            let (expected, signed): (&[&str], _) = match wire {
                 Wire::Anthropic => (
-                    ["thinking", "text", "thinking", "tool_use"],
+                    &["thinking", "text", "thinking", "tool_use"],
                     vec![(0, "signature", &first), (2, "signature", &second)],
                 ),
                 Wire::OpenAiResponses => (
-                    ["reasoning", "message", "reasoning", "function_call"],
+                    &["reasoning", "message", "reasoning", "function_call"],
                     vec![
                         (0, "encrypted_content", &first),
                         (2, "encrypted_content", &second),
                     ],
                 ),
+                // Each thought, its streamed pieces put together, with its signature.
+                Wire::OpenAiChat => (
+                    &["reasoning.text", "reasoning.text"],
+                    vec![(0, "signature", &first), (1, "signature", &second)],
+                ),
                 // Gemini signs the call that follows the thought.
                 _ => (
-                    ["thought", "text", "thought", "call"],
+                    &["thought", "text", "thought", "call"],
                     vec![(3, "thoughtSignature", &second)],
                 ),
             };

@@ -587,10 +587,24 @@ fn chat(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
         .enumerate()
         .map(|(k, (id, name, args))| json!({"index": k, "id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}))
         .collect();
+    // Thoughts as OpenRouter sends a signing model's: `reasoning_details` entries, one per
+    // thought, each signed.
+    let details: Vec<Value> = pieces
+        .iter()
+        .filter_map(|p| match p {
+            Piece::Thinking { text, signature } => Some((text, signature)),
+            _ => None,
+        })
+        .enumerate()
+        .map(|(k, (text, signature))| json!({"type": "reasoning.text", "text": text, "signature": signature, "format": "anthropic-claude-v1", "index": k}))
+        .collect();
     let usage =
         json!({"prompt_tokens": prompt, "completion_tokens": 9, "total_tokens": prompt + 9});
     if !stream {
         let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { Value::from(text) }});
+        if !details.is_empty() {
+            message["reasoning_details"] = Value::from(details);
+        }
         if !calls.is_empty() {
             let calls: Vec<Value> = calls
                 .into_iter()
@@ -610,6 +624,23 @@ fn chat(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
         )
     };
     let mut out = chunk(json!({"role": "assistant", "content": ""}), Value::Null);
+    for d in details {
+        // Each entry in three deltas: two halves of its text, then its signature.
+        let text = d["text"].as_str().unwrap();
+        let half = text.len() / 2;
+        for piece in [&text[..half], &text[half..]] {
+            let mut part = d.clone();
+            part["text"] = Value::from(piece);
+            part.as_object_mut().unwrap().remove("signature");
+            out += &chunk(
+                json!({"reasoning": piece, "reasoning_details": [part]}),
+                Value::Null,
+            );
+        }
+        let signed =
+            json!({"type": "reasoning.text", "signature": d["signature"], "index": d["index"]});
+        out += &chunk(json!({"reasoning_details": [signed]}), Value::Null);
+    }
     if !text.is_empty() {
         out += &chunk(json!({"content": text}), Value::Null);
     }

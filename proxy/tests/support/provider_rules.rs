@@ -2,8 +2,8 @@
 //! 400 errors, so the mock refuses what they would refuse: tool calls and results that do
 //! not pair up; (Messages API, Gemini) empty messages or parts; (Messages API) more than
 //! four prompt-cache markers, or a 1-hour one after a 5-minute one; and, from a model that
-//! signs its reasoning, calls sent back without it (Anthropic with thinking on, Gemini 3)
-//! or a signed thought sent back changed.
+//! signs its reasoning, calls sent back without it (Anthropic with thinking on, Gemini 3,
+//! OpenRouter's `reasoning_details`) or a signed thought sent back changed.
 //! A request foldwire forwards with a call whose result it dropped, a result whose call it
 //! dropped, a message a fold emptied or a loop round without the model's thinking then
 //! fails every test that expects an answer, as it would fail the user, instead of being
@@ -31,6 +31,7 @@ pub fn refusal(wire: Wire, path: &str, body: &Value) -> Option<String> {
             thinking_first(body).or_else(|| thinking_intact(body))
         }
         Wire::Gemini if thinks(wire, path, body) => signed_calls(body),
+        Wire::OpenAiChat if thinks(wire, path, body) => signed_details(body),
         _ => None,
     })
 }
@@ -47,7 +48,8 @@ pub fn thinks(wire: Wire, path: &str, body: &Value) -> bool {
             .as_array()
             .is_some_and(|i| i.iter().any(|v| v == "reasoning.encrypted_content")),
         Wire::Gemini => path.contains("gemini-3"),
-        Wire::OpenAiChat => false,
+        // OpenRouter with reasoning on (for a model that signs it).
+        Wire::OpenAiChat => body["reasoning"].is_object() && body["reasoning"]["enabled"] != false,
     }
 }
 
@@ -97,6 +99,34 @@ fn thinking_first(body: &Value) -> Option<String> {
     Some(format!(
         "messages.{at}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{kind}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks)."
     ))
+}
+
+/// OpenRouter, reasoning on, for a model that signs its reasoning: the assistant message
+/// whose calls the request's trailing tool messages answer carries the `reasoning_details`
+/// it came with, signed, and a thought the mock signed comes back with its text.
+fn signed_details(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    let at = messages.iter().rposition(|m| m["role"] != "tool")?;
+    if at + 1 == messages.len() || messages[at]["tool_calls"].as_array().is_none() {
+        return None;
+    }
+    let details = messages[at]["reasoning_details"].as_array();
+    let signed = details.is_some_and(|d| d.iter().any(|e| e["signature"].is_string()));
+    if !signed {
+        return Some(format!(
+            "messages.{at}: the assistant message with tool calls is missing the signed `reasoning_details` it was sent with; pass reasoning_details back unmodified when continuing tool calls"
+        ));
+    }
+    details
+        .into_iter()
+        .flatten()
+        .enumerate()
+        .find_map(|(k, e)| {
+            let mine = e["signature"].as_str()?.strip_prefix(MOCK_SIGNATURE)?;
+            let text = e["text"].as_str().unwrap_or_default();
+            (sign(text)[MOCK_SIGNATURE.len()..] != *mine)
+                .then(|| format!("messages.{at}.reasoning_details.{k}: invalid signature"))
+        })
 }
 
 /// Gemini 3: each model turn of calls in the current turn (after the last user text)

@@ -11,8 +11,9 @@
 //!   carries the model's thread from call to call) goes right before the item it produced;
 //! - Gemini: every part in its order, thought parts included; Gemini 3 refuses a function
 //!   call of the current turn that comes back without the signature it was sent with;
-//! - Chat: the reasoning text DeepSeek's thinking mode wants back with the calls it led to
-//!   (the message's text and calls have one order only).
+//! - Chat: the reasoning DeepSeek's thinking mode (`reasoning_content`) and OpenRouter
+//!   (`reasoning_details`, signed for the models that sign theirs) want back on the message
+//!   with the calls it led to (the message's text and calls have one order only).
 //!
 //! A [`RoundAnswer`] is read from the answer's events (or its body) once a round follows;
 //! the dialect says which payloads may matter ([`super::Dialect::answer_markers`]) and how
@@ -31,7 +32,8 @@ use super::dialect;
 pub struct RoundAnswer {
     /// The answer's parts as the provider sent them, in order: Anthropic content blocks
     /// (streamed blocks put together from their deltas), Responses output items, Gemini
-    /// parts (streamed text of one kind joined).
+    /// parts (streamed text of one kind joined); Chat: OpenRouter's `reasoning_details`
+    /// entries (each put together from its deltas), which go back in either form.
     pub items: Vec<Value>,
     /// Whether `items` are the whole answer as it was sent ([`RoundAnswer::from_payloads`]);
     /// only then does a round send them back as they came. Otherwise (the default, and

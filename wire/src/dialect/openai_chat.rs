@@ -106,6 +106,12 @@ impl Dialect for OpenAiChat {
         if !answer.reasoning_text.is_empty() {
             assistant["reasoning_content"] = Value::from(answer.reasoning_text.as_str());
         }
+        // OpenRouter asks for `reasoning_details` back unmodified on the message whose
+        // calls the results answer (models that sign their reasoning refuse the calls
+        // without it).
+        if !answer.items.is_empty() {
+            assistant["reasoning_details"] = Value::from(answer.items.clone());
+        }
         let mut items = vec![assistant];
         for (c, r) in calls.iter().zip(results) {
             items.push(json!({"role": "tool", "tool_call_id": c.id, "content": r.text}));
@@ -124,17 +130,25 @@ impl Dialect for OpenAiChat {
     }
 
     fn answer_markers(&self) -> &'static [&'static str] {
-        &["reasoning_content"]
+        &["reasoning_content", "reasoning_details"]
     }
 
+    /// DeepSeek's `reasoning_content` text, and OpenRouter's `reasoning_details` (text,
+    /// summaries and encrypted reasoning, with their signatures), each entry put together
+    /// from the deltas that share its `index`.
     fn observe_answer(&self, payload: &Value, into: &mut RoundAnswer) {
         let choice = payload.pointer("/choices/0");
-        let text = choice
-            .and_then(|c| c.pointer("/delta/reasoning_content"))
-            .or_else(|| choice.and_then(|c| c.pointer("/message/reasoning_content")))
-            .and_then(Value::as_str);
-        if let Some(text) = text {
+        let field = |key: &str| {
+            choice
+                .and_then(|c| c.get("delta").and_then(|d| d.get(key)))
+                .or_else(|| choice.and_then(|c| c.get("message").and_then(|m| m.get(key))))
+        };
+        if let Some(text) = field("reasoning_content").and_then(Value::as_str) {
             into.reasoning_text.push_str(text);
+        }
+        let details = field("reasoning_details").and_then(Value::as_array);
+        for detail in details.into_iter().flatten() {
+            merge_detail(&mut into.items, detail);
         }
     }
 
@@ -453,5 +467,38 @@ pub(super) fn media_at(map: &Map<String, Value>, f: &mut dyn MediaSink) -> bool 
             true
         }
         _ => false,
+    }
+}
+
+/// Adds one streamed `reasoning_details` entry to those read so far: a piece of an entry
+/// already begun (same `index` and `type`) extends its text, summary or data, and its other
+/// fields (the signature, which comes last) are taken as they arrive; anything else is a
+/// new entry.
+fn merge_detail(details: &mut Vec<Value>, piece: &Value) {
+    let key = |d: &Value| {
+        (
+            d.get("index").and_then(Value::as_u64),
+            d.get("type").cloned(),
+        )
+    };
+    let begun = details
+        .iter_mut()
+        .rev()
+        .find(|d| piece.get("index").is_some() && key(d) == key(piece));
+    let (Some(entry), Some(fields)) = (begun.and_then(Value::as_object_mut), piece.as_object())
+    else {
+        details.push(piece.clone());
+        return;
+    };
+    for (name, value) in fields {
+        match (name.as_str(), entry.get_mut(name), value) {
+            ("text" | "summary" | "data", Some(Value::String(whole)), Value::String(more)) => {
+                whole.push_str(more);
+            }
+            (_, _, Value::Null) => {}
+            _ => {
+                entry.insert(name.clone(), value.clone());
+            }
+        }
     }
 }

@@ -353,6 +353,25 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
         v["messages"][1]["reasoning_content"],
         Value::from(thought.as_str())
     );
+    // OpenRouter's `reasoning_details`, streamed in pieces, go back as one entry each.
+    let openrouter = answer_of(Wire::OpenAiChat, "stream-openrouter-error-midstream").unwrap();
+    assert_eq!(
+        Value::from(openrouter.items.clone()),
+        serde_json::json!([{"type": "reasoning.text", "text": "We need to respond to a greeting. The user", "index": 0, "format": null}])
+    );
+    for answer in [openrouter.clone(), openrouter.minimal()] {
+        let v = round_value(
+            Wire::OpenAiChat,
+            br#"{"messages":[{"role":"user","content":"go"}]}"#,
+            &answer,
+            &calls,
+            &results,
+        );
+        assert_eq!(
+            v["messages"][1]["reasoning_details"],
+            Value::from(openrouter.items.clone())
+        );
+    }
     // An answer without reasoning leaves a round as it was.
     let out = plain_round(
         Wire::OpenAiChat,
@@ -510,4 +529,32 @@ fn a_gemini_rounds_parts_come_back_in_order_with_streamed_text_joined() {
         "restore"
     );
     assert_eq!(v["contents"][1]["parts"][0]["thoughtSignature"], "c2lnMg");
+}
+
+#[test]
+fn openrouter_reasoning_details_are_put_together_by_index_signature_last() {
+    let chunk = |details: Value| {
+        serde_json::json!({"choices": [{"index": 0, "delta": {"reasoning_details": details}}]})
+            .to_string()
+    };
+    let chunks = [
+        chunk(
+            serde_json::json!([{"type": "reasoning.text", "text": "Weigh", "index": 0, "format": "anthropic-claude-v1"}]),
+        ),
+        chunk(
+            serde_json::json!([{"type": "reasoning.text", "text": "ing it.", "index": 0, "format": null}]),
+        ),
+        chunk(serde_json::json!([{"type": "reasoning.text", "signature": "c2ln", "index": 0}])),
+        chunk(serde_json::json!([{"type": "reasoning.encrypted", "data": "ZW5j", "index": 1}])),
+        chunk(serde_json::json!([{"type": "reasoning.encrypted", "data": "cnlwdA", "index": 1}])),
+        chunk(serde_json::json!([])),
+    ];
+    let answer = RoundAnswer::from_payloads(Wire::OpenAiChat, chunks.iter().map(String::as_str));
+    assert_eq!(
+        Value::from(answer.items),
+        serde_json::json!([
+            {"type": "reasoning.text", "text": "Weighing it.", "index": 0, "format": "anthropic-claude-v1", "signature": "c2ln"},
+            {"type": "reasoning.encrypted", "data": "ZW5jcnlwdA", "index": 1},
+        ])
+    );
 }
