@@ -196,6 +196,30 @@ fn anthropic_cache_markers_are_refused_past_four_or_out_of_ttl_order() {
     assert!(refused.contains("must not come after"), "{refused}");
 }
 
+#[test]
+fn responses_without_storage_refuses_an_item_named_only_by_its_id() {
+    let with = |store: bool, reasoning: serde_json::Value| {
+        json!({"store": store, "input": [
+            {"role": "user", "content": "go"},
+            reasoning,
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "t"}]}
+        ]})
+    };
+    let by_id = json!({"type": "reasoning", "id": "rs_1", "summary": []});
+    let carried =
+        json!({"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "ZW5j"});
+    let refused = refusal(Wire::OpenAiResponses, "", &with(false, by_id.clone())).unwrap();
+    assert!(
+        refused.contains("Item with id 'rs_1' not found"),
+        "{refused}"
+    );
+    assert_eq!(refusal(Wire::OpenAiResponses, "", &with(true, by_id)), None);
+    assert_eq!(
+        refusal(Wire::OpenAiResponses, "", &with(false, carried)),
+        None
+    );
+}
+
 /// Real requests the providers accepted pass the mock's rules: they refuse only what the
 /// providers refuse.
 #[test]

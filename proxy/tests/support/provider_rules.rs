@@ -1,6 +1,7 @@
 //! Rules the real providers enforce on a request's history, written from their documented
 //! 400 errors, so the mock refuses what they would refuse: tool calls and results that do
-//! not pair up; (Messages API, Gemini) empty messages or parts; (Messages API) more than
+//! not pair up; (Responses, `store: false`) an item named only by its id; (Messages API,
+//! Gemini) empty messages or parts; (Messages API) more than
 //! four prompt-cache markers, or a 1-hour one after a 5-minute one; and, from a model that
 //! signs its reasoning, calls sent back without it (Anthropic with thinking on, Gemini 3,
 //! OpenRouter's `reasoning_details`) or a signed thought sent back changed.
@@ -346,7 +347,18 @@ fn responses(body: &Value) -> Option<String> {
                 ));
             }
             outputs.push(call_id);
-        } else if kind == "reasoning" {
+        } else if kind == "item_reference"
+            || (kind == "reasoning" && item.get("encrypted_content").is_none_or(Value::is_null))
+        {
+            // An item named by id only is looked up in what the API stored.
+            if body["store"] == false {
+                let id = item["id"].as_str().unwrap_or_default();
+                return Some(format!(
+                    "Item with id '{id}' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input."
+                ));
+            }
+        }
+        if kind == "reasoning" {
             let follower = items.get(i + 1);
             let produced = follower.is_some_and(|next| {
                 let next_kind = next["type"].as_str().unwrap_or("message");
