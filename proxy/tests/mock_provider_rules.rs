@@ -183,6 +183,7 @@ fn anthropic_cache_markers_are_refused_past_four_or_out_of_ttl_order() {
     // A marker nested in a tool result counts too.
     let text = json!({"type": "text", "text": "t", "cache_control": marked("5m")});
     let nested = json!({"messages": [
+        {"role": "user", "content": "go"},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "a", "name": "x", "input": {}}]},
         {"role": "user", "content": [
             {"type": "tool_result", "tool_use_id": "a", "content": [text.clone(), text.clone()]},
@@ -216,6 +217,32 @@ fn responses_without_storage_refuses_an_item_named_only_by_its_id() {
     assert_eq!(refusal(Wire::OpenAiResponses, "", &with(true, by_id)), None);
     assert_eq!(
         refusal(Wire::OpenAiResponses, "", &with(false, carried)),
+        None
+    );
+}
+
+#[test]
+fn anthropic_refuses_a_conversation_opening_with_the_assistant_or_a_cached_thought() {
+    let opening = json!({"messages": [
+        {"role": "assistant", "content": "earlier"},
+        {"role": "user", "content": "go"}
+    ]});
+    let refused = refusal(Wire::Anthropic, "", &opening).unwrap();
+    assert!(
+        refused.contains("first message must use the \"user\" role"),
+        "{refused}"
+    );
+    let cached = |cc: serde_json::Value| {
+        json!({"messages": [
+            {"role": "user", "content": "go"},
+            {"role": "assistant", "content": [{"type": "thinking", "thinking": "hm", "signature": "c2ln", "cache_control": cc}, {"type": "text", "text": "t"}]},
+            {"role": "user", "content": "more"}
+        ]})
+    };
+    let refused = refusal(Wire::Anthropic, "", &cached(json!({"type": "ephemeral"}))).unwrap();
+    assert!(refused.contains("thinking.cache_control"), "{refused}");
+    assert_eq!(
+        refusal(Wire::Anthropic, "", &cached(serde_json::Value::Null)),
         None
     );
 }

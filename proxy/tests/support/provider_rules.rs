@@ -1,8 +1,9 @@
 //! Rules the real providers enforce on a request's history, written from their documented
 //! 400 errors, so the mock refuses what they would refuse: tool calls and results that do
 //! not pair up; (Responses, `store: false`) an item named only by its id; (Messages API,
-//! Gemini) empty messages or parts; (Messages API) more than
-//! four prompt-cache markers, or a 1-hour one after a 5-minute one; and, from a model that
+//! Gemini) empty messages or parts; (Messages API) a conversation that does not start with
+//! a user message, more than four prompt-cache markers, a 1-hour one after a 5-minute one,
+//! or one on a thinking block; and, from a model that
 //! signs its reasoning, calls sent back without it (Anthropic with thinking on, Gemini 3,
 //! OpenRouter's `reasoning_details`) or a signed thought sent back changed.
 //! A request foldwire forwards with a call whose result it dropped, a result whose call it
@@ -22,7 +23,10 @@ use foldwire_core::Wire;
 /// `None`.
 pub fn refusal(wire: Wire, path: &str, body: &Value) -> Option<String> {
     let paired = match wire {
-        Wire::Anthropic => anthropic(body).or_else(|| cache_markers(body)),
+        Wire::Anthropic => first_user(body)
+            .or_else(|| anthropic(body))
+            .or_else(|| cache_markers(body))
+            .or_else(|| thinking_uncached(body)),
         Wire::OpenAiChat => chat(body),
         Wire::OpenAiResponses => responses(body),
         Wire::Gemini => gemini(body),
@@ -190,6 +194,26 @@ fn cache_markers(body: &Value) -> Option<String> {
     let first_short = markers.iter().position(|cc| !long(cc))?;
     markers[first_short..].iter().any(|cc| long(cc)).then(|| {
         "a ttl='1h' cache_control block must not come after a ttl='5m' cache_control block. Note that blocks are processed in the following order: `tools`, `system`, `messages`.".to_owned()
+    })
+}
+
+/// Messages API: the conversation starts with a user message.
+fn first_user(body: &Value) -> Option<String> {
+    let first = body["messages"].as_array()?.first()?;
+    (first["role"] != "user")
+        .then(|| "messages: first message must use the \"user\" role".to_owned())
+}
+
+/// Messages API: a thinking block carries no cache marker.
+fn thinking_uncached(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    messages.iter().enumerate().find_map(|(at, m)| {
+        blocks(m).iter().enumerate().find_map(|(k, b)| {
+            let thinking = matches!(b["type"].as_str(), Some("thinking" | "redacted_thinking"));
+            (thinking && !b["cache_control"].is_null()).then(|| {
+                format!("messages.{at}.content.{k}.thinking.cache_control: Extra inputs are not permitted")
+            })
+        })
     })
 }
 
