@@ -347,6 +347,9 @@ fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
     }
 }
 
+/// What the CLI script's model writes before its compress call.
+pub const CLI_BEFORE_COMPRESS: &str = "Tidying up first. ";
+
 /// The last text of a `cli` session.
 pub const CLI_FINAL: &str = "Finished: six shell steps and one compress.";
 /// Shell names of the agent CLIs: Claude Code, Codex CLI (three generations), Gemini CLI.
@@ -384,10 +387,10 @@ pub const CLI_STEPS: usize = 6;
 /// `cli`: step k prints `fw-step-k-42` and some 8 kB of numbers with the CLI's own shell
 /// tool (by `printf`, so the marker is in the history only if the CLI ran the command); the
 /// step is known from the markers in the history. From step 3 on, the first request that
-/// lists a compressible range (or the last step's, listed or not) gets a `compress` call on
-/// it first, once (the proxy answers it; its summary stays in the history); after the last
-/// step, the text [`CLI_FINAL`]. Calls come without text, so a CLI that prints every text
-/// prints only the final one. Side requests (no shell tool: titles, Gemini CLI's routing)
+/// lists a compressible range (or the last step's, listed or not) gets
+/// [`CLI_BEFORE_COMPRESS`] and a `compress` call on it, once (the proxy answers it; its
+/// summary stays in the history; a model that reasons thinks again between the two); after
+/// the last step, the text [`CLI_FINAL`]. Shell calls come without text. Side requests (no shell tool: titles, Gemini CLI's routing)
 /// get JSON that fits their response schema, else `ok`.
 fn cli_script(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
     let request: Value = serde_json::from_str(body).unwrap_or_default();
@@ -409,7 +412,11 @@ fn cli_script(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
         .unwrap_or(0);
     let compressed = has_proxy_result(wire, body) || body.contains("Early chatter about the setup");
     if step >= 3 && !compressed && (first_range(body).is_some() || step == CLI_STEPS) {
-        return vec![compress_call(n, body)];
+        // With a word first, so a model that reasons thinks again before the call.
+        return vec![
+            Piece::Text(CLI_BEFORE_COMPRESS.into()),
+            compress_call(n, body),
+        ];
     }
     if step == CLI_STEPS {
         return vec![Piece::Text(CLI_FINAL.into())];
