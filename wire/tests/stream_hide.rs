@@ -7,6 +7,8 @@ mod stream_support;
 
 use std::collections::BTreeSet;
 
+use bytes::Bytes;
+
 use foldwire_core::Wire;
 use foldwire_wire::stream::{HiddenCall, ParsedEvent, StreamFilter, filter_stream};
 use serde_json::Value;
@@ -59,13 +61,23 @@ struct Hidden {
 fn hide(wire: Wire, bytes: &[u8], name: &str) -> Hidden {
     let events: Vec<ParsedEvent> = parse_ok(wire, bytes);
     let mut filter = StreamFilter::new(wire, [name]);
-    let mut output = Vec::new();
-    let (mut dropped, mut rewritten) = (0, 0);
+    // What reaches the client, in order: events the filter let go after holding them,
+    // then each event's own bytes.
+    let mut emitted: Vec<(ParsedEvent, Bytes)> = Vec::new();
     for e in &events {
-        match filter.push(e).unwrap() {
-            None => dropped += 1,
-            Some(b) if b == e.raw => output.extend_from_slice(&b),
-            Some(b) => {
+        let current = filter.push(e).unwrap();
+        emitted.extend(filter.take_released());
+        emitted.extend(current.map(|b| (e.clone(), b)));
+    }
+    emitted.extend(filter.flush());
+    let mut output = Vec::new();
+    let dropped = events.len() - emitted.len();
+    let mut rewritten = 0;
+    for (e, b) in &emitted {
+        let (e, b) = (e, b.clone());
+        match b {
+            b if b == e.raw => output.extend_from_slice(&b),
+            b => {
                 rewritten += 1;
                 // A rewritten event keeps its framing and differs only where it must.
                 let before = payload(&e.raw, wire);
@@ -374,6 +386,77 @@ fn responses_later_items_and_sequence_numbers_shift() {
     assert!(!text.contains("compress"));
     assert_consistent(Wire::OpenAiResponses, &hidden.output, "compress");
     assert_eq!(check_hiding(Wire::OpenAiResponses, bytes, "synthetic"), 1);
+}
+
+/// A Responses stream of a model that reasons: a reasoning item that produced a proxy call,
+/// the call, then a reasoning item that produced the answer's text.
+const RESPONSES_REASONED_CALL: &str = concat!(
+    "event: response.created\n",
+    r#"data: {"type":"response.created","sequence_number":0,"response":{"id":"r","status":"in_progress","output":[]}}"#,
+    "\n\n",
+    "event: response.output_item.added\n",
+    r#"data: {"type":"response.output_item.added","sequence_number":1,"output_index":0,"item":{"type":"reasoning","id":"rs_1","summary":[]}}"#,
+    "\n\n",
+    "event: response.reasoning_summary_text.delta\n",
+    r#"data: {"type":"response.reasoning_summary_text.delta","sequence_number":2,"output_index":0,"item_id":"rs_1","summary_index":0,"delta":"Fold first."}"#,
+    "\n\n",
+    "event: response.output_item.done\n",
+    r#"data: {"type":"response.output_item.done","sequence_number":3,"output_index":0,"item":{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"Fold first."}],"encrypted_content":"ZW5jMQ"}}"#,
+    "\n\n",
+    "event: response.output_item.added\n",
+    r#"data: {"type":"response.output_item.added","sequence_number":4,"output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"compress","arguments":""}}"#,
+    "\n\n",
+    "event: response.output_item.done\n",
+    r#"data: {"type":"response.output_item.done","sequence_number":5,"output_index":1,"item":{"type":"function_call","id":"fc_1","call_id":"call_1","name":"compress","arguments":"{}"}}"#,
+    "\n\n",
+    "event: response.output_item.added\n",
+    r#"data: {"type":"response.output_item.added","sequence_number":6,"output_index":2,"item":{"type":"reasoning","id":"rs_2","summary":[]}}"#,
+    "\n\n",
+    "event: response.output_item.done\n",
+    r#"data: {"type":"response.output_item.done","sequence_number":7,"output_index":2,"item":{"type":"reasoning","id":"rs_2","summary":[],"encrypted_content":"ZW5jMg"}}"#,
+    "\n\n",
+    "event: response.output_item.added\n",
+    r#"data: {"type":"response.output_item.added","sequence_number":8,"output_index":3,"item":{"type":"message","id":"msg_1","role":"assistant","content":[]}}"#,
+    "\n\n",
+    "event: response.output_text.delta\n",
+    r#"data: {"type":"response.output_text.delta","sequence_number":9,"output_index":3,"item_id":"msg_1","content_index":0,"delta":"Hi"}"#,
+    "\n\n",
+    "event: response.output_item.done\n",
+    r#"data: {"type":"response.output_item.done","sequence_number":10,"output_index":3,"item":{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}}"#,
+    "\n\n",
+    "event: response.completed\n",
+    r#"data: {"type":"response.completed","sequence_number":11,"response":{"id":"r","status":"completed","output":[{"type":"reasoning","id":"rs_1"},{"type":"function_call","id":"fc_1","call_id":"call_1","name":"compress","arguments":"{}"},{"type":"reasoning","id":"rs_2"},{"type":"message","id":"msg_1","role":"assistant","content":[{"type":"output_text","text":"Hi"}]}]}}"#,
+    "\n\n",
+);
+
+#[test]
+fn responses_reasoning_that_produced_a_hidden_call_is_hidden_with_it() {
+    let bytes = RESPONSES_REASONED_CALL.as_bytes();
+    let hidden = hide(Wire::OpenAiResponses, bytes, "compress");
+    // The call's two events and its reasoning item's three; the other reasoning item, held
+    // until the message started, went out after all.
+    assert_eq!(hidden.dropped, 5);
+    assert_eq!(hidden.calls.len(), 1);
+    let text = String::from_utf8(hidden.output.clone()).unwrap();
+    assert!(
+        !text.contains("rs_1") && !text.contains("Fold first."),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#""sequence_number":1,"output_index":0,"item":{"type":"reasoning","id":"rs_2""#
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#""sequence_number":3,"output_index":1,"item":{"type":"message""#),
+        "{text}"
+    );
+    assert_consistent(Wire::OpenAiResponses, &hidden.output, "compress");
+    // Hiding another name holds nothing back for good: the stream comes out byte for byte.
+    let other = hide(Wire::OpenAiResponses, bytes, "bash");
+    assert_eq!(other.output, bytes);
+    assert_eq!(other.dropped, 0);
 }
 
 /// An Anthropic stream with a proxy call between two text blocks.

@@ -498,6 +498,9 @@ async fn stream_rounds(
                     // Unparseable: everything not yet sent goes out as received.
                     tracing::warn!(error = %e, "Upstream stream did not parse; relaying it raw.");
                     raw_mode = true;
+                    if !send_held(&mut filter, &mut stitcher, &tx).await {
+                        return;
+                    }
                     let rest = Bytes::copy_from_slice(pending.get(consumed..).unwrap_or_default());
                     if tx.send(Ok(rest)).await.is_err() {
                         return;
@@ -514,6 +517,9 @@ async fn stream_rounds(
                     return;
                 }
             }
+        }
+        if !send_held(&mut filter, &mut stitcher, &tx).await {
+            return;
         }
         if round == 0 {
             record_usage(&ex, wire, &seen.events);
@@ -570,17 +576,49 @@ async fn emit(
         seen.see_payload(wire, data);
     }
     let out = match filter.push(ev) {
-        Ok(Some(bytes)) => bytes,
-        Ok(None) => return true,
+        Ok(out) => out,
         Err(e) => {
             tracing::warn!(error = %e, "An upstream event could not be filtered; relaying it as received.");
-            ev.raw.clone()
+            Some(ev.raw.clone())
         }
     };
-    match stitcher.push(ev, out) {
+    // Events the filter held back (a reasoning item) go first, when it lets them go.
+    for (held, bytes) in filter.take_released() {
+        if !stitch(stitcher, &held, bytes, tx).await {
+            return false;
+        }
+    }
+    match out {
+        Some(bytes) => stitch(stitcher, ev, bytes, tx).await,
+        None => true,
+    }
+}
+
+/// Stitches one event's client bytes and sends what is due; false once the client is gone.
+async fn stitch(
+    stitcher: &mut Stitcher,
+    ev: &ParsedEvent,
+    bytes: Bytes,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> bool {
+    match stitcher.push(ev, bytes) {
         Some(bytes) => tx.send(Ok(bytes)).await.is_ok(),
         None => true,
     }
+}
+
+/// Sends what the filter still holds at a stream's end; false once the client is gone.
+async fn send_held(
+    filter: &mut StreamFilter,
+    stitcher: &mut Stitcher,
+    tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
+) -> bool {
+    for (ev, bytes) in filter.flush() {
+        if !stitch(stitcher, &ev, bytes, tx).await {
+            return false;
+        }
+    }
+    true
 }
 
 /// The JSON loop: buffer each answer, run its proxy calls, re-request; the client gets the

@@ -384,9 +384,12 @@ fn responses(body: &Value) -> Option<String> {
         }
         if kind == "reasoning" {
             let follower = items.get(i + 1);
+            // What a reasoning item produced comes right after it: not another reasoning
+            // item, an output, or a user's message.
             let produced = follower.is_some_and(|next| {
                 let next_kind = next["type"].as_str().unwrap_or("message");
                 !next_kind.ends_with("_output")
+                    && next_kind != "reasoning"
                     && (next_kind != "message" || next["role"] == "assistant")
             });
             if !produced {

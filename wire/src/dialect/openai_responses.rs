@@ -108,18 +108,9 @@ impl Dialect for OpenAiResponses {
         };
         let mut items = Vec::new();
         if answer.whole && !calls.is_empty() && calls.iter().all(has) {
-            // Only a reasoning item needs its id (it names the encrypted reasoning); the
-            // others go back as input items, without the output's id and status.
-            items.extend(answer.items.iter().map(|item| {
-                let mut item = item.clone();
-                if let Some(fields) = item.as_object_mut()
-                    && fields.get("type").and_then(Value::as_str) != Some("reasoning")
-                {
-                    fields.remove("id");
-                    fields.remove("status");
-                }
-                item
-            }));
+            // Ids and all, as clients send output items back (the API pairs a reasoning
+            // item with the item it produced by their ids).
+            items.extend(answer.items.iter().cloned());
         } else {
             if !text.is_empty() {
                 items.push(json!({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}));
@@ -199,10 +190,23 @@ impl Dialect for OpenAiResponses {
             return false;
         };
         let before = output.len();
-        output.retain(|o| {
-            !(o.get("type").and_then(Value::as_str) == Some("function_call")
-                && o.get("name").and_then(Value::as_str).is_some_and(is_proxy))
-        });
+        let hidden = |o: &Value| {
+            o.get("type").and_then(Value::as_str) == Some("function_call")
+                && o.get("name").and_then(Value::as_str).is_some_and(is_proxy)
+        };
+        // A reasoning item goes with the hidden call it produced: the client would send it
+        // back without its following item, which the API refuses.
+        let kept: Vec<Value> = output
+            .iter()
+            .enumerate()
+            .filter(|(i, o)| {
+                let produced_hidden = o.get("type").and_then(Value::as_str) == Some("reasoning")
+                    && output.get(i + 1).is_some_and(hidden);
+                !hidden(o) && !produced_hidden
+            })
+            .map(|(_, o)| o.clone())
+            .collect();
+        *output = kept;
         output.len() != before
     }
 

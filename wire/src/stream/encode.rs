@@ -5,8 +5,10 @@
 //! positions shift because of it are re-serialized: Anthropic content-block `index`, OpenAI
 //! Chat `tool_calls[].index`, Responses `output_index` (plus `sequence_number` and the
 //! `response.output` list). Gemini needs no renumbering: the hidden `functionCall` part is
-//! removed from its response object. The hidden calls' complete arguments are collected so the
-//! proxy can run them. Stop reasons are left as the provider sent them.
+//! removed from its response object. On Responses the reasoning item that produced a hidden
+//! call is hidden with it (its events are held until the next item starts). The hidden calls'
+//! complete arguments are collected so the proxy can run them. Stop reasons are left as the
+//! provider sent them.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -46,6 +48,12 @@ pub struct StreamFilter {
     hidden_positions: BTreeSet<u64>,
     /// Events dropped so far (Responses `sequence_number` shifts by this much).
     dropped: u64,
+    /// Responses: the events of a reasoning item held back until the next item shows
+    /// whether it produced a hidden call, and the item's output index.
+    held: Vec<ParsedEvent>,
+    held_at: Option<u64>,
+    /// Held events let go, with the client's bytes for each, not yet taken.
+    released: Vec<(ParsedEvent, Bytes)>,
 }
 
 impl StreamFilter {
@@ -62,13 +70,24 @@ impl StreamFilter {
             done: Vec::new(),
             hidden_positions: BTreeSet::new(),
             dropped: 0,
+            held: Vec::new(),
+            held_at: None,
+            released: Vec::new(),
         }
     }
 
     /// The bytes the client should get for `event`: its raw bytes, a re-serialized version,
-    /// or `None` when the whole event belongs to a hidden call.
+    /// or `None` when the whole event belongs to a hidden call or is held back.
+    ///
+    /// On Responses a reasoning item is held back until the next item starts: the reasoning
+    /// that produced a hidden call is hidden with it (a reasoning item the client sends back
+    /// must be followed by the item it produced, or the API refuses it); otherwise its
+    /// events are released ([`StreamFilter::take_released`]) ahead of this event's bytes.
     pub fn push(&mut self, event: &ParsedEvent) -> Result<Option<Bytes>, StreamError> {
         let touches_hidden = self.collect(event);
+        if self.wire == Wire::OpenAiResponses && !self.hide.is_empty() && self.hold(event)? {
+            return Ok(None);
+        }
         let out = match self.wire {
             Wire::Anthropic => self.anthropic(event),
             Wire::OpenAiChat => self.chat(event),
@@ -80,6 +99,81 @@ impl StreamFilter {
             self.dropped += 1;
         }
         Ok(out)
+    }
+
+    /// Held events let go by the last [`StreamFilter::push`], with the client's bytes for
+    /// each: they go to the client before the bytes `push` returned.
+    pub fn take_released(&mut self) -> Vec<(ParsedEvent, Bytes)> {
+        std::mem::take(&mut self.released)
+    }
+
+    /// The stream ended: whatever is still held, with the client's bytes for each (a
+    /// reasoning item nothing followed goes out as it came).
+    pub fn flush(&mut self) -> Vec<(ParsedEvent, Bytes)> {
+        self.release();
+        self.take_released()
+    }
+
+    /// Responses: holds a reasoning item's events; at the first event of anything else,
+    /// hides the held item if that event opens a hidden call, and releases it otherwise.
+    /// True when `event` itself is held.
+    fn hold(&mut self, event: &ParsedEvent) -> Result<bool, StreamError> {
+        let Some(data) = event.data.as_deref() else {
+            return Ok(false);
+        };
+        // Cheap checks first: most events neither open an item nor belong to a held one.
+        let opens = data.contains("\"response.output_item.added\"");
+        if self.held_at.is_none() && !opens {
+            return Ok(false);
+        }
+        let value = self.parse(event, data)?;
+        let index = value.get("output_index").and_then(Value::as_u64);
+        if let Some(at) = self.held_at {
+            if index == Some(at) {
+                self.held.push(event.clone());
+                return Ok(true);
+            }
+            let produced_hidden =
+                opens && index.is_some_and(|i| self.hidden_positions.contains(&i));
+            if produced_hidden {
+                self.hidden_positions.insert(at);
+                self.dropped += self.held.len() as u64;
+                self.held.clear();
+                self.held_at = None;
+            } else {
+                self.release();
+            }
+        }
+        let reasoning = value
+            .get("item")
+            .and_then(|i| i.get("type"))
+            .and_then(Value::as_str)
+            == Some("reasoning");
+        if opens
+            && reasoning
+            && let Some(at) = index
+        {
+            self.held_at = Some(at);
+            self.held.push(event.clone());
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Lets the held events go, each through the filter as it would have gone (as received
+    /// if it cannot be: every held event was read once already).
+    fn release(&mut self) {
+        self.held_at = None;
+        for event in std::mem::take(&mut self.held) {
+            match self.responses(&event) {
+                Ok(Some(bytes)) => self.released.push((event, bytes)),
+                Ok(None) => self.dropped += 1,
+                Err(_) => {
+                    let raw = event.raw.clone();
+                    self.released.push((event, raw));
+                }
+            }
+        }
     }
 
     /// Hidden calls that have ended so far.
@@ -348,9 +442,16 @@ where
     events.extend(parser.finish()?);
     let mut out = Vec::with_capacity(bytes.len());
     for event in &events {
-        if let Some(b) = filter.push(event)? {
+        let current = filter.push(event)?;
+        for (_, b) in filter.take_released() {
             out.extend_from_slice(&b);
         }
+        if let Some(b) = current {
+            out.extend_from_slice(&b);
+        }
+    }
+    for (_, b) in filter.flush() {
+        out.extend_from_slice(&b);
     }
     Ok((Bytes::from(out), filter.finish()))
 }
