@@ -259,6 +259,16 @@ async fn the_models_signed_reasoning_goes_back_with_its_compress_call() {
                 text.contains("All done."),
                 "{wire} stream={stream}: {text:?}"
             );
+            if wire == Wire::OpenAiChat && stream {
+                // The client puts OpenRouter's reasoning pieces together by index: every
+                // round's thoughts stay apart, each whole with its own signature.
+                let thoughts = client_reasoning_details(&got);
+                assert_eq!(thoughts.len(), 3, "{thoughts:?}");
+                for t in &thoughts {
+                    let text = t["text"].as_str().unwrap();
+                    assert_eq!(t["signature"], provider_rules::sign(text).as_str(), "{t}");
+                }
+            }
 
             let bodies = mock.bodies();
             assert_eq!(
@@ -334,6 +344,37 @@ async fn the_models_signed_reasoning_goes_back_with_its_compress_call() {
             }
         }
     }
+}
+
+/// OpenRouter `reasoning_details` of a Chat stream put together by index, as a client does.
+fn client_reasoning_details(stream: &[u8]) -> Vec<Value> {
+    let mut merged: Vec<Value> = Vec::new();
+    let text = String::from_utf8_lossy(stream);
+    let chunks = text
+        .split("\n\n")
+        .filter_map(|e| e.trim().strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str::<Value>(d).ok());
+    for chunk in chunks {
+        for piece in chunk["choices"][0]["delta"]["reasoning_details"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let at = piece["index"].as_u64().unwrap() as usize;
+            if merged.len() <= at {
+                merged.resize(at + 1, serde_json::json!({"text": ""}));
+            }
+            let entry = &mut merged[at];
+            if let Some(more) = piece["text"].as_str() {
+                let whole = format!("{}{more}", entry["text"].as_str().unwrap_or_default());
+                entry["text"] = Value::from(whole);
+            }
+            if !piece["signature"].is_null() {
+                entry["signature"] = piece["signature"].clone();
+            }
+        }
+    }
+    merged
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -44,6 +44,10 @@ pub struct Stitcher {
     earlier_items: Vec<Value>,
     /// Responses output items the client got completed in this round.
     round_items: Vec<Value>,
+    /// Answer pieces numbered in earlier rounds / this round (see
+    /// [`Dialect::answer_piece_numbers`]).
+    piece_offset: u64,
+    pieces: u64,
 }
 
 impl std::fmt::Debug for Stitcher {
@@ -72,6 +76,8 @@ impl Stitcher {
             first_id: None,
             earlier_items: Vec::new(),
             round_items: Vec::new(),
+            piece_offset: 0,
+            pieces: 0,
         }
     }
 
@@ -86,6 +92,7 @@ impl Stitcher {
             return None;
         }
         let opens = self.dialect.opens_item(kind);
+        let out = self.number_pieces(out);
         let out = if self.round > 0 {
             self.renumber(out)
         } else {
@@ -111,6 +118,8 @@ impl Stitcher {
         self.round += 1;
         self.offset += self.opened;
         self.opened = 0;
+        self.piece_offset += self.pieces;
+        self.pieces = 0;
         self.earlier_items.append(&mut self.round_items);
         let mut out = Vec::new();
         for (closing, frame) in held {
@@ -176,6 +185,37 @@ impl Stitcher {
         }
         if item_done && let Some(item) = value.get("item") {
             self.round_items.push(item.clone());
+        }
+    }
+
+    /// Counts the answer pieces an event numbers, and in a later round numbers them on
+    /// after the earlier rounds' (events without any go through untouched, unparsed).
+    fn number_pieces(&mut self, frame: Bytes) -> Bytes {
+        let Some(marker) = self.dialect.answer_piece_marker() else {
+            return frame;
+        };
+        if !frame.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+            return frame;
+        }
+        let Some(mut value) =
+            frame_data(&frame).and_then(|d| serde_json::from_str::<Value>(&d).ok())
+        else {
+            return frame;
+        };
+        let offset = self.piece_offset;
+        let mut changed = false;
+        for number in self.dialect.answer_piece_numbers(&mut value) {
+            let n = number.as_u64().unwrap_or_default();
+            self.pieces = self.pieces.max(n + 1);
+            if offset > 0 {
+                *number = Value::from(n + offset);
+                changed = true;
+            }
+        }
+        if changed {
+            with_data(&frame, &value.to_string())
+        } else {
+            frame
         }
     }
 

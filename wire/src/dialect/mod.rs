@@ -310,6 +310,19 @@ pub trait Dialect: Send + Sync {
         false
     }
 
+    /// Numbers inside an event that count pieces of the whole answer a client puts
+    /// together by number (OpenRouter's `reasoning_details[].index` on Chat): a later
+    /// round's continue after the earlier rounds', or the client would join them.
+    fn answer_piece_numbers<'v>(&self, _event: &'v mut Value) -> Vec<&'v mut Value> {
+        Vec::new()
+    }
+
+    /// A substring of every event that has [`Dialect::answer_piece_numbers`] (none: the
+    /// wire numbers no such pieces).
+    fn answer_piece_marker(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The final snapshot's list of output items in an event.
     fn output_snapshot<'v>(&self, _event: &'v mut Value) -> Option<&'v mut Vec<Value>> {
         None

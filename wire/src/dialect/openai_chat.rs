@@ -129,6 +129,25 @@ impl Dialect for OpenAiChat {
         items
     }
 
+    fn answer_piece_numbers<'v>(&self, event: &'v mut Value) -> Vec<&'v mut Value> {
+        let choices = event.get_mut("choices").and_then(Value::as_array_mut);
+        choices
+            .into_iter()
+            .flatten()
+            .filter_map(|c| {
+                c.get_mut("delta")?
+                    .get_mut("reasoning_details")?
+                    .as_array_mut()
+            })
+            .flatten()
+            .filter_map(|d| d.get_mut("index").filter(|i| i.is_u64()))
+            .collect()
+    }
+
+    fn answer_piece_marker(&self) -> Option<&'static str> {
+        Some("\"reasoning_details\"")
+    }
+
     fn answer_markers(&self) -> &'static [&'static str] {
         &["reasoning_content", "reasoning_details"]
     }
