@@ -225,6 +225,9 @@ fn answer_of(wire: Wire, file: &str) -> Option<RoundAnswer> {
     Some(RoundAnswer::from_payloads(wire, kept))
 }
 
+/// A Messages / Chat body with one user message.
+const MESSAGES_GO: &[u8] = br#"{"messages":[{"role":"user","content":"go"}]}"#;
+
 /// The `type` of each block or item.
 fn kinds_of(items: &[Value]) -> Vec<&str> {
     items.iter().map(|i| i["type"].as_str().unwrap()).collect()
@@ -267,7 +270,7 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
             .starts_with("EoQDCm0IDhgCKkCDzGs2")
     );
     assert!(!block["thinking"].as_str().unwrap().is_empty());
-    let body = br#"{"messages":[{"role":"user","content":"go"}]}"#;
+    let body = MESSAGES_GO;
     // When the answer's call is the round's, the answer goes back exactly as it came.
     let id = anthropic.items[1]["id"].as_str().unwrap();
     let own = [call(id, "fixed_version", "{}")];
@@ -356,13 +359,7 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
         "{thought}"
     );
     assert!(thought.ends_with("and that's okay too."), "{thought}");
-    let v = round_value(
-        Wire::OpenAiChat,
-        br#"{"messages":[{"role":"user","content":"go"}]}"#,
-        &chat,
-        &calls,
-        &results,
-    );
+    let v = round_value(Wire::OpenAiChat, MESSAGES_GO, &chat, &calls, &results);
     assert_eq!(
         v["messages"][1]["reasoning_content"],
         Value::from(thought.as_str())
@@ -374,27 +371,14 @@ fn a_rounds_reasoning_from_captured_streams_goes_back_as_it_came() {
         serde_json::json!([{"type": "reasoning.text", "text": "We need to respond to a greeting. The user", "index": 0, "format": null}])
     );
     for answer in [openrouter.clone(), openrouter.minimal()] {
-        let v = round_value(
-            Wire::OpenAiChat,
-            br#"{"messages":[{"role":"user","content":"go"}]}"#,
-            &answer,
-            &calls,
-            &results,
-        );
+        let v = round_value(Wire::OpenAiChat, MESSAGES_GO, &answer, &calls, &results);
         assert_eq!(
             v["messages"][1]["reasoning_details"],
             Value::from(openrouter.items.clone())
         );
     }
     // An answer without reasoning leaves a round as it was.
-    let out = plain_round(
-        Wire::OpenAiChat,
-        br#"{"messages":[{"role":"user","content":"go"}]}"#,
-        "",
-        &calls,
-        &results,
-    )
-    .unwrap();
+    let out = plain_round(Wire::OpenAiChat, MESSAGES_GO, "", &calls, &results).unwrap();
     let v: Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["messages"][1].get("reasoning_content"), None);
 }
@@ -462,13 +446,7 @@ fn an_anthropic_round_keeps_interleaved_thinking_and_server_tool_blocks_in_order
         media: Vec::new(),
     }];
     let calls = [call("toolu_c", "compress", r#"{"ranges":[]}"#)];
-    let v = round_value(
-        Wire::Anthropic,
-        br#"{"messages":[{"role":"user","content":"go"}]}"#,
-        &answer,
-        &calls,
-        &results,
-    );
+    let v = round_value(Wire::Anthropic, MESSAGES_GO, &answer, &calls, &results);
     let sent = v["messages"][1]["content"].as_array().unwrap();
     assert_eq!(sent, &answer.items, "every block, in the order it came");
     assert_eq!(sent[5]["input"], serde_json::json!({"ranges": []}));
@@ -476,7 +454,7 @@ fn an_anthropic_round_keeps_interleaved_thinking_and_server_tool_blocks_in_order
     // Its minimal form: the thinking, then the calls.
     let v = round_value(
         Wire::Anthropic,
-        br#"{"messages":[{"role":"user","content":"go"}]}"#,
+        MESSAGES_GO,
         &answer.minimal(),
         &calls,
         &results,
