@@ -584,18 +584,18 @@ async fn emit(
     };
     // Events the filter held back (a reasoning item) go first, when it lets them go.
     for (held, bytes) in filter.take_released() {
-        if !stitch(stitcher, &held, bytes, tx).await {
+        if !send_stitched(stitcher, &held, bytes, tx).await {
             return false;
         }
     }
     match out {
-        Some(bytes) => stitch(stitcher, ev, bytes, tx).await,
+        Some(bytes) => send_stitched(stitcher, ev, bytes, tx).await,
         None => true,
     }
 }
 
 /// Stitches one event's client bytes and sends what is due; false once the client is gone.
-async fn stitch(
+async fn send_stitched(
     stitcher: &mut Stitcher,
     ev: &ParsedEvent,
     bytes: Bytes,
@@ -614,7 +614,7 @@ async fn send_held(
     tx: &mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) -> bool {
     for (ev, bytes) in filter.flush() {
-        if !stitch(stitcher, &ev, bytes, tx).await {
+        if !send_stitched(stitcher, &ev, bytes, tx).await {
             return false;
         }
     }

@@ -241,7 +241,12 @@ impl Dialect for Gemini {
                 }
                 continue;
             }
-            into.items.push(part.clone());
+            // An empty text part carries nothing unless it carries a signature.
+            let empty = part.get("text").and_then(Value::as_str) == Some("")
+                && part.get("thoughtSignature").is_none();
+            if !empty {
+                into.items.push(part.clone());
+            }
         }
     }
 

@@ -475,6 +475,7 @@ fn a_gemini_rounds_parts_come_back_in_order_with_streamed_text_joined() {
             .to_string()
     };
     let chunks = [
+        chunk(serde_json::json!([{"text": ""}])),
         chunk(serde_json::json!([{"text": "Weigh", "thought": true}])),
         chunk(serde_json::json!([{"text": "ing it.", "thought": true}])),
         chunk(serde_json::json!([{"text": "Let me "}])),
