@@ -192,6 +192,15 @@ fn anthropic_cache_markers_are_refused_past_four_or_out_of_ttl_order() {
     ]});
     let refused = refusal(Wire::Anthropic, "", &nested).unwrap();
     assert!(refused.contains("Found 5"), "{refused}");
+    // The top-level automatic marker counts, last.
+    let mut automatic = four.clone();
+    automatic["cache_control"] = marked("5m");
+    let refused = refusal(Wire::Anthropic, "", &automatic).unwrap();
+    assert!(refused.contains("Found 5"), "{refused}");
+    let mut automatic = body(vec![marked("5m")], vec![serde_json::Value::Null]);
+    automatic["cache_control"] = marked("1h");
+    let refused = refusal(Wire::Anthropic, "", &automatic).unwrap();
+    assert!(refused.contains("must not come after"), "{refused}");
     let unordered = body(vec![marked("5m")], vec![marked("1h")]);
     let refused = refusal(Wire::Anthropic, "", &unordered).unwrap();
     assert!(refused.contains("must not come after"), "{refused}");

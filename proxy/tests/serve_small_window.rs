@@ -277,8 +277,9 @@ async fn the_model_folds_an_offered_run_of_summaries_into_a_higher_tier() {
 
 /// An Anthropic body the way agent harnesses send it: content as blocks, and four
 /// prompt-cache markers, the most the API takes (the tools and the system prompt for an
-/// hour, the newest two messages for five minutes).
-fn marked_body(turns: usize) -> serde_json::Value {
+/// hour, the newest two messages for five minutes; or, `automatic`, the SDK's top-level
+/// marker in place of the message ones).
+fn marked_body(turns: usize, automatic: bool) -> serde_json::Value {
     let mut body = history_body(Wire::Anthropic, turns, 1200, false);
     let hour = serde_json::json!({"type": "ephemeral", "ttl": "1h"});
     let five = serde_json::json!({"type": "ephemeral"});
@@ -292,10 +293,14 @@ fn marked_body(turns: usize) -> serde_json::Value {
     for (i, m) in messages.iter_mut().enumerate() {
         let text = m["content"].as_str().unwrap().to_owned();
         let mut block = serde_json::json!({"type": "text", "text": text});
-        if i + 2 >= n {
+        if i + 2 >= n && !automatic {
             block["cache_control"] = five.clone();
         }
         m["content"] = serde_json::json!([block]);
+    }
+    if automatic {
+        // The SDK's top-level marker, which the API puts on the last cacheable block.
+        body["cache_control"] = five;
     }
     body
 }
@@ -308,7 +313,7 @@ async fn a_client_using_all_four_cache_markers_is_never_refused_while_folds_plac
     let count = |b: &str| b.matches("\"cache_control\"").count();
     let mut moved = 0;
     for turns in 1..=30 {
-        let body = marked_body(turns);
+        let body = marked_body(turns, false);
         post_ok(proxy, Wire::Anthropic, "marked", &body).await;
         let refused = mock.refused.lock().unwrap().clone();
         assert!(refused.is_empty(), "turn {turns}: {refused:?}");
@@ -328,4 +333,28 @@ async fn a_client_using_all_four_cache_markers_is_never_refused_while_folds_plac
         assert!(count(&sent.to_string()) <= 4, "turn {turns}");
     }
     assert!(moved > 0, "foldwire never placed a marker of its own");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_top_level_cache_marker_keeps_its_slot_across_folds() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+    for turns in 1..=30 {
+        post_ok(
+            proxy,
+            Wire::Anthropic,
+            "automatic",
+            &marked_body(turns, true),
+        )
+        .await;
+        let refused = mock.refused.lock().unwrap().clone();
+        assert!(refused.is_empty(), "turn {turns}: {refused:?}");
+        let sent: serde_json::Value =
+            serde_json::from_slice(&mock.bodies().pop().unwrap()).unwrap();
+        assert_eq!(
+            sent["cache_control"]["type"], "ephemeral",
+            "turn {turns}: the client's marker stands"
+        );
+    }
 }

@@ -547,6 +547,52 @@ fn cache_markers_go_at_the_boundaries_within_the_rules() {
 }
 
 #[test]
+fn a_top_level_marker_takes_a_slot_and_its_ttl_counts_last() {
+    // The system marker (1h) and the client's top-level automatic marker: foldwire places
+    // two of its own, not three, so the API's four hold.
+    let both = r#"{"model":"m","cache_control":{"type":"ephemeral"},"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral","ttl":"1h"}}],"messages":[]}"#;
+    let conv = conversation_with_frame(Wire::Anthropic, &history("h", 20, 400), both);
+    let mut t = turn(conv, SessionState::default(), 100_000);
+    let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 1_000)).unwrap();
+    let conv = t.conversation.as_ref().unwrap();
+    assert_eq!(out.markers.placed, 2);
+    assert_eq!(out.markers.kept, 1, "the top-level marker stands");
+    let all = cache_markers::markers(conv).unwrap();
+    assert_eq!(all.len(), 4);
+    assert_eq!(all.last().unwrap().site, cache_markers::MarkerSite::Request);
+    assert_eq!(cache_markers::check_rules(conv).unwrap(), 4);
+
+    // A top-level 1h marker: foldwire's markers before it take 1h too.
+    let hour = r#"{"model":"m","cache_control":{"type":"ephemeral","ttl":"1h"},"messages":[]}"#;
+    let conv = conversation_with_frame(Wire::Anthropic, &history("h", 20, 400), hour);
+    let mut t = turn(conv, SessionState::default(), 100_000);
+    lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 1_000)).unwrap();
+    let conv = t.conversation.as_ref().unwrap();
+    let all = cache_markers::markers(conv).unwrap();
+    assert_eq!(all.len(), 4, "three of foldwire's and the top-level one");
+    assert!(
+        all.iter().all(|m| m.ttl == cache_markers::Ttl::Hour),
+        "{all:?}"
+    );
+    cache_markers::check_rules(conv).unwrap();
+
+    // A top-level 1h marker after a client's 5m system marker cannot stand: it is dropped
+    // (set to null), the rest of the request within the rules.
+    let late = r#"{"model":"m","cache_control":{"type":"ephemeral","ttl":"1h"},"system":[{"type":"text","text":"sys","cache_control":{"type":"ephemeral"}}],"messages":[]}"#;
+    let conv = conversation_with_frame(Wire::Anthropic, &history("h", 20, 400), late);
+    let mut t = turn(conv, SessionState::default(), 100_000);
+    let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 1_000)).unwrap();
+    let conv = t.conversation.as_ref().unwrap();
+    assert!(out.markers.dropped >= 1);
+    let all = cache_markers::markers(conv).unwrap();
+    assert!(
+        all.iter()
+            .all(|m| m.site != cache_markers::MarkerSite::Request)
+    );
+    cache_markers::check_rules(conv).unwrap();
+}
+
+#[test]
 fn client_markers_are_kept_where_allowed_and_dropped_with_a_count_otherwise() {
     let mut msgs = history("h", 10, 400);
     // Four client markers in messages, the last one 1h after 5m ones.

@@ -161,8 +161,8 @@ fn signed_calls(body: &Value) -> Option<String> {
 }
 
 /// Messages API prompt-cache markers, in prefix order (tools, system, messages; a block's
-/// nested content after the block): at most four, and a 1-hour one never after a 5-minute
-/// one.
+/// nested content after the block; the top-level automatic marker last): at most four, and
+/// a 1-hour one never after a 5-minute one.
 fn cache_markers(body: &Value) -> Option<String> {
     fn collect<'a>(v: &'a Value, into: &mut Vec<&'a Value>) {
         if let Some(cc) = v.get("cache_control").filter(|cc| !cc.is_null()) {
@@ -183,6 +183,10 @@ fn cache_markers(body: &Value) -> Option<String> {
         for b in blocks(m) {
             collect(b, &mut markers);
         }
+    }
+    // The top-level marker: the API puts it on the last cacheable block.
+    if body["cache_control"].is_object() {
+        markers.push(&body["cache_control"]);
     }
     if markers.len() > 4 {
         return Some(format!(

@@ -1,6 +1,8 @@
 //! Anthropic prompt-cache markers: `cache_control` at the layout's stable boundaries, within
 //! the API's rules (at most 4 per request counting the client's own; in tools → system →
-//! messages order, every 1h marker before every 5m marker).
+//! messages order, every 1h marker before every 5m marker). A client's top-level
+//! `cache_control` (automatic caching: the API puts it on the last cacheable block) keeps a
+//! slot of its own and counts as the last marker.
 //!
 //! Markers inside messages are written by replacing the unit's raw block (re-serialized with
 //! or without `cache_control`, other keys kept in order); markers the client put in `system`
@@ -34,6 +36,9 @@ pub enum MarkerSite {
     System(usize),
     /// The unit at this index of `messages` (as sent).
     Unit(usize),
+    /// The request's top-level `cache_control`: the API puts it on the last cacheable
+    /// block, so it counts as a marker after every other.
+    Request,
 }
 
 /// One marker found in a request.
@@ -111,16 +116,17 @@ fn frame_bytes(conv: &Conversation) -> Vec<u8> {
     frame
 }
 
-/// The top-level `tools` and `system` values of the request as sent (overrides first).
-fn frame_fields(
-    conv: &Conversation,
-) -> Result<(Option<Value>, Option<Value>), MarkerRuleViolation> {
+/// The top-level `tools`, `system` and `cache_control` of the request as sent (overrides
+/// first); a `null` `cache_control` is none.
+fn frame_fields(conv: &Conversation) -> Result<FrameFields, MarkerRuleViolation> {
     #[derive(serde::Deserialize)]
     struct Frame<'a> {
         #[serde(borrow, default)]
         tools: Option<&'a serde_json::value::RawValue>,
         #[serde(borrow, default)]
         system: Option<&'a serde_json::value::RawValue>,
+        #[serde(borrow, default)]
+        cache_control: Option<&'a serde_json::value::RawValue>,
     }
     let unreadable = |what: &str, e: serde_json::Error| MarkerRuleViolation::Unreadable {
         what: what.to_owned(),
@@ -134,7 +140,7 @@ fn frame_fields(
             None => Ok(None),
         }
     };
-    let (mut tools, mut system) = (None, None);
+    let (mut tools, mut system, mut auto) = (None, None, None);
     let frame_json = frame_bytes(conv);
     if !conv.source.is_empty() && has_marker_bytes(&frame_json) {
         let frame: Frame<'_> =
@@ -145,6 +151,9 @@ fn frame_fields(
         if let Some(s) = frame.system {
             system = Some(serde_json::from_str(s.get()).map_err(|e| unreadable("system", e))?);
         }
+        if let Some(c) = frame.cache_control {
+            auto = Some(serde_json::from_str(c.get()).map_err(|e| unreadable("cache_control", e))?);
+        }
     }
     if let Some(t) = overridden("tools")? {
         tools = t;
@@ -152,7 +161,26 @@ fn frame_fields(
     if let Some(s) = overridden("system")? {
         system = s;
     }
-    Ok((tools, system))
+    if let Some(c) = overridden(REQUEST_MARKER)? {
+        auto = c;
+    }
+    let auto = auto.filter(|c: &Value| !c.is_null()).map(|c| ttl_of(&c));
+    Ok(FrameFields {
+        tools,
+        system,
+        auto,
+    })
+}
+
+/// The key of the request's top-level marker.
+const REQUEST_MARKER: &str = "cache_control";
+
+/// What [`frame_fields`] reads.
+struct FrameFields {
+    tools: Option<Value>,
+    system: Option<Value>,
+    /// The top-level `cache_control`'s TTL.
+    auto: Option<Ttl>,
 }
 
 fn array_markers(value: Option<&Value>, site: fn(usize) -> MarkerSite) -> Vec<Marker> {
@@ -186,14 +214,18 @@ fn unit_marker(raw: &[u8]) -> Option<Ttl> {
 /// # Errors
 /// The body's `tools`/`system` or an override could not be parsed.
 pub fn markers(conv: &Conversation) -> Result<Vec<Marker>, MarkerRuleViolation> {
-    let (tools, system) = frame_fields(conv)?;
-    let mut out = array_markers(tools.as_ref(), MarkerSite::Tool);
-    out.extend(array_markers(system.as_ref(), MarkerSite::System));
+    let frame = frame_fields(conv)?;
+    let mut out = array_markers(frame.tools.as_ref(), MarkerSite::Tool);
+    out.extend(array_markers(frame.system.as_ref(), MarkerSite::System));
     out.extend(conv.messages.iter().enumerate().filter_map(|(i, m)| {
         unit_marker(&m.raw).map(|ttl| Marker {
             site: MarkerSite::Unit(i),
             ttl,
         })
+    }));
+    out.extend(frame.auto.map(|ttl| Marker {
+        site: MarkerSite::Request,
+        ttl,
     }));
     Ok(out)
 }
@@ -292,9 +324,16 @@ pub fn place(
     conv: &mut Conversation,
     boundaries: &[usize],
 ) -> Result<MarkerOutcome, MarkerRuleViolation> {
-    let (mut tools, mut system) = frame_fields(conv)?;
+    let FrameFields {
+        mut tools,
+        mut system,
+        auto,
+    } = frame_fields(conv)?;
     let mut frame = array_markers(tools.as_ref(), MarkerSite::Tool);
     frame.extend(array_markers(system.as_ref(), MarkerSite::System));
+    // The client's top-level marker takes a slot of its own (the API puts it on the last
+    // cacheable block, wherever that is).
+    let reserved = usize::from(auto.is_some());
     let client_units: Vec<(usize, Ttl)> = conv
         .messages
         .iter()
@@ -304,17 +343,17 @@ pub fn place(
     let mut outcome = MarkerOutcome::default();
 
     // Client markers in tools/system beyond the limit (the client's own error) go first.
-    while frame.len() > MAX_MARKERS {
+    while frame.len() + reserved > MAX_MARKERS {
         if let Some(m) = frame.pop() {
             match m.site {
                 MarkerSite::Tool(i) => strip_frame_marker(conv, "tools", &mut tools, i),
                 MarkerSite::System(i) => strip_frame_marker(conv, "system", &mut system, i),
-                MarkerSite::Unit(_) => {}
+                MarkerSite::Unit(_) | MarkerSite::Request => {}
             }
             outcome.dropped += 1;
         }
     }
-    let mut room = MAX_MARKERS - frame.len();
+    let mut room = MAX_MARKERS.saturating_sub(frame.len() + reserved);
 
     // The layout's boundaries, moved back to markable units, deduplicated.
     let mut ours: Vec<usize> = Vec::new();
@@ -351,6 +390,9 @@ pub fn place(
     // marker after a 5m one is dropped.
     let mut chosen: Vec<(usize, Ttl, bool)> =
         kept_client.iter().map(|&(i, t)| (i, t, true)).collect();
+    // The top-level marker, after every unit.
+    let after_all = conv.messages.len();
+    chosen.extend(auto.map(|t| (after_all, t, true)));
     for &i in &ours {
         if !kept_client.iter().any(|&(c, _)| c == i) {
             chosen.push((i, Ttl::FiveMinutes, false));
@@ -396,6 +438,17 @@ pub fn place(
         if !client && rewrite_unit(conv, i, Some(ttl)) {
             outcome.placed += 1;
         }
+    }
+    // A top-level 1h marker after a 5m one cannot stand either.
+    if auto.is_some() && !keep.iter().any(|k| k.0 == after_all && k.2) {
+        conv.overrides.retain(|o| o.key != REQUEST_MARKER);
+        conv.overrides.push(FieldOverride {
+            key: REQUEST_MARKER.to_owned(),
+            value: Bytes::from_static(b"null"),
+        });
+        outcome.dropped += 1;
+    } else if auto.is_some() {
+        outcome.kept += 1;
     }
     Ok(outcome)
 }
