@@ -100,7 +100,18 @@ def run_anthropic(base, session, stream, turns):
     history = []
 
     def ask():
-        kwargs = dict(model="m", max_tokens=1024, system=SYSTEM, messages=history, tools=tools)
+        # As agents call the API now: adaptive thinking, and the SDK's top-level automatic
+        # cache marker; the answer goes back into the history as the SDK returned it
+        # (thinking blocks and signatures included), as Anthropic's docs show.
+        kwargs = dict(
+            model="m",
+            max_tokens=1024,
+            system=SYSTEM,
+            messages=history,
+            tools=tools,
+            thinking={"type": "adaptive"},
+            cache_control={"type": "ephemeral"},
+        )
         if stream:
             with client.messages.stream(**kwargs) as s:
                 for _ in s:
@@ -110,13 +121,9 @@ def run_anthropic(base, session, stream, turns):
             msg = client.messages.create(**kwargs)
         text = "".join(b.text for b in msg.content if b.type == "text")
         calls = [(b.name, b.input, b.id) for b in msg.content if b.type == "tool_use"]
-        content = []
-        for b in msg.content:
-            if b.type == "text":
-                content.append({"type": "text", "text": b.text})
-            elif b.type == "tool_use":
-                content.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
-        history.append({"role": "assistant", "content": content})
+        if not any(b.type == "thinking" and b.signature for b in msg.content):
+            raise Failure(f"no signed thinking in the answer: {[b.type for b in msg.content]}")
+        history.append({"role": "assistant", "content": msg.content})
         return text, calls
 
     def side(t):
