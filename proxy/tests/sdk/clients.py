@@ -238,7 +238,16 @@ def run_responses(base, session, stream, turns):
     history = []
 
     def ask():
-        kwargs = dict(model="m", instructions=SYSTEM, input=history, tools=tools)
+        # As Codex asks: encrypted reasoning, nothing stored, and every output item sent back
+        # as the SDK returned it (reasoning items and ids included).
+        kwargs = dict(
+            model="m",
+            instructions=SYSTEM,
+            input=history,
+            tools=tools,
+            include=["reasoning.encrypted_content"],
+            store=False,
+        )
         if stream:
             with client.responses.stream(**kwargs) as s:
                 for _ in s:
@@ -248,18 +257,14 @@ def run_responses(base, session, stream, turns):
             response = client.responses.create(**kwargs)
         text = ""
         calls = []
+        if not any(item.type == "reasoning" for item in response.output):
+            raise Failure(f"no reasoning item in the answer: {[i.type for i in response.output]}")
         for item in response.output:
+            history.append(item.model_dump(exclude_none=True))
             if item.type == "message":
-                parts = [c.text for c in item.content if c.type == "output_text"]
-                text += "".join(parts)
-                history.append(
-                    {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": p} for p in parts]}
-                )
+                text += "".join(c.text for c in item.content if c.type == "output_text")
             elif item.type == "function_call":
                 calls.append((item.name, json.loads(item.arguments), item.call_id))
-                history.append(
-                    {"type": "function_call", "call_id": item.call_id, "name": item.name, "arguments": item.arguments}
-                )
         if text != response.output_text:
             raise Failure(f"output_text {response.output_text[:80]!r} disagrees with the items {text[:80]!r}")
         return text, calls
