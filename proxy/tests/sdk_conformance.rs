@@ -4,8 +4,9 @@
 //! conversations (whole history client-side) at small windows, with text answers, client
 //! tool calls and calls to the proxy's tools. The Anthropic client asks with adaptive thinking
 //! and the SDK's top-level cache marker, the Responses client with encrypted reasoning and
-//! `store: false` (as Codex does); both send each answer back as the SDK returned it, so the
-//! mock checks the model's reasoning every turn. The Python side (tests/sdk/clients.py) checks
+//! `store: false` (as Codex does), the Gemini client a Gemini 3 model with its thoughts; each
+//! sends every answer back as the SDK returned it, so the mock checks the model's reasoning
+//! every turn. The Python side (tests/sdk/clients.py) checks
 //! every turn as the SDK sees it; this side checks every body the mock received: it decodes,
 //! obeys the provider's pairing rules and fits the window.
 //!

@@ -316,21 +316,27 @@ def run_gemini(base, session, stream, turns):
             )
         ],
         automatic_function_calling=types.AutomaticFunctionCallingConfig(disable=True),
+        thinking_config=types.ThinkingConfig(include_thoughts=True),
     )
+    # A Gemini 3 model, as Gemini CLI uses: it thinks and signs its calls, and the history
+    # keeps every part as the SDK returned it.
+    model = "gemini-3-pro-preview"
     history = []
 
     def ask():
         parts = []
         if stream:
-            for chunk in client.models.generate_content_stream(model="g", contents=history, config=config):
+            for chunk in client.models.generate_content_stream(model=model, contents=history, config=config):
                 for cand in chunk.candidates or []:
                     if cand.content and cand.content.parts:
                         parts.extend(cand.content.parts)
         else:
-            response = client.models.generate_content(model="g", contents=history, config=config)
+            response = client.models.generate_content(model=model, contents=history, config=config)
             parts = list(response.candidates[0].content.parts or [])
-        text = "".join(p.text for p in parts if p.text)
+        text = "".join(p.text for p in parts if p.text and not p.thought)
         calls = [(p.function_call.name, dict(p.function_call.args or {}), None) for p in parts if p.function_call]
+        if not any(p.thought for p in parts):
+            raise Failure("no thought part in the answer")
         history.append(types.Content(role="model", parts=parts))
         return text, calls
 
@@ -342,9 +348,9 @@ def run_gemini(base, session, stream, turns):
 
     def side(t):
         contents = history + [types.Content(role="user", parts=[types.Part(text=side_text(t))])]
-        response = client.models.generate_content(model="g", contents=contents, config=side_config)
+        response = client.models.generate_content(model=model, contents=contents, config=side_config)
         parts = list(response.candidates[0].content.parts or [])
-        check_side("".join(p.text for p in parts if p.text), [p.function_call.name for p in parts if p.function_call])
+        check_side("".join(p.text for p in parts if p.text and not p.thought), [p.function_call.name for p in parts if p.function_call])
 
     def turn(t):
         if t % SIDE_EVERY == 5:
