@@ -3,10 +3,10 @@
 //! against the scripted mock provider, on all four wires, streaming and not: long
 //! conversations (whole history client-side) at small windows, with text answers, client
 //! tool calls and calls to the proxy's tools. The Anthropic client asks with adaptive thinking
-//! and the SDK's top-level cache marker, the Responses client with encrypted reasoning and
-//! `store: false` (as Codex does), the Gemini client a Gemini 3 model with its thoughts; each
-//! sends every answer back as the SDK returned it, so the mock checks the model's reasoning
-//! every turn. The Python side (tests/sdk/clients.py) checks
+//! and the SDK's top-level cache marker, the Chat client with OpenRouter's reasoning switch,
+//! the Responses client with encrypted reasoning and `store: false` (as Codex does), the
+//! Gemini client a Gemini 3 model with its thoughts; each sends every answer back as the SDK
+//! returned it (reasoning included), so the mock checks the model's reasoning every turn. The Python side (tests/sdk/clients.py) checks
 //! every turn as the SDK sees it; this side checks every body the mock received: it decodes,
 //! obeys the provider's pairing rules and fits the window.
 //!

@@ -176,7 +176,10 @@ def run_chat(base, session, stream, turns):
     history = [{"role": "system", "content": SYSTEM}]
 
     def ask():
-        kwargs = dict(model="m", messages=history, tools=tools)
+        # As OpenRouter's users ask a model that signs its reasoning: the `reasoning` switch,
+        # and the message sent back with its `reasoning_details` (which the SDK keeps as an
+        # extra field, the streamed pieces put together by index).
+        kwargs = dict(model="m", messages=history, tools=tools, extra_body={"reasoning": {"enabled": True}})
         if stream:
             with client.chat.completions.stream(**kwargs) as s:
                 for _ in s:
@@ -189,7 +192,10 @@ def run_chat(base, session, stream, turns):
         calls = [
             (c.function.name, json.loads(c.function.arguments), c.id) for c in (message.tool_calls or [])
         ]
-        entry = {"role": "assistant", "content": message.content}
+        details = (message.model_extra or {}).get("reasoning_details")
+        if not details:
+            raise Failure("no reasoning_details in the answer")
+        entry = {"role": "assistant", "content": message.content, "reasoning_details": details}
         if message.tool_calls:
             entry["tool_calls"] = [
                 {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}

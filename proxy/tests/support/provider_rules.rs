@@ -106,32 +106,35 @@ fn thinking_first(body: &Value) -> Option<String> {
     ))
 }
 
-/// OpenRouter, reasoning on, for a model that signs its reasoning: the assistant message
-/// whose calls the request's trailing tool messages answer carries the `reasoning_details`
-/// it came with, signed, and a thought the mock signed comes back with its text.
+/// OpenRouter, reasoning on, for a model that signs its reasoning: a thought the mock signed
+/// comes back with its text, in any message, and the assistant message whose calls the
+/// request's trailing tool messages answer carries its signed `reasoning_details`.
 fn signed_details(body: &Value) -> Option<String> {
     let messages = body["messages"].as_array()?;
+    // Every thought the mock signed comes back with its text, in any message.
+    let changed = messages.iter().enumerate().find_map(|(at, m)| {
+        let details = m["reasoning_details"].as_array()?;
+        details.iter().enumerate().find_map(|(k, e)| {
+            let mine = e["signature"].as_str()?.strip_prefix(MOCK_SIGNATURE)?;
+            let text = e["text"].as_str().unwrap_or_default();
+            (sign(text)[MOCK_SIGNATURE.len()..] != *mine)
+                .then(|| format!("messages.{at}.reasoning_details.{k}: invalid signature"))
+        })
+    });
+    if changed.is_some() {
+        return changed;
+    }
     let at = messages.iter().rposition(|m| m["role"] != "tool")?;
     if at + 1 == messages.len() || messages[at]["tool_calls"].as_array().is_none() {
         return None;
     }
     let details = messages[at]["reasoning_details"].as_array();
     let signed = details.is_some_and(|d| d.iter().any(|e| e["signature"].is_string()));
-    if !signed {
-        return Some(format!(
+    (!signed).then(|| {
+        format!(
             "messages.{at}: the assistant message with tool calls is missing the signed `reasoning_details` it was sent with; pass reasoning_details back unmodified when continuing tool calls"
-        ));
-    }
-    details
-        .into_iter()
-        .flatten()
-        .enumerate()
-        .find_map(|(k, e)| {
-            let mine = e["signature"].as_str()?.strip_prefix(MOCK_SIGNATURE)?;
-            let text = e["text"].as_str().unwrap_or_default();
-            (sign(text)[MOCK_SIGNATURE.len()..] != *mine)
-                .then(|| format!("messages.{at}.reasoning_details.{k}: invalid signature"))
-        })
+        )
+    })
 }
 
 /// Gemini 3: each model turn of calls in the current turn (after the last user text)
