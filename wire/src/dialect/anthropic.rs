@@ -161,12 +161,13 @@ impl Dialect for Anthropic {
         calls: &[HiddenCall],
         results: &[CallOutput<'_>],
     ) -> Vec<Value> {
-        let id_of = |b: &Value| b.get("id").and_then(Value::as_str).map(str::to_owned);
-        let call_of = |b: &Value| {
-            (b.get("type").and_then(Value::as_str) == Some("tool_use"))
-                .then(|| id_of(b))
-                .flatten()
-                .and_then(|id| calls.iter().find(|c| c.id == id))
+        // The round's call a block is, if it is one.
+        let call_of = |b: &Value| -> Option<&HiddenCall> {
+            if b.get("type").and_then(Value::as_str) != Some("tool_use") {
+                return None;
+            }
+            let id = b.get("id").and_then(Value::as_str)?;
+            calls.iter().find(|c| c.id == id)
         };
         let holds_every_call = calls.iter().all(|c| {
             answer
