@@ -352,15 +352,19 @@ fn check(wire: Wire, run: &Run, bodies: &[Value], received: &[Received]) -> Vec<
     }
     // The session's rounds: the requests that offer the CLI's shell tool.
     let rounds: Vec<&Value> = bodies.iter().filter(|b| cli_shell(b).is_some()).collect();
-    // Every step, the round re-asked after the compress call, the final answer: a round
-    // more means the CLI sent a turn again (it could not read an answer of the proxy's).
-    if rounds.len() != CLI_STEPS + 2 {
+    // Claude Code offers its ToolSearch; the script loads a deferred tool with it once.
+    let searches = usize::from(wire == Wire::Anthropic);
+    // Every step, the tool search, the round re-asked after the compress call, the final
+    // answer: a round more means the CLI sent a turn again (it could not read an answer of
+    // the proxy's).
+    if rounds.len() != CLI_STEPS + searches + 2 {
         problems.push(format!(
-            "{} rounds, not {} (one per step, the one re-asked after the compress call, the final answer)",
+            "{} rounds, not {} (one per step, {searches} tool search, the one re-asked after the compress call, the final answer)",
             rounds.len(),
-            CLI_STEPS + 2
+            CLI_STEPS + searches + 2
         ));
     }
+    problems.extend(loaded_tools_stay_loaded(&rounds, searches));
     let folded = rounds
         .iter()
         .position(|b| b.to_string().contains("folded into b"))
@@ -417,6 +421,38 @@ fn check(wire: Wire, run: &Run, bodies: &[Value], received: &[Received]) -> Vec<
         }
     }
     problems
+}
+
+/// What is wrong with the deferred tool the script loaded: the CLI's answer to its tool
+/// search (a `tool_reference` to [`CLI_LOADED_TOOL`]) must reach the provider in every round
+/// after it, folds or not, or the model loses the tool's schema while the CLI believes it
+/// loaded.
+fn loaded_tools_stay_loaded(rounds: &[&Value], searches: usize) -> Vec<String> {
+    let loads = |b: &Value| {
+        let blocks = b["messages"].as_array().into_iter().flatten();
+        let blocks = blocks.flat_map(|m| m["content"].as_array().into_iter().flatten());
+        let results = blocks.filter(|c| c["type"] == "tool_result");
+        let mut inner = results.flat_map(|r| r["content"].as_array().into_iter().flatten());
+        inner.any(|c| c["type"] == "tool_reference" && c["tool_name"] == CLI_LOADED_TOOL)
+    };
+    let Some(first) = rounds.iter().position(|b| loads(b)) else {
+        return if searches > 0 {
+            vec![format!(
+                "no round carries the CLI's tool_reference to {CLI_LOADED_TOOL}"
+            )]
+        } else {
+            Vec::new()
+        };
+    };
+    rounds
+        .iter()
+        .enumerate()
+        .skip(first)
+        .filter(|(_, b)| !loads(b))
+        .map(|(i, _)| {
+            format!("round {i} lost the tool_reference to {CLI_LOADED_TOOL} loaded in round {first}: a fold took it")
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

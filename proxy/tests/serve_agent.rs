@@ -8,7 +8,7 @@ mod support;
 
 use foldwire_core::{SessionState, Wire};
 use foldwire_stages::kernel::pairing_rules;
-use serde_json::Value;
+use serde_json::{Value, json};
 use support::agent::{answer_and_results, assert_blocks_restore, opener, request};
 use support::*;
 
@@ -149,5 +149,141 @@ async fn a_reasoning_models_agent_loop_keeps_its_signed_reasoning_valid_on_every
         Wire::Gemini,
     ] {
         agent_loop_with(wire, TURNS, true).await;
+    }
+}
+
+/// Turn after whose results the client of [`tools_a_client_loaded_stay_loaded_through_folds`]
+/// loads tools: well past the head window, with folds to come on both sides of it.
+const SEARCH_AFTER: usize = 20;
+
+/// What a client of `wire` appends when its model searches for deferred tools, and the
+/// `tools` it then declares. Anthropic: the server tool search's pair, and a client tool
+/// search (as Claude Code's `ToolSearch`) answered with `tool_reference` blocks (without the
+/// "Tool loaded." text Claude Code adds: the last user text is protected on its own, which
+/// would keep the search out of folds whatever its blocks are). Responses:
+/// a client-executed `tool_search_call` and its `tool_search_output`.
+fn tool_search(wire: Wire) -> (Vec<Value>, Value) {
+    let schema = json!({"type": "object", "properties": {}});
+    match wire {
+        Wire::Anthropic => (
+            vec![
+                json!({"role": "assistant", "content": [
+                    {"type": "server_tool_use", "id": "srvtoolu_01", "name": "tool_search_tool_regex", "input": {"query": "weather"}},
+                    {"type": "tool_search_tool_result", "tool_use_id": "srvtoolu_01", "content": {"type": "tool_search_tool_search_result", "tool_references": [{"type": "tool_reference", "tool_name": "get_weather"}]}},
+                    {"type": "tool_use", "id": "toolu_search", "name": "ToolSearch", "input": {"query": "select:NotebookEdit"}}
+                ]}),
+                json!({"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "toolu_search", "content": [{"type": "tool_reference", "tool_name": "NotebookEdit"}]}
+                ]}),
+            ],
+            json!([
+                {"type": "tool_search_tool_regex_20251119", "name": "tool_search_tool_regex"},
+                {"name": "ToolSearch", "description": "Loads deferred tools.", "input_schema": schema},
+                {"name": "bash", "description": "Runs a command.", "input_schema": schema},
+                {"name": "get_weather", "description": "Weather.", "input_schema": schema, "defer_loading": true},
+                {"name": "NotebookEdit", "description": "Edits notebooks.", "input_schema": schema, "defer_loading": true}
+            ]),
+        ),
+        Wire::OpenAiResponses => (
+            vec![
+                json!({"type": "tool_search_call", "id": "tsc_01", "call_id": "call_search", "execution": "client", "status": "completed", "arguments": {"paths": ["crm"]}}),
+                json!({"type": "tool_search_output", "id": "tso_01", "call_id": "call_search", "execution": "client", "status": "completed", "tools": [{"type": "function", "name": "crm_lookup", "description": "Looks up a customer.", "parameters": schema, "defer_loading": true}]}),
+            ],
+            json!([
+                {"type": "tool_search"},
+                {"type": "function", "name": "bash", "description": "Runs a command.", "parameters": schema},
+                {"type": "function", "name": "crm_lookup", "description": "Looks up a customer.", "parameters": schema, "defer_loading": true}
+            ]),
+        ),
+        _ => unreachable!("Chat and Gemini have no tool search"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_a_client_loaded_stay_loaded_through_folds() {
+    for wire in [Wire::Anthropic, Wire::OpenAiResponses] {
+        let (upstream, mock) = start_mock().await;
+        let dir = tempfile::tempdir().unwrap();
+        let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+        let client = reqwest::Client::new();
+        let session = format!("tool-search-{}", wire.as_str());
+        let (search, tools) = tool_search(wire);
+        let mut history = vec![opener(wire)];
+        for turn in 0..TURNS {
+            let mut body = request(wire, &history);
+            if turn > SEARCH_AFTER {
+                body["tools"] = tools.clone();
+            }
+            let resp = client
+                .post(format!("http://{proxy}{}", path_of(wire, false)))
+                .header("x-foldwire-session", &session)
+                .header("x-mock-script", "agent")
+                .body(body.to_string())
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status();
+            let answer: Value = resp.json().await.unwrap();
+            assert_eq!(status, 200, "{wire} turn {turn}: {answer}");
+            let refused = mock.refused.lock().unwrap().clone();
+            assert!(refused.is_empty(), "{wire} turn {turn}: {refused:?}");
+            answer_and_results(wire, &mut history, &answer, turn);
+            if turn == SEARCH_AFTER {
+                history.extend(search.iter().cloned());
+            }
+        }
+
+        // The blocks (items) of a body, without the cache markers the layout moves.
+        let units = |body: &Value| -> Vec<Value> {
+            let list = match wire {
+                Wire::Anthropic => body["messages"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                    .collect(),
+                _ => body["input"].as_array().unwrap().clone(),
+            };
+            list.into_iter()
+                .map(|mut u| {
+                    if let Some(o) = u.as_object_mut() {
+                        o.remove("cache_control");
+                    }
+                    u
+                })
+                .collect()
+        };
+        let loading = units(&json!({"messages": search, "input": search}));
+        // Every request forwarded after the search carries its blocks (items) as the client
+        // sent them, while folds took turns on both sides of it.
+        let forwarded = mock.bodies();
+        let after: Vec<&bytes::Bytes> = forwarded
+            .iter()
+            .filter(|b| String::from_utf8_lossy(b).contains("\"tools\":[{\"type\":\"tool_search"))
+            .collect();
+        assert!(
+            after.len() > 40,
+            "{wire}: {} requests after the search",
+            after.len()
+        );
+        for (i, body) in after.iter().enumerate() {
+            let sent = units(&serde_json::from_slice(body).unwrap());
+            for item in &loading {
+                assert!(
+                    sent.contains(item),
+                    "{wire}: request {i} after the search lost {item}"
+                );
+            }
+        }
+        let last = String::from_utf8_lossy(after.last().unwrap()).into_owned();
+        for turn in [SEARCH_AFTER - 1, SEARCH_AFTER + 1] {
+            assert!(
+                !last.contains(&format!("output of turn {turn}:")),
+                "{wire}: turn {turn}, next to the search, never folded"
+            );
+        }
+        let admin = admin(proxy, &session).await;
+        let state: SessionState = serde_json::from_value(admin["state"].clone()).unwrap();
+        assert!(!state.blocks.is_empty(), "{wire}: folding happened");
     }
 }

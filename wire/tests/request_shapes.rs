@@ -629,3 +629,66 @@ fn inline_think_in_assistant_text_is_marked_as_reasoning() {
     let r = dec(Wire::OpenAiResponses, responses);
     assert_eq!(r.messages[0].answer_text(), "Done.");
 }
+
+/// The reason a unit is pinned, if it is.
+fn pinned(c: &Conversation, i: usize) -> Option<&str> {
+    match &c.messages[i].pin {
+        Some(Pin::Protected(why)) => Some(why.as_str()),
+        _ => None,
+    }
+}
+
+#[test]
+fn anthropic_blocks_that_load_tools_are_pinned() {
+    // Claude Code's ToolSearch answers with tool_reference blocks; the server tool search
+    // answers in its own pair; the beta tool changes and MCP listings set the tools too. A
+    // result that only mentions "tool_reference" in its text loads nothing.
+    let body = r#"{"model":"m","messages":[
+ {"role":"user","content":"go"},
+ {"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"ToolSearch","input":{"query":"select:WebFetch"}}]},
+ {"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"tool_reference","tool_name":"WebFetch"},{"type":"tool_reference","tool_name":"NotebookEdit"}]},{"type":"text","text":"Tool loaded."}]},
+ {"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_1","name":"tool_search_tool_regex","input":{"query":"weather"}},{"type":"tool_search_tool_result","tool_use_id":"srvtoolu_1","content":{"type":"tool_search_tool_search_result","tool_references":[{"type":"tool_reference","tool_name":"get_weather"}]}},{"type":"server_tool_use","id":"srvtoolu_2","name":"web_search","input":{"query":"x"}},{"type":"tool_use","id":"t2","name":"Read","input":{}}]},
+ {"role":"user","content":[{"type":"tool_result","tool_use_id":"t2","content":"the docs say tool_reference blocks load tools"},{"type":"tool_addition","tool":{"type":"tool_reference","name":"get_time"}},{"type":"tool_removal","tool":{"type":"tool_reference","name":"get_weather"}}]},
+ {"role":"assistant","content":[{"type":"mcp_tool_listing","mcp_server_name":"files","tools":[]},{"type":"text","text":"ok"}]}
+]}"#;
+    let c = dec(Wire::Anthropic, body);
+    let why: Vec<Option<&str>> = (0..c.messages.len()).map(|i| pinned(&c, i)).collect();
+    let expect_pinned = [2, 4, 5, 9, 10, 11];
+    for (i, w) in why.iter().enumerate() {
+        assert_eq!(w.is_some(), expect_pinned.contains(&i), "unit {i}: {w:?}");
+    }
+    assert_eq!(
+        why[2],
+        Some("loads the deferred tool(s) WebFetch, NotebookEdit: folded, they would be unloaded")
+    );
+    assert_eq!(
+        why[5],
+        Some("tool_search_tool_result block: sets the model's tools from here on")
+    );
+    // The pinned blocks keep their kinds: a result stays a result, paired with its call.
+    assert_eq!(c.messages[2].kind, K::ToolResult);
+    assert_eq!(c.messages[5].kind, K::Other);
+}
+
+#[test]
+fn responses_tool_search_items_are_pinned() {
+    let body = r#"{"model":"gpt","input":[
+ {"role":"user","content":"hi"},
+ {"type":"tool_search_call","id":"tsc_1","call_id":"call_ts","execution":"client","status":"completed","arguments":{"paths":["crm"]}},
+ {"type":"tool_search_output","id":"tso_1","call_id":"call_ts","execution":"client","status":"completed","tools":[{"type":"function","name":"crm_lookup","parameters":{},"defer_loading":true}]},
+ {"type":"function_call","call_id":"call_1","name":"crm_lookup","arguments":"{}"},
+ {"type":"function_call_output","call_id":"call_1","output":"tool_search_output is just text here"}
+]}"#;
+    let c = dec(Wire::OpenAiResponses, body);
+    let why: Vec<Option<&str>> = (0..c.messages.len()).map(|i| pinned(&c, i)).collect();
+    assert_eq!(
+        why,
+        vec![
+            None,
+            Some("tool_search_call item: sets the model's tools from here on"),
+            Some("tool_search_output item: sets the model's tools from here on"),
+            None,
+            None
+        ]
+    );
+}

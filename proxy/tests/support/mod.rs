@@ -381,12 +381,19 @@ pub fn cli_shell(request: &Value) -> Option<(String, Value)> {
         .find(|(name, _)| CLI_SHELLS.contains(&name.as_str()))
 }
 
+/// The call id prefix of the `cli` script's tool search.
+pub const CLI_SEARCH_ID: &str = "call_tool_search_";
+/// The deferred tool the `cli` script loads through a CLI's tool search.
+pub const CLI_LOADED_TOOL: &str = "WebFetch";
+
 /// Shell steps of a `cli` session.
 pub const CLI_STEPS: usize = 6;
 
 /// `cli`: step k prints `fw-step-k-42` and some 8 kB of numbers with the CLI's own shell
 /// tool (by `printf`, so the marker is in the history only if the CLI ran the command); the
-/// step is known from the markers in the history. From step 3 on, the first request that
+/// step is known from the markers in the history. After step 3, a CLI that offers a
+/// `ToolSearch` tool gets one call to it, loading [`CLI_LOADED_TOOL`]. From step 3 on (step 5
+/// after a tool search, once it left the recent window), the first request that
 /// lists a compressible range (or the last step's, listed or not) gets
 /// [`CLI_BEFORE_COMPRESS`] and a `compress` call on it, once (the proxy answers it; its
 /// summary stays in the history; a model that reasons thinks again between the two); after
@@ -411,7 +418,23 @@ fn cli_script(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
         .find(|k| body.contains(&format!("fw-step-{k}-42")))
         .unwrap_or(0);
     let compressed = has_proxy_result(wire, body) || body.contains("Early chatter about the setup");
-    if step >= 3 && !compressed && (first_range(body).is_some() || step == CLI_STEPS) {
+    // After step 3, a CLI with a tool search (Claude Code's `ToolSearch`) loads a deferred
+    // tool, once: past the head window, where a fold two steps later would take it.
+    let searched = body.contains(CLI_SEARCH_ID);
+    if step == 3
+        && !searched
+        && request["tools"]
+            .to_string()
+            .contains("\"name\":\"ToolSearch\"")
+    {
+        return vec![Piece::Call {
+            id: format!("{CLI_SEARCH_ID}{n}"),
+            name: "ToolSearch".into(),
+            args: json!({ "query": format!("select:{CLI_LOADED_TOOL}") }),
+        }];
+    }
+    let compress_from = if searched { 5 } else { 3 };
+    if step >= compress_from && !compressed && (first_range(body).is_some() || step == CLI_STEPS) {
         // With a word first, so a model that reasons thinks again before the call.
         return vec![
             Piece::Text(CLI_BEFORE_COMPRESS.into()),

@@ -1,5 +1,13 @@
 //! Anthropic Messages: each message is an entry; string content is one unit, each content
 //! block is a unit. `system`, `tools` and every other top-level field stay in the frame.
+//!
+//! Blocks that set which tools the model has from their place in the conversation on are
+//! pinned, so no fold takes them: a tool result holding `tool_reference` blocks (a client's
+//! tool search, as Claude Code's `ToolSearch` answers), the server tool search's call and
+//! result, `tool_addition`, `tool_removal` and `mcp_tool_listing`. The API loads a deferred
+//! tool where a reference names it; folded away, the tool would be unloaded for the rest of
+//! the session while the client still believes it loaded (Anthropic's own compaction keeps
+//! such changes for the same reason, in its block's `tool_changes`).
 
 use std::ops::Range;
 
@@ -44,8 +52,11 @@ pub(crate) fn decode_message(
                 cx.whole(entry, role, MessageKind::Other, Text::default(), None, item);
             }
             for (j, block) in blocks.iter().enumerate() {
-                let spec = decode_block(cx, &cpath.index(j), block, role, j)?;
+                let (spec, pin) = decode_block(cx, &cpath.index(j), block, role, j)?;
                 cx.unit(entry, spec);
+                if let Some(why) = pin {
+                    cx.pin_last(why);
+                }
             }
         }
         _ => return Err(cx.shape(&cpath, "a string or an array of blocks", &content.value)),
@@ -59,7 +70,7 @@ fn decode_block(
     span: &Range<usize>,
     role: Role,
     index: usize,
-) -> Result<UnitSpec, WireError> {
+) -> Result<(UnitSpec, Option<String>), WireError> {
     let fields = cx.fields(path, span)?;
     let ty = cx.req_str(path, &fields, "type")?;
     let str_of = |key: &str| {
@@ -67,6 +78,13 @@ fn decode_block(
             .filter(|f| cx.bytes().get(f.value.start) == Some(&b'"'))
             .map(|f| cx.string_text(&f.value))
     };
+    // The server tool search's call goes with its pinned result (its name is fixed by the
+    // tool's type: `tool_search_tool_regex`, `tool_search_tool_bm25`).
+    let search_call = ty == "server_tool_use"
+        && cx
+            .opt_str(path, &fields, "name")?
+            .is_some_and(|n| n.starts_with("tool_search_tool"));
+    let mut pin = None;
     let (kind, text, tool) = match ty.as_ref() {
         "text" => (MessageKind::Text, cx.req_text(path, &fields, "text")?, None),
         "image" | "document" | "search_result" | "container_upload" => (
@@ -91,7 +109,17 @@ fn decode_block(
         }
         "tool_result" => {
             let id = cx.req_str(path, &fields, "tool_use_id")?.into_owned();
-            let text = scan::field(&fields, "content")
+            let content = scan::field(&fields, "content");
+            let loaded = content
+                .map(|f| tool_references(cx, &f.value))
+                .unwrap_or_default();
+            if !loaded.is_empty() {
+                pin = Some(format!(
+                    "loads the deferred tool(s) {}: folded, they would be unloaded",
+                    loaded.join(", ")
+                ));
+            }
+            let text = content
                 .map(|f| cx.content_text(&f.value))
                 .unwrap_or_default();
             (
@@ -109,18 +137,56 @@ fn decode_block(
             None,
         ),
         "redacted_thinking" => (MessageKind::Reasoning, Text::default(), None),
+        "tool_search_tool_result" | "tool_addition" | "tool_removal" | "mcp_tool_listing" => {
+            pin = Some(format!("{ty} block: sets the model's tools from here on"));
+            (MessageKind::Other, cx.json_text(span), None)
+        }
+        "server_tool_use" if search_call => {
+            pin = Some("server tool search call: goes with its result".to_owned());
+            (MessageKind::Other, cx.json_text(span), None)
+        }
         // Server tool calls and results, and any block type this codec does not know, are
         // kept verbatim and fold as plain units; their JSON is their text.
         _ => (MessageKind::Other, cx.json_text(span), None),
     };
-    Ok(UnitSpec {
+    let spec = UnitSpec {
         slot: UnitSlot::Content(u32::try_from(index).unwrap_or(u32::MAX)),
         role,
         kind,
         text,
         tool,
         span: span.clone(),
-    })
+    };
+    Ok((spec, pin))
+}
+
+/// The tools a tool result's `content` at `span` loads: the `tool_name` of each of its
+/// `tool_reference` blocks (empty for string content, the common case, found without
+/// reading the blocks).
+fn tool_references(cx: &Cx<'_>, span: &Range<usize>) -> Vec<String> {
+    let bytes = cx.bytes().get(span.clone()).unwrap_or_default();
+    if bytes.first() != Some(&b'[') || memchr::memmem::find(bytes, b"tool_reference").is_none() {
+        return Vec::new();
+    }
+    let Ok(items) = scan::array_items_mode(cx.bytes(), span, scan::Mode::Trusted) else {
+        return Vec::new();
+    };
+    items
+        .iter()
+        .filter_map(|item| {
+            let fields = scan::object_fields_mode(cx.src, item, scan::Mode::Trusted).ok()?;
+            let ty =
+                scan::field(&fields, "type").and_then(|f| scan::string_value(cx.src, &f.value))?;
+            if ty != "tool_reference" {
+                return None;
+            }
+            let name = scan::field(&fields, "tool_name")
+                .and_then(|f| scan::string_value(cx.src, &f.value))
+                .map(|n| n.into_owned())
+                .unwrap_or_default();
+            Some(name)
+        })
+        .collect()
 }
 
 /// The role name a new Anthropic message gets.

@@ -28,7 +28,7 @@ use std::ops::Range;
 
 use bytes::Bytes;
 use foldwire_core::{
-    Conversation, Entry, Message, MessageKind, Origin, Role, Text, ToolLink, UnitSlot, Wire,
+    Conversation, Entry, Message, MessageKind, Origin, Pin, Role, Text, ToolLink, UnitSlot, Wire,
     utf8_lossy,
 };
 
@@ -699,6 +699,13 @@ impl<'a> Cx<'a> {
                 span: span.clone(),
             },
         );
+    }
+
+    /// Pins the unit added last, for `why`: it reaches the provider as sent and never folds.
+    pub(crate) fn pin_last(&mut self, why: String) {
+        if let Some(last) = self.messages.last_mut() {
+            last.pin = Some(Pin::Protected(why));
+        }
     }
 
     /// Adds a unit to entry `entry`.

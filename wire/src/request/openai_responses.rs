@@ -1,11 +1,12 @@
 //! OpenAI Responses: each input item is an entry and, except for messages, one whole unit.
 //! A message item's string content is one unit; each content part of an array is a unit.
-//! Compaction items are opaque and protected: they reach the provider unchanged.
+//! Compaction items are opaque and protected: they reach the provider unchanged; tool search
+//! calls and outputs are protected too, since they load tools.
 //! `input` given as a plain string is one user entry with one string unit.
 
 use std::ops::Range;
 
-use foldwire_core::{MessageKind, Pin, Role, Text, ToolLink, UnitSlot};
+use foldwire_core::{MessageKind, Role, Text, ToolLink, UnitSlot};
 
 use super::{Cx, Path, UnitSpec, WireError, scan, text_of_content};
 
@@ -160,11 +161,7 @@ pub(crate) fn decode_item(
                 None,
                 span,
             );
-            if let Some(last) = cx.messages.last_mut() {
-                last.pin = Some(Pin::Protected(
-                    "Responses compaction item: never modified".to_owned(),
-                ));
-            }
+            cx.pin_last("Responses compaction item: never modified".to_owned());
             return Ok(());
         }
         // Hosted tool calls, item references and unknown items: kept verbatim, foldable.
@@ -177,6 +174,11 @@ pub(crate) fn decode_item(
     };
     let entry = cx.begin_entry(role, span);
     cx.whole(entry, role, kind, text, tool, span);
+    // A tool search's call and output load the tools it found from here on: folded, they
+    // would be unloaded while the client believes them loaded (see `anthropic.rs`).
+    if matches!(ty.as_ref(), "tool_search_call" | "tool_search_output") {
+        cx.pin_last(format!("{ty} item: sets the model's tools from here on"));
+    }
     Ok(())
 }
 
