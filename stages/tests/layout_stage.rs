@@ -798,3 +798,42 @@ fn ranges_build_sees_the_head_before_the_first_layout() {
             .is_none()
     );
 }
+
+#[test]
+fn a_client_marker_on_a_compaction_block_keeps_its_slot_and_no_marker_lands_there() {
+    // An Anthropic compaction block goes back byte for byte (the decoder marks it opaque):
+    // its client marker is kept, never taken off, and counts against the four; foldwire
+    // places none of its own there. The system marker and three message markers of the
+    // client make five wanted markers: one of the message markers goes.
+    let mut messages = vec![serde_json::json!({"role": "assistant", "content": [
+        {"type": "compaction", "content": "Earlier: the repo was set up.", "signature": "sig", "cache_control": {"type": "ephemeral"}}
+    ]})];
+    for i in 0..20 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let mut block =
+            serde_json::json!({"type": "text", "text": format!("m{i} {}", "x".repeat(400))});
+        if matches!(i, 4 | 10 | 16) {
+            block["cache_control"] = serde_json::json!({"type": "ephemeral"});
+        }
+        messages.push(serde_json::json!({"role": role, "content": [block]}));
+    }
+    let body = serde_json::json!({"model": "m", "system": [{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}], "messages": messages});
+    let conv = foldwire_wire::request::decode(Wire::Anthropic, body.to_string().into()).unwrap();
+    let compaction = conv.messages[0].raw.clone();
+    let mut t = turn(conv, SessionState::default(), 100_000);
+    let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 1_000)).unwrap();
+    let conv = t.conversation.as_ref().unwrap();
+    assert_eq!(cache_markers::check_rules(conv).unwrap(), 4);
+    assert!(
+        !conv.messages[0].modified,
+        "the compaction block was rewritten"
+    );
+    assert_eq!(conv.messages[0].raw, compaction);
+    assert!(out.markers.dropped >= 1, "{:?}", out.markers);
+    let sent: serde_json::Value =
+        serde_json::from_slice(&foldwire_wire::request::encode(conv).unwrap()).unwrap();
+    assert_eq!(
+        sent["messages"][0]["content"][0]["cache_control"]["type"],
+        "ephemeral"
+    );
+}

@@ -671,6 +671,21 @@ fn anthropic_blocks_that_load_tools_are_pinned() {
 }
 
 #[test]
+fn an_anthropic_compaction_block_is_opaque_and_pinned() {
+    let body = r#"{"model":"m","messages":[
+ {"role":"assistant","content":[{"type":"compaction","content":"Earlier: we set up the repo.","signature":"sig","tool_changes":[]}]},
+ {"role":"user","content":"go on"}
+]}"#;
+    let c = dec(Wire::Anthropic, body);
+    assert_eq!(c.messages[0].kind, K::Opaque);
+    assert_eq!(
+        pinned(&c, 0),
+        Some("Anthropic compaction block: sent back unchanged")
+    );
+    assert_eq!(pinned(&c, 1), None);
+}
+
+#[test]
 fn responses_tool_search_items_are_pinned() {
     let body = r#"{"model":"gpt","input":[
  {"role":"user","content":"hi"},

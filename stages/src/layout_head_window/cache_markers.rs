@@ -11,7 +11,7 @@
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use foldwire_core::{Conversation, FieldOverride, MessageKind, UnitSlot};
+use foldwire_core::{Conversation, FieldOverride, Message, MessageKind, UnitSlot};
 use memchr::memmem::Finder;
 use serde_json::{Map, Value};
 
@@ -260,9 +260,15 @@ pub fn check_rules(conv: &Conversation) -> Result<usize, MarkerRuleViolation> {
 fn markable(conv: &Conversation, i: usize) -> bool {
     conv.messages.get(i).is_some_and(|m| {
         m.kind != MessageKind::Reasoning
+            && !is_opaque(m)
             && m.slot != UnitSlot::StringContent
             && m.raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
     })
+}
+
+/// An opaque unit reaches the provider byte for byte: no marker is placed on it or taken off.
+fn is_opaque(m: &Message) -> bool {
+    m.kind == MessageKind::Opaque
 }
 
 fn rewrite_unit(conv: &mut Conversation, i: usize, marker: Option<Ttl>) -> bool {
@@ -353,7 +359,11 @@ pub fn place(
             outcome.dropped += 1;
         }
     }
-    let mut room = MAX_MARKERS.saturating_sub(frame.len() + reserved);
+    // A client marker on an opaque unit (a compaction block) cannot be taken off: the unit
+    // reaches the provider as sent, so its marker keeps a slot of its own too.
+    let fixed = |i: usize| conv.messages.get(i).is_some_and(is_opaque);
+    let fixed_count = client_units.iter().filter(|(i, _)| fixed(*i)).count();
+    let mut room = MAX_MARKERS.saturating_sub(frame.len() + reserved + fixed_count);
 
     // The layout's boundaries, moved back to markable units, deduplicated.
     let mut ours: Vec<usize> = Vec::new();
@@ -379,7 +389,7 @@ pub fn place(
     // Client message markers keep what room is left, newest first.
     let mut kept_client: Vec<(usize, Ttl)> = Vec::new();
     for &(i, ttl) in client_units.iter().rev() {
-        if ours.contains(&i) {
+        if ours.contains(&i) || fixed(i) {
             kept_client.push((i, ttl));
         } else if room > 0 {
             room -= 1;
@@ -413,7 +423,7 @@ pub fn place(
     let mut seen_short = frame_short;
     let mut keep: Vec<(usize, Ttl, bool)> = Vec::new();
     for c in chosen {
-        if c.1 == Ttl::Hour && seen_short {
+        if c.1 == Ttl::Hour && seen_short && !fixed(c.0) {
             continue;
         }
         if c.1 == Ttl::FiveMinutes {

@@ -7,7 +7,8 @@
 //! result, `tool_addition`, `tool_removal` and `mcp_tool_listing`. The API loads a deferred
 //! tool where a reference names it; folded away, the tool would be unloaded for the rest of
 //! the session while the client still believes it loaded (Anthropic's own compaction keeps
-//! such changes for the same reason, in its block's `tool_changes`).
+//! such changes for the same reason, in its block's `tool_changes`). A `compaction` block is
+//! opaque and pinned like Responses' compaction items: the server reads it back as sent.
 
 use std::ops::Range;
 
@@ -137,6 +138,10 @@ fn decode_block(
             None,
         ),
         "redacted_thinking" => (MessageKind::Reasoning, Text::default(), None),
+        "compaction" => {
+            pin = Some("Anthropic compaction block: sent back unchanged".to_owned());
+            (MessageKind::Opaque, Text::default(), None)
+        }
         "tool_search_tool_result" | "tool_addition" | "tool_removal" | "mcp_tool_listing" => {
             pin = Some(format!("{ty} block: sets the model's tools from here on"));
             (MessageKind::Other, cx.json_text(span), None)
