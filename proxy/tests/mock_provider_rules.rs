@@ -256,6 +256,41 @@ fn anthropic_refuses_a_conversation_opening_with_the_assistant_or_a_cached_thoug
     );
 }
 
+#[test]
+fn anthropic_refuses_a_server_tools_call_or_result_left_alone() {
+    let with = |content: serde_json::Value| {
+        json!({"messages": [
+            {"role": "user", "content": "find it"},
+            {"role": "assistant", "content": content},
+            {"role": "user", "content": "thanks"}
+        ]})
+    };
+    let call = json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x"}});
+    let result =
+        json!({"type": "web_search_tool_result", "tool_use_id": "srvtoolu_1", "content": []});
+    let text = json!({"type": "text", "text": "Found."});
+    assert_eq!(
+        refusal(Wire::Anthropic, "", &with(json!([call, result, text]))),
+        None
+    );
+    let refused = refusal(Wire::Anthropic, "", &with(json!([result, text]))).unwrap();
+    assert!(
+        refused.contains("no corresponding `server_tool_use`"),
+        "{refused}"
+    );
+    let refused = refusal(Wire::Anthropic, "", &with(json!([call, text]))).unwrap();
+    assert!(
+        refused.contains("no corresponding result block"),
+        "{refused}"
+    );
+    // The final assistant message may end with the call the server goes on with.
+    let paused = json!({"messages": [
+        {"role": "user", "content": "find it"},
+        {"role": "assistant", "content": [call]}
+    ]});
+    assert_eq!(refusal(Wire::Anthropic, "", &paused), None);
+}
+
 /// Real requests the providers accepted pass the mock's rules: they refuse only what the
 /// providers refuse.
 #[test]

@@ -199,39 +199,65 @@ fn tool_search(wire: Wire) -> (Vec<Value>, Value) {
     }
 }
 
+/// A client of the `agent` script for `turns` turns through a proxy with a [`WINDOW`]
+/// window: `edit` may change each turn's body before it is sent, `append` the client's
+/// history after each answer. Every turn must be answered, and nothing refused. Returns
+/// the mock (what was forwarded) and the proxy's address.
+async fn drive(
+    wire: Wire,
+    session: &str,
+    turns: usize,
+    mut edit: impl FnMut(usize, &mut Value),
+    mut append: impl FnMut(usize, &mut Vec<Value>),
+) -> (Mock, std::net::SocketAddr, tempfile::TempDir) {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
+    let client = reqwest::Client::new();
+    let mut history = vec![opener(wire)];
+    for turn in 0..turns {
+        let mut body = request(wire, &history);
+        edit(turn, &mut body);
+        let resp = client
+            .post(format!("http://{proxy}{}", path_of(wire, false)))
+            .header("x-foldwire-session", session)
+            .header("x-mock-script", "agent")
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        let status = resp.status();
+        let answer: Value = resp.json().await.unwrap();
+        assert_eq!(status, 200, "{wire} turn {turn}: {answer}");
+        let refused = mock.refused.lock().unwrap().clone();
+        assert!(refused.is_empty(), "{wire} turn {turn}: {refused:?}");
+        answer_and_results(wire, &mut history, &answer, turn);
+        append(turn, &mut history);
+    }
+    (mock, proxy, dir)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_a_client_loaded_stay_loaded_through_folds() {
     for wire in [Wire::Anthropic, Wire::OpenAiResponses] {
-        let (upstream, mock) = start_mock().await;
-        let dir = tempfile::tempdir().unwrap();
-        let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
-        let client = reqwest::Client::new();
         let session = format!("tool-search-{}", wire.as_str());
         let (search, tools) = tool_search(wire);
-        let mut history = vec![opener(wire)];
-        for turn in 0..TURNS {
-            let mut body = request(wire, &history);
-            if turn > SEARCH_AFTER {
-                body["tools"] = tools.clone();
-            }
-            let resp = client
-                .post(format!("http://{proxy}{}", path_of(wire, false)))
-                .header("x-foldwire-session", &session)
-                .header("x-mock-script", "agent")
-                .body(body.to_string())
-                .send()
-                .await
-                .unwrap();
-            let status = resp.status();
-            let answer: Value = resp.json().await.unwrap();
-            assert_eq!(status, 200, "{wire} turn {turn}: {answer}");
-            let refused = mock.refused.lock().unwrap().clone();
-            assert!(refused.is_empty(), "{wire} turn {turn}: {refused:?}");
-            answer_and_results(wire, &mut history, &answer, turn);
-            if turn == SEARCH_AFTER {
-                history.extend(search.iter().cloned());
-            }
-        }
+        let (mock, proxy, _dir) = drive(
+            wire,
+            &session,
+            TURNS,
+            |turn, body| {
+                if turn > SEARCH_AFTER {
+                    body["tools"] = tools.clone();
+                }
+            },
+            |turn, history| {
+                if turn == SEARCH_AFTER {
+                    history.extend(search.iter().cloned());
+                }
+            },
+        )
+        .await;
 
         // The blocks (items) of a body, without the cache markers the layout moves.
         let units = |body: &Value| -> Vec<Value> {
@@ -286,4 +312,80 @@ async fn tools_a_client_loaded_stay_loaded_through_folds() {
         let state: SessionState = serde_json::from_value(admin["state"].clone()).unwrap();
         assert!(!state.blocks.is_empty(), "{wire}: folding happened");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_tools_call_and_result_fold_together() {
+    // Every answer of the model searched the web first (Anthropic's server tool: the call
+    // and its result inside the assistant's message), results of varied sizes, so folds and
+    // the protected tail fall at every place in the history; none may leave a call or a
+    // result alone, which the provider refuses.
+    let (mock, proxy, _dir) = drive(
+        Wire::Anthropic,
+        "server-tools",
+        TURNS,
+        |_, _| {},
+        |turn, history| {
+            let at = history.len() - 2;
+            let id = format!("srvtoolu_{turn}");
+            let searched = [
+                json!({"type": "server_tool_use", "id": id, "name": "web_search", "input": {"query": format!("step {turn}")}}),
+                json!({"type": "web_search_tool_result", "tool_use_id": id, "content": [{"type": "web_search_result", "url": "https://example.com", "title": "Example", "encrypted_content": "e".repeat(200 + turn * 977 % 6000)}]}),
+            ];
+            let content = history[at]["content"].as_array_mut().unwrap();
+            content.splice(0..0, searched);
+        },
+    )
+    .await;
+    let forwarded = mock.bodies();
+    let split = forwarded
+        .iter()
+        .map(|b| {
+            String::from_utf8_lossy(b)
+                .matches("\"type\":\"server_tool_use\"")
+                .count()
+        })
+        .collect::<Vec<_>>();
+    assert!(
+        split.windows(2).any(|w| w[1] < w[0]),
+        "folds took some of the searches: {split:?}"
+    );
+    let admin = admin(proxy, "server-tools").await;
+    let state: SessionState = serde_json::from_value(admin["state"].clone()).unwrap();
+    assert!(!state.blocks.is_empty(), "folding happened");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_built_in_tools_call_and_output_fold_together() {
+    // Every turn the model also ran the Responses built-in shell tool: a `shell_call` item
+    // and the client's `shell_call_output`, outputs of varied sizes. No fold may leave one
+    // without the other, which the API refuses.
+    let (mock, proxy, _dir) = drive(
+        Wire::OpenAiResponses,
+        "built-in-tools",
+        TURNS,
+        |_, _| {},
+        |turn, history| {
+            let id = format!("call_shell_{turn}");
+            history.push(json!({"type": "shell_call", "id": format!("sh_{turn}"), "call_id": id, "action": {"commands": [format!("ls step-{turn}")]}, "status": "completed"}));
+            history.push(json!({"type": "shell_call_output", "call_id": id, "output": [{"stdout": "a".repeat(200 + turn * 977 % 6000), "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]}));
+        },
+    )
+    .await;
+    let calls: Vec<usize> = mock
+        .bodies()
+        .iter()
+        .map(|b| {
+            String::from_utf8_lossy(b)
+                .matches("\"type\":\"shell_call\"")
+                .count()
+        })
+        .collect();
+    assert!(
+        calls.windows(2).any(|w| w[1] < w[0]),
+        "folds took some of the shell calls: {calls:?}"
+    );
+    let admin = admin(proxy, "built-in-tools").await;
+    let state: SessionState = serde_json::from_value(admin["state"].clone()).unwrap();
+    assert!(!state.blocks.is_empty(), "folding happened");
 }

@@ -621,3 +621,49 @@ fn tiny_exchanges_merge_into_ranges_that_reach_the_minimum() {
         "nothing merges across the pin: {r:?}"
     );
 }
+
+#[test]
+fn a_server_or_built_in_tools_call_and_result_are_never_split() {
+    // Anthropic's server tools answer inside the assistant's own message; a Responses
+    // built-in tool's output is an item of a type of its own. Either way the call and its
+    // result are kept as other units, and must fold together, or the provider refuses the
+    // one left behind. The protected tail here reaches back to the result but not to its
+    // call.
+    let anthropic = r#"{"model":"m","messages":[
+ {"role":"user","content":"find it"},
+ {"role":"assistant","content":[{"type":"text","text":"Searching."}]},
+ {"role":"user","content":"go on"},
+ {"role":"assistant","content":[{"type":"server_tool_use","id":"srvtoolu_1","name":"web_search","input":{"query":"x"}},{"type":"web_search_tool_result","tool_use_id":"srvtoolu_1","content":[]},{"type":"text","text":"Found."}]}
+]}"#;
+    let responses = r#"{"model":"m","input":[
+ {"role":"user","content":"find it"},
+ {"role":"assistant","content":"Looking."},
+ {"role":"user","content":"go on"},
+ {"type":"shell_call","id":"sh_1","call_id":"call_sh","action":{"commands":["ls"]},"status":"completed"},
+ {"type":"shell_call_output","call_id":"call_sh","output":[{"stdout":"a.rs","stderr":"","outcome":{"type":"exit","exit_code":0}}]},
+ {"role":"assistant","content":"Found."}
+]}"#;
+    for (wire, body) in [
+        (Wire::Anthropic, anthropic),
+        (Wire::OpenAiResponses, responses),
+    ] {
+        let mut conv = foldwire_wire::request::decode(wire, body.into()).unwrap();
+        let mut state = SessionState::default();
+        foldwire_stages::refs_mint::mint_refs(&mut state, &mut conv);
+        let mut cfg = open();
+        cfg.protection.recent_messages = 2;
+        let ranges = compressible_ranges(&conv, &state, &cfg, &CharEstimator);
+        let call = conv.messages[3].r#ref.unwrap();
+        let result = conv.messages[4].r#ref.unwrap();
+        for r in &ranges {
+            let holds = |x: Ref| r.start <= x && x <= r.end;
+            assert_eq!(
+                holds(call),
+                holds(result),
+                "{wire}: {:?} splits the pair",
+                spans(&ranges)
+            );
+        }
+        assert_eq!(spans(&ranges), vec![(1, 3)], "{wire}");
+    }
+}

@@ -653,7 +653,7 @@ fn anthropic_blocks_that_load_tools_are_pinned() {
 ]}"#;
     let c = dec(Wire::Anthropic, body);
     let why: Vec<Option<&str>> = (0..c.messages.len()).map(|i| pinned(&c, i)).collect();
-    let expect_pinned = [2, 4, 5, 9, 10, 11];
+    let expect_pinned = [2, 5, 9, 10, 11];
     for (i, w) in why.iter().enumerate() {
         assert_eq!(w.is_some(), expect_pinned.contains(&i), "unit {i}: {w:?}");
     }
@@ -668,6 +668,19 @@ fn anthropic_blocks_that_load_tools_are_pinned() {
     // The pinned blocks keep their kinds: a result stays a result, paired with its call.
     assert_eq!(c.messages[2].kind, K::ToolResult);
     assert_eq!(c.messages[5].kind, K::Other);
+    // A server tool's call and result are linked by its id (so they fold together, and the
+    // search's call stays with its pinned result), as kind other: no client tool pairing.
+    let link = |i: usize| c.messages[i].tool.clone().map(|t| (t.call_id, t.name));
+    assert_eq!(
+        link(4),
+        Some(("srvtoolu_1".into(), Some("tool_search_tool_regex".into())))
+    );
+    assert_eq!(link(5), Some(("srvtoolu_1".into(), None)));
+    assert_eq!(
+        link(6),
+        Some(("srvtoolu_2".into(), Some("web_search".into())))
+    );
+    assert_eq!(c.messages[4].kind, K::Other);
 }
 
 #[test]
@@ -706,4 +719,40 @@ fn responses_tool_search_items_are_pinned() {
             None
         ]
     );
+}
+
+#[test]
+fn responses_built_in_tool_calls_and_their_outputs_are_linked() {
+    // The shell and apply_patch tools the client runs, and an MCP approval: each call and
+    // its output are other items (no client tool pairing) linked by their id.
+    let body = r#"{"model":"gpt","input":[
+ {"role":"user","content":"fix it"},
+ {"type":"shell_call","id":"sh_1","call_id":"call_sh","action":{"commands":["ls"]},"status":"completed"},
+ {"type":"shell_call_output","call_id":"call_sh","output":[{"stdout":"a.rs","stderr":"","outcome":{"type":"exit","exit_code":0}}]},
+ {"type":"apply_patch_call","id":"ap_1","call_id":"call_ap","operation":{"type":"update_file","path":"a.rs","diff":"-a\n+b"},"status":"completed"},
+ {"type":"apply_patch_call_output","call_id":"call_ap","status":"completed"},
+ {"type":"mcp_approval_request","id":"mcpr_1","name":"deploy","server_label":"ops","arguments":"{}"},
+ {"type":"mcp_approval_response","approval_request_id":"mcpr_1","approve":true}
+]}"#;
+    let c = dec(Wire::OpenAiResponses, body);
+    let links: Vec<Option<(String, Option<String>)>> = c
+        .messages
+        .iter()
+        .map(|m| m.tool.clone().map(|t| (t.call_id, t.name)))
+        .collect();
+    let link = |id: &str, name: Option<&str>| Some((id.to_owned(), name.map(str::to_owned)));
+    assert_eq!(
+        links,
+        vec![
+            None,
+            link("call_sh", Some("shell")),
+            link("call_sh", None),
+            link("call_ap", Some("apply_patch")),
+            link("call_ap", None),
+            link("mcpr_1", Some("deploy")),
+            link("mcpr_1", None),
+        ]
+    );
+    assert!(c.messages[1..].iter().all(|m| m.kind == K::Other));
+    assert_eq!(c.messages[2].role, Role::Tool);
 }

@@ -25,6 +25,7 @@ pub fn refusal(wire: Wire, path: &str, body: &Value) -> Option<String> {
     let paired = match wire {
         Wire::Anthropic => first_user(body)
             .or_else(|| anthropic(body))
+            .or_else(|| server_pairs(body))
             .or_else(|| cache_markers(body))
             .or_else(|| thinking_uncached(body)),
         Wire::OpenAiChat => chat(body),
@@ -305,6 +306,39 @@ fn anthropic(body: &Value) -> Option<String> {
     None
 }
 
+/// Messages API: a server tool's result block (`web_search_tool_result`, …) answers a
+/// `server_tool_use` (or `mcp_tool_use`) earlier in the same message, and such a call is
+/// answered in its message (the final assistant message, which the server goes on with,
+/// aside).
+fn server_pairs(body: &Value) -> Option<String> {
+    let messages = body["messages"].as_array()?;
+    for (i, message) in messages.iter().enumerate() {
+        let mut open: Vec<&str> = Vec::new();
+        for (j, block) in blocks(message).iter().enumerate() {
+            let ty = block["type"].as_str().unwrap_or_default();
+            if matches!(ty, "server_tool_use" | "mcp_tool_use") {
+                open.push(block["id"].as_str().unwrap_or_default());
+            } else if ty.ends_with("_tool_result") && ty != "tool_result" {
+                let id = block["tool_use_id"].as_str().unwrap_or_default();
+                let Some(at) = open.iter().position(|c| *c == id) else {
+                    return Some(format!(
+                        "messages.{i}.content.{j}: `{ty}` block with `tool_use_id` {id} has no corresponding `server_tool_use` block before it in this message"
+                    ));
+                };
+                open.remove(at);
+            }
+        }
+        if let Some(id) = open.first()
+            && i + 1 < messages.len()
+        {
+            return Some(format!(
+                "messages.{i}.content: `server_tool_use` block {id} has no corresponding result block in this message"
+            ));
+        }
+    }
+    None
+}
+
 /// Chat Completions: an assistant message with tool_calls is followed by one tool message
 /// per call, and a tool message answers a call of the assistant message before its run.
 fn chat(body: &Value) -> Option<String> {
@@ -352,10 +386,13 @@ fn unanswered_calls(at: usize, pending: &[String]) -> String {
 }
 
 /// The call and output item types of the Responses API, by the field that links them.
-const RESPONSES_PAIRS: [(&str, &str); 4] = [
+const RESPONSES_PAIRS: [(&str, &str); 7] = [
     ("function_call", "function_call_output"),
     ("custom_tool_call", "custom_tool_call_output"),
     ("local_shell_call", "local_shell_call_output"),
+    ("shell_call", "shell_call_output"),
+    ("apply_patch_call", "apply_patch_call_output"),
+    ("program", "program_output"),
     ("computer_call", "computer_call_output"),
 ];
 

@@ -123,6 +123,26 @@ pub fn result_id(unit: &Message) -> Option<&str> {
     }
 }
 
+/// The id of a call kept as a unit of kind other that names its tool: one the provider ran
+/// itself (Anthropic's `server_tool_use`, its result in the same message) or a Responses
+/// built-in tool's call (`shell_call`, …, its output an item of a type of its own). It
+/// folds with its result, but the two are no client tool pair, so pairing repair leaves
+/// them alone.
+fn server_call_id(unit: &Message) -> Option<&str> {
+    match (&unit.kind, &unit.tool) {
+        (MessageKind::Other, Some(t)) if t.name.is_some() => Some(t.call_id.as_str()),
+        _ => None,
+    }
+}
+
+/// The call id a server tool's result (a unit of kind other with a nameless link) answers.
+fn server_result_id(unit: &Message) -> Option<&str> {
+    match (&unit.kind, &unit.tool) {
+        (MessageKind::Other, Some(t)) if t.name.is_none() => Some(t.call_id.as_str()),
+        _ => None,
+    }
+}
+
 /// Estimated tokens of one unit on `wire`: its exact bytes (inline images priced by their
 /// pixel size, see [`raw_tokens`]), or its text for synthesized units; an image the unit
 /// only references (a remote URL, a provider file) costs the wire's default image price,
@@ -256,12 +276,13 @@ impl Links {
         // at a time rehashed every call id a dozen times.
         let mut calls: HashMap<&str, usize> = HashMap::with_capacity(n / 2);
         for (i, u) in units.iter().enumerate() {
-            if let Some(id) = call_id(u) {
+            if let Some(id) = call_id(u).or_else(|| server_call_id(u)) {
                 calls.entry(id).or_insert(i);
             }
         }
         for (i, u) in units.iter().enumerate() {
-            if let Some(call) = result_id(u).and_then(|id| calls.get(id)) {
+            let answers = result_id(u).or_else(|| server_result_id(u));
+            if let Some(call) = answers.and_then(|id| calls.get(id)) {
                 links.union(*call, i);
             }
         }

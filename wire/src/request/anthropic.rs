@@ -79,12 +79,6 @@ fn decode_block(
             .filter(|f| cx.bytes().get(f.value.start) == Some(&b'"'))
             .map(|f| cx.string_text(&f.value))
     };
-    // The server tool search's call goes with its pinned result (its name is fixed by the
-    // tool's type: `tool_search_tool_regex`, `tool_search_tool_bm25`).
-    let search_call = ty == "server_tool_use"
-        && cx
-            .opt_str(path, &fields, "name")?
-            .is_some_and(|n| n.starts_with("tool_search_tool"));
     let mut pin = None;
     let (kind, text, tool) = match ty.as_ref() {
         "text" => (MessageKind::Text, cx.req_text(path, &fields, "text")?, None),
@@ -142,16 +136,36 @@ fn decode_block(
             pin = Some("Anthropic compaction block: sent back unchanged".to_owned());
             (MessageKind::Opaque, Text::default(), None)
         }
-        "tool_search_tool_result" | "tool_addition" | "tool_removal" | "mcp_tool_listing" => {
+        "tool_addition" | "tool_removal" | "mcp_tool_listing" => {
             pin = Some(format!("{ty} block: sets the model's tools from here on"));
             (MessageKind::Other, cx.json_text(span), None)
         }
-        "server_tool_use" if search_call => {
-            pin = Some("server tool search call: goes with its result".to_owned());
-            (MessageKind::Other, cx.json_text(span), None)
+        // A call the provider runs itself, and its result in the same message: kept
+        // verbatim, linked so they fold together (the provider refuses either alone). The
+        // tool search's result loads tools, so it is pinned, and its call stays with it.
+        "server_tool_use" | "mcp_tool_use" => {
+            let id = cx.opt_str(path, &fields, "id")?;
+            let name = cx.opt_str(path, &fields, "name")?;
+            let link = id.zip(name).map(|(id, name)| ToolLink {
+                call_id: id.into_owned(),
+                name: Some(name.into_owned()),
+            });
+            (MessageKind::Other, cx.json_text(span), link)
         }
-        // Server tool calls and results, and any block type this codec does not know, are
-        // kept verbatim and fold as plain units; their JSON is their text.
+        other if other.ends_with("_tool_result") => {
+            if other == "tool_search_tool_result" {
+                pin = Some(format!("{ty} block: sets the model's tools from here on"));
+            }
+            let link = cx
+                .opt_str(path, &fields, "tool_use_id")?
+                .map(|id| ToolLink {
+                    call_id: id.into_owned(),
+                    name: None,
+                });
+            (MessageKind::Other, cx.json_text(span), link)
+        }
+        // Any block type this codec does not know is kept verbatim and folds as a plain
+        // unit; its JSON is its text.
         _ => (MessageKind::Other, cx.json_text(span), None),
     };
     let spec = UnitSpec {

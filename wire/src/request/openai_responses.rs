@@ -121,6 +121,52 @@ pub(crate) fn decode_item(
                 }),
             )
         }
+        // Calls of the built-in tools a client runs (shell, local shell, apply_patch, a
+        // program) and their outputs, paired by `call_id`, and an MCP approval request and
+        // its response: kept verbatim as other items (their outputs have types of their
+        // own, which a client tool result's stub would not match), linked so they fold
+        // together; the API refuses either one alone.
+        "shell_call"
+        | "local_shell_call"
+        | "apply_patch_call"
+        | "program"
+        | "mcp_approval_request" => {
+            let key = if ty == "mcp_approval_request" {
+                "id"
+            } else {
+                "call_id"
+            };
+            let name = match cx.opt_str(path, &fields, "name")? {
+                Some(name) => name.into_owned(),
+                None => ty.strip_suffix("_call").unwrap_or(&ty).to_owned(),
+            };
+            let link = cx.opt_str(path, &fields, key)?.map(|id| ToolLink {
+                call_id: id.into_owned(),
+                name: Some(name),
+            });
+            (
+                Role::Assistant,
+                MessageKind::Other,
+                cx.json_text(span),
+                link,
+            )
+        }
+        "shell_call_output"
+        | "local_shell_call_output"
+        | "apply_patch_call_output"
+        | "program_output"
+        | "mcp_approval_response" => {
+            let (key, role) = if ty == "mcp_approval_response" {
+                ("approval_request_id", Role::User)
+            } else {
+                ("call_id", Role::Tool)
+            };
+            let link = cx.opt_str(path, &fields, key)?.map(|id| ToolLink {
+                call_id: id.into_owned(),
+                name: None,
+            });
+            (role, MessageKind::Other, cx.json_text(span), link)
+        }
         // A remote MCP call carries its own output: one item, no result to pair with. It
         // folds as one unit, named by its tool so protected-tool rules reach it.
         "mcp_call" => {
