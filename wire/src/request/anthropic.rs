@@ -3,8 +3,9 @@
 //!
 //! Blocks that set which tools the model has from their place in the conversation on are
 //! pinned, so no fold takes them: a tool result holding `tool_reference` blocks (a client's
-//! tool search, as Claude Code's `ToolSearch` answers), the server tool search's call and
-//! result, `tool_addition`, `tool_removal` and `mcp_tool_listing`. The API loads a deferred
+//! tool search, as Claude Code's `ToolSearch` answers), the server tool search's result
+//! (its call, linked to it, stays with it), `tool_addition`, `tool_removal` and
+//! `mcp_tool_listing`. The API loads a deferred
 //! tool where a reference names it; folded away, the tool would be unloaded for the rest of
 //! the session while the client still believes it loaded (Anthropic's own compaction keeps
 //! such changes for the same reason, in its block's `tool_changes`). A `compaction` block is
