@@ -131,6 +131,11 @@ pub struct TurnOptions {
     /// Leave the proxy's tools out of this turn (`tools.inject` skips it): a side request
     /// whose tool choices and output constraints stay as the client sent them.
     pub skip_tool_loop: bool,
+    /// Run the turn on a copy of the session's state and keep nothing of it: the state is
+    /// not saved and the next turn gets nothing the stages carry. What a request would be
+    /// sent as, without it being a turn (a token-count request, which asks what the model
+    /// would be sent).
+    pub dry_run: bool,
     /// Values the host hands to stages and strategies of its own, keyed by type (e.g. the
     /// session's upstream for `summarizer.llm`).
     pub extensions: SharedExtensions,

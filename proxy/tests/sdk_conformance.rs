@@ -199,6 +199,38 @@ async fn official_sdks_hold_long_conversations_through_the_proxy_on_every_wire()
                 most,
                 problems.len()
             );
+            // The clients that counted their last request were told the size of the request
+            // foldwire would send (the mock counts what it was sent, bytes / 4): one within
+            // the window, while their own history outgrew it.
+            if let Some(counted) = row["counted"].as_u64() {
+                let count_sent = received
+                    .iter()
+                    .filter(|r| r.headers.get("x-sdk-row").is_some_and(|v| v == session))
+                    .find(|r| r.path.contains("count_tokens") || r.path.contains("input_tokens"));
+                let history = row["history_chars"].as_u64().unwrap_or(0) / 4;
+                let fits = |body: &bytes::Bytes| {
+                    TiktokenEstimator.text_tokens(&String::from_utf8_lossy(body)) <= window
+                };
+                match count_sent {
+                    Some(r) if prompt_tokens(&r.body) == counted && fits(&r.body) => {}
+                    Some(r) => failures.push(format!(
+                        "window {window}: {session}: counted {counted} tokens; the provider was asked to count {} bytes, window {window}",
+                        r.body.len()
+                    )),
+                    None => failures.push(format!(
+                        "window {window}: {session}: the count request never reached the provider"
+                    )),
+                }
+                if history <= window {
+                    failures.push(format!(
+                        "window {window}: {session}: the history ({history} tokens) never outgrew the window, so the count shows nothing"
+                    ));
+                }
+            } else if matches!(wire, Wire::Anthropic | Wire::OpenAiResponses)
+                && row["passed"] == row["turns"]
+            {
+                failures.push(format!("window {window}: {session}: no count was made"));
+            }
             if let Some(f) = row["failure"].as_str() {
                 failures.push(format!("window {window}: {session}: {f}"));
             }

@@ -202,14 +202,15 @@ fn tool_search(wire: Wire) -> (Vec<Value>, Value) {
 /// A client of the `agent` script for `turns` turns through a proxy with a [`WINDOW`]
 /// window: `edit` may change each turn's body before it is sent, `append` the client's
 /// history after each answer. Every turn must be answered, and nothing refused. Returns
-/// the mock (what was forwarded) and the proxy's address.
+/// the mock (what was forwarded), the proxy's address, its state directory and the
+/// client's history.
 async fn drive(
     wire: Wire,
     session: &str,
     turns: usize,
     mut edit: impl FnMut(usize, &mut Value),
     mut append: impl FnMut(usize, &mut Vec<Value>),
-) -> (Mock, std::net::SocketAddr, tempfile::TempDir) {
+) -> Driven {
     let (upstream, mock) = start_mock().await;
     let dir = tempfile::tempdir().unwrap();
     let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
@@ -234,15 +235,18 @@ async fn drive(
         answer_and_results(wire, &mut history, &answer, turn);
         append(turn, &mut history);
     }
-    (mock, proxy, dir)
+    (mock, proxy, dir, history)
 }
+
+/// What [`drive`] leaves: the mock, the proxy, its state directory, the client's history.
+type Driven = (Mock, std::net::SocketAddr, tempfile::TempDir, Vec<Value>);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_a_client_loaded_stay_loaded_through_folds() {
     for wire in [Wire::Anthropic, Wire::OpenAiResponses] {
         let session = format!("tool-search-{}", wire.as_str());
         let (search, tools) = tool_search(wire);
-        let (mock, proxy, _dir) = drive(
+        let (mock, proxy, _dir, _) = drive(
             wire,
             &session,
             TURNS,
@@ -320,7 +324,7 @@ async fn a_server_tools_call_and_result_fold_together() {
     // and its result inside the assistant's message), results of varied sizes, so folds and
     // the protected tail fall at every place in the history; none may leave a call or a
     // result alone, which the provider refuses.
-    let (mock, proxy, _dir) = drive(
+    let (mock, proxy, _dir, _) = drive(
         Wire::Anthropic,
         "server-tools",
         TURNS,
@@ -360,7 +364,7 @@ async fn a_built_in_tools_call_and_output_fold_together() {
     // Every turn the model also ran the Responses built-in shell tool: a `shell_call` item
     // and the client's `shell_call_output`, outputs of varied sizes. No fold may leave one
     // without the other, which the API refuses.
-    let (mock, proxy, _dir) = drive(
+    let (mock, proxy, _dir, _) = drive(
         Wire::OpenAiResponses,
         "built-in-tools",
         TURNS,
@@ -388,4 +392,63 @@ async fn a_built_in_tools_call_and_output_fold_together() {
     let admin = admin(proxy, "built-in-tools").await;
     let state: SessionState = serde_json::from_value(admin["state"].clone()).unwrap();
     assert!(!state.blocks.is_empty(), "folding happened");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_count_is_of_the_folded_request_and_keeps_nothing() {
+    // A client that counts its request before it sends it (the SDKs' count_tokens /
+    // input_tokens) is told what the model would be sent: the history as folded, the
+    // proxy's tools added. Counting is not a turn: the session's state stays as it was.
+    for (wire, path) in [
+        (Wire::Anthropic, "/v1/messages/count_tokens"),
+        (Wire::OpenAiResponses, "/v1/responses/input_tokens"),
+    ] {
+        let session = format!("count-{}", wire.as_str());
+        let (mock, proxy, _dir, history) = drive(wire, &session, 40, |_, _| {}, |_, _| {}).await;
+        let before: SessionState =
+            serde_json::from_value(admin(proxy, &session).await["state"].clone()).unwrap();
+        assert!(!before.blocks.is_empty(), "{wire}: folding happened");
+        let mut body = request(wire, &history);
+        if let Some(o) = body.as_object_mut() {
+            // The count endpoints take no output settings.
+            o.remove("max_tokens");
+        }
+        let sent = body.to_string();
+        let resp = reqwest::Client::new()
+            .post(format!("http://{proxy}{path}"))
+            .header("x-foldwire-session", &session)
+            .body(sent.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{wire}");
+        let counted: Value = resp.json().await.unwrap();
+        let received = mock.received.lock().unwrap().last().cloned().unwrap();
+        assert!(received.path.starts_with(path), "{wire}: {}", received.path);
+        let forwarded = String::from_utf8_lossy(&received.body).into_owned();
+        assert_eq!(
+            counted["input_tokens"],
+            json!(prompt_tokens(received.body.as_ref())),
+            "{wire}: the answer is the provider's count of what foldwire sent it"
+        );
+        assert!(
+            received.body.len() < sent.len() / 2,
+            "{wire}: the counted request ({} bytes) is the folded one, not the client's ({} bytes)",
+            received.body.len(),
+            sent.len()
+        );
+        assert!(
+            forwarded.contains("[foldwire b"),
+            "{wire}: the fold summaries are counted"
+        );
+        assert!(
+            forwarded.contains("\"compress\""),
+            "{wire}: the proxy's tools are counted"
+        );
+        let after: SessionState =
+            serde_json::from_value(admin(proxy, &session).await["state"].clone()).unwrap();
+        assert_eq!(after.turns, before.turns, "{wire}: a count is no turn");
+        assert_eq!(after.blocks, before.blocks, "{wire}");
+        assert_eq!(after.refs.len(), before.refs.len(), "{wire}");
+    }
 }

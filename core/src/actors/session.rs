@@ -246,6 +246,10 @@ async fn run_turn(
             Err(e) => return (None, Err(e)),
         },
     };
+    if request.options.dry_run {
+        let outcome = dry_run(&session, &chain, &state, request).await;
+        return (Some((state, version)), outcome);
+    }
     // Writes the stages leave under way (the originals' pack) finish while the store
     // prepares the state's entry, and it is stored only after them. Should one fail, the
     // turn runs again with the stages waiting for their own writes: a failure then keeps
@@ -331,6 +335,54 @@ async fn run_turn(
         }
     }
     (None, Err(contention(&session)))
+}
+
+/// A turn on a copy of `state` whose result is not saved, its stages' writes finished in
+/// the turn and nothing carried to the next (`TurnOptions::dry_run`).
+async fn dry_run(
+    session: &SessionId,
+    chain: &StageChain,
+    state: &SessionState,
+    mut request: TurnRequest,
+) -> Result<TurnOutcome, HostError> {
+    let mut turn = Turn::new(
+        session.clone(),
+        request.wire,
+        request.body.clone(),
+        state.clone(),
+    );
+    turn.defer_writes = false;
+    turn.budget = request.budget;
+    if state.calibration.is_finite() && state.calibration > 0.0 {
+        turn.budget.calibration = state.calibration;
+    }
+    turn.options = request.options.clone();
+    turn.conversation = request.decoded.take();
+    turn.report.turn = state.turns + 1;
+    match chain.run(turn).await {
+        Ok(mut turn) => Ok(TurnOutcome {
+            output: turn.outgoing(),
+            conversation: turn.conversation.take().map(Arc::new),
+            report: turn.report,
+        }),
+        Err(ChainError::Stage(failed)) => {
+            let mut report = failed.turn.report;
+            match failed.failure.error {
+                StageError::Refused(refusal) => report.refusal = Some(refusal),
+                other => {
+                    report.fail_open = Some(format!("{}: {other}", failed.failure.stage));
+                }
+            }
+            Ok(TurnOutcome {
+                output: request.body,
+                report,
+                conversation: None,
+            })
+        }
+        Err(ChainError::Unavailable { stage, reason }) => {
+            Err(HostError::Unavailable(format!("{stage}: {reason}")))
+        }
+    }
 }
 
 /// What one conditional save ended in.

@@ -148,6 +148,9 @@ async fn process(
     )
     .await
     .map_err(|e| Box::new(error(StatusCode::BAD_REQUEST, "invalid_session", &e)))?;
+    if route.counts {
+        return Ok(count_view(app, &session, wire, body, decoded.map(|(c, _)| c)).await);
+    }
     super::newtopic::apply_command(app, &session, wire, &body).await;
     let mut request = TurnRequest::new(wire, body.clone());
     let reused = decoded.as_ref().map_or(0, |(_, reused)| *reused);
@@ -239,5 +242,47 @@ async fn process(
                 looped: None,
             })
         }
+    }
+}
+
+/// A token-count request: the body the session's next turn would forward for this
+/// conversation (folded, laid out, the proxy's tools added), made by a dry run of the
+/// pipeline that keeps nothing, so the provider counts what the model would be sent and a
+/// client that counts before it sends does not compact what foldwire already folds. When the
+/// pipeline cannot make that body (it failed, or would refuse the turn), the client's body
+/// is counted as sent.
+async fn count_view(
+    app: &AppState,
+    session: &SessionId,
+    wire: Wire,
+    body: Bytes,
+    decoded: Option<foldwire_core::Conversation>,
+) -> Processed {
+    let mut request = TurnRequest::new(wire, body.clone());
+    request.decoded = decoded;
+    request.options.dry_run = true;
+    request.budget = request.budget.with_window(window_for(app, session).await);
+    let counted = match app.engine.run_turn(session, request).await {
+        Ok(outcome) if outcome.report.fail_open.is_none() && outcome.report.refusal.is_none() => {
+            outcome.output
+        }
+        Ok(outcome) => {
+            let why = outcome
+                .report
+                .fail_open
+                .or(outcome.report.refusal.map(|r| r.to_string()));
+            tracing::warn!(session = %session, why = ?why, "A token count could not be made for the folded request; counting the request as sent.");
+            body
+        }
+        Err(e) => {
+            tracing::warn!(session = %session, error = %e, "A token count could not be made for the folded request; counting the request as sent.");
+            body
+        }
+    };
+    Processed {
+        body: counted,
+        session: None,
+        estimated: 0,
+        looped: None,
     }
 }

@@ -17,6 +17,9 @@ pub struct Route {
     pub path_and_query: String,
     /// The model named in the path (Gemini).
     pub model: Option<String>,
+    /// A token-count request of `wire`: answered for the body the session's next turn
+    /// would forward, and not a turn itself.
+    pub counts: bool,
 }
 
 /// Why a path has no route.
@@ -47,8 +50,9 @@ pub fn resolve(
         None => (None, path_and_query.to_owned()),
     };
     let path = rest.split('?').next().unwrap_or_default();
-    let (wire, default_upstream, model) = if path == "/v1/messages/count_tokens" {
-        (None, &upstreams.anthropic, None)
+    let counts = dialect::count_route(path);
+    let (wire, default_upstream, model) = if let Some(wire) = counts {
+        (Some(wire), provider_upstream(wire, upstreams), None)
     } else if let Some((wire, model)) = dialect::route(path) {
         (Some(wire), provider_upstream(wire, upstreams), model)
     } else {
@@ -59,6 +63,7 @@ pub fn resolve(
         upstream: explicit.unwrap_or_else(|| default_upstream.trim_end_matches('/').to_owned()),
         path_and_query: rest,
         model,
+        counts: counts.is_some(),
     })
 }
 
@@ -169,10 +174,14 @@ mod tests {
         assert_eq!(r.wire, Some(Wire::OpenAiChat));
         let r = resolve("/u/https:/api.example.com/v1/responses", &u, &h).unwrap();
         assert_eq!(r.upstream, "https://api.example.com");
+        let count = resolve("/v1/messages/count_tokens", &u, &h).unwrap();
+        assert_eq!((count.wire, count.counts), (Some(Wire::Anthropic), true));
+        let count = resolve("/v1/responses/input_tokens", &u, &h).unwrap();
         assert_eq!(
-            resolve("/v1/messages/count_tokens", &u, &h).unwrap().wire,
-            None
+            (count.wire, count.counts),
+            (Some(Wire::OpenAiResponses), true)
         );
+        assert!(!resolve("/v1/messages", &u, &h).unwrap().counts);
         let nope = resolve("/nope", &u, &h).unwrap();
         assert_eq!(
             (nope.wire, nope.upstream.as_str()),

@@ -7,6 +7,10 @@ per turn a text answer, a client `bash` call, or text and a call to the proxy's 
 tool. Every turn checks that the SDK parses the answer, that no proxy tool is visible, that
 the text is exact and that client tool calls arrive intact.
 
+The anthropic and openai Responses clients count their last turn's request first (the SDKs'
+count_tokens / input_tokens.count), as a client that checks its size before it sends: the
+row's "counted".
+
 Usage: clients.py BASE_URL TURNS [ONLY]   (ONLY: e.g. "openai-responses-stream")
 Prints one JSON object: {"rows": [...], "listings": {...}}.
 """
@@ -143,6 +147,12 @@ def run_anthropic(base, session, stream, turns):
         if t % SIDE_EVERY == 5:
             side(t)
         history.append({"role": "user", "content": user_text(t)})
+        # The last turn is counted first, as a client that checks its size before it sends.
+        counted = None
+        if t == turns:
+            counted = client.messages.count_tokens(
+                model="m", system=SYSTEM, messages=history, tools=tools, thinking={"type": "adaptive"}
+            ).input_tokens
         text, calls = ask()
         call = check(t, False, text, calls)
         if call:
@@ -156,6 +166,7 @@ def run_anthropic(base, session, stream, turns):
             )
             text, calls = ask()
             check(t, True, text, calls)
+        return counted
 
     return turn
 
@@ -289,12 +300,19 @@ def run_responses(base, session, stream, turns):
         if t % SIDE_EVERY == 5:
             side(t)
         history.append({"role": "user", "content": user_text(t)})
+        # The last turn is counted first, as a client that checks its size before it sends.
+        counted = None
+        if t == turns:
+            counted = client.responses.input_tokens.count(
+                model="m", instructions=SYSTEM, input=history, tools=tools
+            ).input_tokens
         text, calls = ask()
         call = check(t, False, text, calls)
         if call:
             history.append({"type": "function_call_output", "call_id": call[2], "output": f"ran {call[1]['cmd']}"})
             text, calls = ask()
             check(t, True, text, calls)
+        return counted
 
     return turn
 
@@ -427,7 +445,9 @@ def main():
                 turn = run(base, session, stream, turns)
                 for t in range(1, turns + 1):
                     try:
-                        turn(t)
+                        counted = turn(t)
+                        if counted is not None:
+                            row["counted"] = counted
                     except Failure as e:
                         row["failure"] = f"turn {t}: {e}"
                         break

@@ -889,6 +889,22 @@ async fn handler(
             .body(Body::from(invalid_request(wire, &message).to_string()))
             .unwrap();
     }
+    // The token-count endpoints answer the count of the body they were sent (the mock's
+    // estimate, bytes / 4), in each provider's shape.
+    let bare = path.split('?').next().unwrap_or_default();
+    let count = if bare.ends_with("/messages/count_tokens") {
+        Some(json!({"input_tokens": prompt_tokens(&body)}))
+    } else if bare.ends_with("/responses/input_tokens") {
+        Some(json!({"object": "response.input_tokens", "input_tokens": prompt_tokens(&body)}))
+    } else {
+        None
+    };
+    if let Some(count) = count {
+        return Response::builder()
+            .header("content-type", "application/json")
+            .body(Body::from(count.to_string()))
+            .unwrap();
+    }
     let json_mime = parsed["generationConfig"]["responseMimeType"] == "application/json";
     if wire == Wire::Gemini
         && json_mime

@@ -336,6 +336,10 @@ impl Dialect for Anthropic {
         (path == "/v1/messages").then_some(None)
     }
 
+    fn counts_at(&self, path: &str) -> bool {
+        path == "/v1/messages/count_tokens"
+    }
+
     fn strip_calls(&self, body: &mut Value, is_proxy: &dyn Fn(&str) -> bool) -> bool {
         let mut changed = false;
         let mut left = 0;

@@ -207,6 +207,12 @@ pub trait Dialect: Send + Sync {
     /// Whether this wire serves `path`; `Some(model)` carries a model named in the path.
     fn claims_path(&self, path: &str) -> Option<Option<String>>;
 
+    /// Whether `path` is this wire's token-count endpoint, whose body is a request of the
+    /// wire's own shape (the answer a count, not a model turn).
+    fn counts_at(&self, _path: &str) -> bool {
+        false
+    }
+
     /// Whether a request to `path_and_query` streams because of its path (not its body).
     fn streams_by_path(&self, _path_and_query: &str) -> bool {
         false
@@ -372,6 +378,11 @@ pub fn route(path: &str) -> Option<(Wire, Option<String>)> {
     Wire::ALL
         .into_iter()
         .find_map(|w| dialect(w).claims_path(path).map(|m| (w, m)))
+}
+
+/// The wire whose token-count endpoint `path` is, if any.
+pub fn count_route(path: &str) -> Option<Wire> {
+    Wire::ALL.into_iter().find(|w| dialect(*w).counts_at(path))
 }
 
 /// Why a loop round could not be appended.

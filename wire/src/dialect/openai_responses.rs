@@ -185,6 +185,10 @@ impl Dialect for OpenAiResponses {
         path.ends_with("/responses").then_some(None)
     }
 
+    fn counts_at(&self, path: &str) -> bool {
+        path.ends_with("/responses/input_tokens")
+    }
+
     fn strip_calls(&self, body: &mut Value, is_proxy: &dyn Fn(&str) -> bool) -> bool {
         let Some(output) = body.get_mut("output").and_then(Value::as_array_mut) else {
             return false;
