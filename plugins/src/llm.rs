@@ -226,7 +226,10 @@ impl Summarizer for LlmSummarizer {
     }
 
     async fn summarize(&self, request: SummaryRequest<'_>) -> Result<Summary, StrategyError> {
-        if request.messages.is_empty() {
+        // A dry run (a token count) keeps nothing: no model is paid for a summary it throws
+        // away; the extractive one stands in.
+        let dry_run = strategy_scope::options(|o| o.dry_run).unwrap_or(false);
+        if request.messages.is_empty() || dry_run {
             return self.fallback.summarize(request).await;
         }
         let up = match self.upstream() {

@@ -185,6 +185,50 @@ async fn a_failing_side_request_leaves_the_extractive_summary_and_a_warning() {
     );
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_count_pays_no_model_for_its_summaries() {
+    // A count is a dry run of the turn: it folds as the turn would, but a summary it throws
+    // away is written by the extractive summarizer, not by a paid side request.
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pipeline = spec(
+        dir.path(),
+        json!({"base_url": format!("http://{upstream}"), "model": "m"}),
+    );
+    let proxy = start_proxy_with(upstream, dir.path(), |c| {
+        c.window = WINDOW;
+        c.pipeline = pipeline;
+    })
+    .await;
+    let body = history_body(Wire::Anthropic, 20, 1200, false);
+    let resp = reqwest::Client::new()
+        .post(format!("http://{proxy}/v1/messages/count_tokens"))
+        .header("x-foldwire-session", "llm-count")
+        .header("x-api-key", "sk-ant-test")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    let received = mock.received.lock().unwrap().clone();
+    assert_eq!(received.len(), 1, "only the count reached the provider");
+    let counted = String::from_utf8_lossy(&received[0].body).into_owned();
+    assert!(received[0].path.starts_with("/v1/messages/count_tokens"));
+    assert!(counted.contains("(extractive summary of"), "{counted}");
+    assert!(
+        counted.len() < body.to_string().len(),
+        "the count is of the folded request"
+    );
+    // The turn itself then asks the model for its summary.
+    send(proxy, Wire::Anthropic, "llm-count", &body).await;
+    let side = mock
+        .bodies()
+        .iter()
+        .filter(|b| String::from_utf8_lossy(b).contains(SUMMARY_SIDE_REQUEST))
+        .count();
+    assert!(side > 0, "the real turn's fold asked the model");
+}
+
 const TOOLS: &str = include_str!("../../examples/requests/anthropic-tools.json");
 
 /// Runs the binary off the async workers (the mock answers on them).
