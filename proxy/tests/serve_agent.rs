@@ -241,6 +241,29 @@ async fn drive(
 /// What [`drive`] leaves: the mock, the proxy, its state directory, the client's history.
 type Driven = (Mock, std::net::SocketAddr, tempfile::TempDir, Vec<Value>);
 
+/// A session's state, as the admin API shows it.
+async fn state_of(proxy: std::net::SocketAddr, session: &str) -> SessionState {
+    serde_json::from_value(admin(proxy, session).await["state"].clone()).unwrap()
+}
+
+/// Folds took some of what `needle` marks (its count in the forwarded requests went down at
+/// least once), and the session holds blocks.
+async fn assert_folds_took(mock: &Mock, proxy: std::net::SocketAddr, session: &str, needle: &str) {
+    let counts: Vec<usize> = mock
+        .bodies()
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).matches(needle).count())
+        .collect();
+    assert!(
+        counts.windows(2).any(|w| w[1] < w[0]),
+        "{session}: folds took none of {needle}: {counts:?}"
+    );
+    assert!(
+        !state_of(proxy, session).await.blocks.is_empty(),
+        "{session}: folding happened"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tools_a_client_loaded_stay_loaded_through_folds() {
     for wire in [Wire::Anthropic, Wire::OpenAiResponses] {
@@ -312,9 +335,10 @@ async fn tools_a_client_loaded_stay_loaded_through_folds() {
                 "{wire}: turn {turn}, next to the search, never folded"
             );
         }
-        let admin = admin(proxy, &session).await;
-        let state: SessionState = serde_json::from_value(admin["state"].clone()).unwrap();
-        assert!(!state.blocks.is_empty(), "{wire}: folding happened");
+        assert!(
+            !state_of(proxy, &session).await.blocks.is_empty(),
+            "{wire}: folding happened"
+        );
     }
 }
 
@@ -341,22 +365,7 @@ async fn a_server_tools_call_and_result_fold_together() {
         },
     )
     .await;
-    let forwarded = mock.bodies();
-    let split = forwarded
-        .iter()
-        .map(|b| {
-            String::from_utf8_lossy(b)
-                .matches("\"type\":\"server_tool_use\"")
-                .count()
-        })
-        .collect::<Vec<_>>();
-    assert!(
-        split.windows(2).any(|w| w[1] < w[0]),
-        "folds took some of the searches: {split:?}"
-    );
-    let admin = admin(proxy, "server-tools").await;
-    let state: SessionState = serde_json::from_value(admin["state"].clone()).unwrap();
-    assert!(!state.blocks.is_empty(), "folding happened");
+    assert_folds_took(&mock, proxy, "server-tools", "\"type\":\"server_tool_use\"").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,22 +385,7 @@ async fn a_built_in_tools_call_and_output_fold_together() {
         },
     )
     .await;
-    let calls: Vec<usize> = mock
-        .bodies()
-        .iter()
-        .map(|b| {
-            String::from_utf8_lossy(b)
-                .matches("\"type\":\"shell_call\"")
-                .count()
-        })
-        .collect();
-    assert!(
-        calls.windows(2).any(|w| w[1] < w[0]),
-        "folds took some of the shell calls: {calls:?}"
-    );
-    let admin = admin(proxy, "built-in-tools").await;
-    let state: SessionState = serde_json::from_value(admin["state"].clone()).unwrap();
-    assert!(!state.blocks.is_empty(), "folding happened");
+    assert_folds_took(&mock, proxy, "built-in-tools", "\"type\":\"shell_call\"").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -405,8 +399,7 @@ async fn a_token_count_is_of_the_folded_request_and_keeps_nothing() {
     ] {
         let session = format!("count-{}", wire.as_str());
         let (mock, proxy, _dir, history) = drive(wire, &session, 40, |_, _| {}, |_, _| {}).await;
-        let before: SessionState =
-            serde_json::from_value(admin(proxy, &session).await["state"].clone()).unwrap();
+        let before = state_of(proxy, &session).await;
         assert!(!before.blocks.is_empty(), "{wire}: folding happened");
         let mut body = request(wire, &history);
         if let Some(o) = body.as_object_mut() {
@@ -445,8 +438,7 @@ async fn a_token_count_is_of_the_folded_request_and_keeps_nothing() {
             forwarded.contains("\"compress\""),
             "{wire}: the proxy's tools are counted"
         );
-        let after: SessionState =
-            serde_json::from_value(admin(proxy, &session).await["state"].clone()).unwrap();
+        let after = state_of(proxy, &session).await;
         assert_eq!(after.turns, before.turns, "{wire}: a count is no turn");
         assert_eq!(after.blocks, before.blocks, "{wire}");
         assert_eq!(after.refs.len(), before.refs.len(), "{wire}");
