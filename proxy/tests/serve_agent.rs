@@ -37,46 +37,23 @@ async fn agent_loop(wire: Wire, turns: usize) {
 }
 
 async fn agent_loop_with(wire: Wire, turns: usize, reasoning: bool) {
-    let (upstream, mock) = start_mock().await;
-    let dir = tempfile::tempdir().unwrap();
-    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
-    let client = reqwest::Client::new();
     let session = format!("agent-{}", wire.as_str());
-    let mut history = vec![opener(wire)];
-    let mut sent = Vec::new();
-    for turn in 0..turns {
-        let mut body = request(wire, &history);
+    let path = match (wire, reasoning) {
+        (Wire::Gemini, true) => path_of(wire, false).replace("models/g:", "models/gemini-3-pro:"),
+        _ => path_of(wire, false).to_owned(),
+    };
+    let edit = |_: usize, body: &mut Value| {
         if reasoning {
-            with_reasoning(wire, &mut body);
+            with_reasoning(wire, body);
         }
-        let body = body.to_string();
-        sent.push(body.clone());
-        let path = match (wire, reasoning) {
-            (Wire::Gemini, true) => {
-                path_of(wire, false).replace("models/g:", "models/gemini-3-pro:")
-            }
-            _ => path_of(wire, false).to_owned(),
-        };
-        let resp = client
-            .post(format!("http://{proxy}{path}"))
-            .header("x-foldwire-session", &session)
-            .header("x-mock-script", "agent")
-            .body(body)
-            .send()
-            .await
-            .unwrap();
-        let status = resp.status();
-        let answer: Value = resp.json().await.unwrap();
-        assert_eq!(status, 200, "{wire} turn {turn}: {answer}");
-        let refused = mock.refused.lock().unwrap().clone();
-        assert!(refused.is_empty(), "{wire} turn {turn}: {refused:?}");
-        let names = answer_and_results(wire, &mut history, &answer, turn);
-        assert_eq!(
-            names,
-            vec!["bash".to_owned()],
-            "{wire} turn {turn}: only client tools reach the client"
-        );
-    }
+    };
+    let Driven {
+        mock,
+        proxy,
+        dir,
+        last_sent,
+        ..
+    } = drive(wire, &path, &session, turns, edit, |_, _| {}).await;
 
     let forwarded = mock.bodies();
     assert!(
@@ -93,11 +70,10 @@ async fn agent_loop_with(wire: Wire, turns: usize, reasoning: bool) {
         let v = pairing_rules::violations(wire, &conv.messages);
         assert!(v.is_empty(), "{wire}: forwarded request {i}: {v:?}");
     }
-    let last_client = sent.last().unwrap();
     assert!(
-        last_client.len() as u64 / 4 > WINDOW,
+        last_sent.len() as u64 / 4 > WINDOW,
         "{wire}: the client's history outgrew the window ({} bytes)",
-        last_client.len()
+        last_sent.len()
     );
 
     let admin = admin(proxy, &session).await;
@@ -110,13 +86,8 @@ async fn agent_loop_with(wire: Wire, turns: usize, reasoning: bool) {
             .any(|b| b.author.as_deref() == Some("model")),
         "{wire}: the model's compress calls made blocks"
     );
-    let restored = assert_blocks_restore(
-        &state,
-        dir.path().to_str().unwrap(),
-        &session,
-        sent.last().unwrap(),
-    )
-    .await;
+    let restored =
+        assert_blocks_restore(&state, dir.path().to_str().unwrap(), &session, &last_sent).await;
     assert!(restored > 20, "{wire}: only {restored} units restored");
 }
 
@@ -200,12 +171,12 @@ fn tool_search(wire: Wire) -> (Vec<Value>, Value) {
 }
 
 /// A client of the `agent` script for `turns` turns through a proxy with a [`WINDOW`]
-/// window: `edit` may change each turn's body before it is sent, `append` the client's
-/// history after each answer. Every turn must be answered, and nothing refused. Returns
-/// the mock (what was forwarded), the proxy's address, its state directory and the
-/// client's history.
+/// window, at `path`: `edit` may change each turn's body before it is sent, `append` the
+/// client's history after each answer. Every turn must be answered with only the client's
+/// own tool called, and nothing refused.
 async fn drive(
     wire: Wire,
+    path: &str,
     session: &str,
     turns: usize,
     mut edit: impl FnMut(usize, &mut Value),
@@ -216,14 +187,16 @@ async fn drive(
     let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = WINDOW).await;
     let client = reqwest::Client::new();
     let mut history = vec![opener(wire)];
+    let mut last_sent = String::new();
     for turn in 0..turns {
         let mut body = request(wire, &history);
         edit(turn, &mut body);
+        last_sent = body.to_string();
         let resp = client
-            .post(format!("http://{proxy}{}", path_of(wire, false)))
+            .post(format!("http://{proxy}{path}"))
             .header("x-foldwire-session", session)
             .header("x-mock-script", "agent")
-            .body(body.to_string())
+            .body(last_sent.clone())
             .send()
             .await
             .unwrap();
@@ -232,14 +205,36 @@ async fn drive(
         assert_eq!(status, 200, "{wire} turn {turn}: {answer}");
         let refused = mock.refused.lock().unwrap().clone();
         assert!(refused.is_empty(), "{wire} turn {turn}: {refused:?}");
-        answer_and_results(wire, &mut history, &answer, turn);
+        let names = answer_and_results(wire, &mut history, &answer, turn);
+        assert_eq!(
+            names,
+            vec!["bash".to_owned()],
+            "{wire} turn {turn}: only client tools reach the client"
+        );
         append(turn, &mut history);
     }
-    (mock, proxy, dir, history)
+    Driven {
+        mock,
+        proxy,
+        dir,
+        history,
+        last_sent,
+    }
 }
 
-/// What [`drive`] leaves: the mock, the proxy, its state directory, the client's history.
-type Driven = (Mock, std::net::SocketAddr, tempfile::TempDir, Vec<Value>);
+/// What [`drive`] leaves (the proxy's directory goes when it is dropped: keep `dir`).
+struct Driven {
+    /// The mock provider: what was forwarded.
+    mock: Mock,
+    /// The proxy's address.
+    proxy: std::net::SocketAddr,
+    /// Its state and archive directory.
+    dir: tempfile::TempDir,
+    /// The client's history.
+    history: Vec<Value>,
+    /// The client's last request body.
+    last_sent: String,
+}
 
 /// A session's state, as the admin API shows it.
 async fn state_of(proxy: std::net::SocketAddr, session: &str) -> SessionState {
@@ -269,8 +264,9 @@ async fn tools_a_client_loaded_stay_loaded_through_folds() {
     for wire in [Wire::Anthropic, Wire::OpenAiResponses] {
         let session = format!("tool-search-{}", wire.as_str());
         let (search, tools) = tool_search(wire);
-        let (mock, proxy, _dir, _) = drive(
+        let run = drive(
             wire,
+            path_of(wire, false),
             &session,
             TURNS,
             |turn, body| {
@@ -285,6 +281,7 @@ async fn tools_a_client_loaded_stay_loaded_through_folds() {
             },
         )
         .await;
+        let (mock, proxy) = (&run.mock, run.proxy);
 
         // The blocks (items) of a body, without the cache markers the layout moves.
         let units = |body: &Value| -> Vec<Value> {
@@ -342,50 +339,48 @@ async fn tools_a_client_loaded_stay_loaded_through_folds() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_tools_call_and_result_fold_together() {
-    // Every answer of the model searched the web first (Anthropic's server tool: the call
-    // and its result inside the assistant's message), results of varied sizes, so folds and
-    // the protected tail fall at every place in the history; none may leave a call or a
-    // result alone, which the provider refuses.
-    let (mock, proxy, _dir, _) = drive(
-        Wire::Anthropic,
-        "server-tools",
-        TURNS,
-        |_, _| {},
-        |turn, history| {
-            let at = history.len() - 2;
-            let id = format!("srvtoolu_{turn}");
-            let searched = [
-                json!({"type": "server_tool_use", "id": id, "name": "web_search", "input": {"query": format!("step {turn}")}}),
-                json!({"type": "web_search_tool_result", "tool_use_id": id, "content": [{"type": "web_search_result", "url": "https://example.com", "title": "Example", "encrypted_content": "e".repeat(200 + turn * 977 % 6000)}]}),
-            ];
-            let content = history[at]["content"].as_array_mut().unwrap();
-            content.splice(0..0, searched);
-        },
-    )
-    .await;
-    assert_folds_took(&mock, proxy, "server-tools", "\"type\":\"server_tool_use\"").await;
+/// A call and its result in the history every turn, of a tool the client's own pairing
+/// rules do not cover: Anthropic's server tool (the model searched the web first, the call
+/// and its result inside the assistant's message), or the Responses built-in shell tool (a
+/// `shell_call` item and the client's `shell_call_output`).
+fn searched_or_shelled(wire: Wire, turn: usize, history: &mut Vec<Value>) {
+    // Varied sizes, so folds and the protected tail fall at every place in the history.
+    let filler = "e".repeat(200 + turn * 977 % 6000);
+    if wire == Wire::Anthropic {
+        let at = history.len() - 2;
+        let id = format!("srvtoolu_{turn}");
+        let searched = [
+            json!({"type": "server_tool_use", "id": id, "name": "web_search", "input": {"query": format!("step {turn}")}}),
+            json!({"type": "web_search_tool_result", "tool_use_id": id, "content": [{"type": "web_search_result", "url": "https://example.com", "title": "Example", "encrypted_content": filler}]}),
+        ];
+        let content = history[at]["content"].as_array_mut().unwrap();
+        content.splice(0..0, searched);
+    } else {
+        let id = format!("call_shell_{turn}");
+        history.push(json!({"type": "shell_call", "id": format!("sh_{turn}"), "call_id": id, "action": {"commands": [format!("ls step-{turn}")]}, "status": "completed"}));
+        history.push(json!({"type": "shell_call_output", "call_id": id, "output": [{"stdout": filler, "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]}));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_built_in_tools_call_and_output_fold_together() {
-    // Every turn the model also ran the Responses built-in shell tool: a `shell_call` item
-    // and the client's `shell_call_output`, outputs of varied sizes. No fold may leave one
-    // without the other, which the API refuses.
-    let (mock, proxy, _dir, _) = drive(
-        Wire::OpenAiResponses,
-        "built-in-tools",
-        TURNS,
-        |_, _| {},
-        |turn, history| {
-            let id = format!("call_shell_{turn}");
-            history.push(json!({"type": "shell_call", "id": format!("sh_{turn}"), "call_id": id, "action": {"commands": [format!("ls step-{turn}")]}, "status": "completed"}));
-            history.push(json!({"type": "shell_call_output", "call_id": id, "output": [{"stdout": "a".repeat(200 + turn * 977 % 6000), "stderr": "", "outcome": {"type": "exit", "exit_code": 0}}]}));
-        },
-    )
-    .await;
-    assert_folds_took(&mock, proxy, "built-in-tools", "\"type\":\"shell_call\"").await;
+async fn a_provider_or_built_in_tools_call_and_result_fold_together() {
+    // No fold may leave the call or the result alone, which the provider refuses.
+    for (wire, needle) in [
+        (Wire::Anthropic, "\"type\":\"server_tool_use\""),
+        (Wire::OpenAiResponses, "\"type\":\"shell_call\""),
+    ] {
+        let session = format!("paired-{}", wire.as_str());
+        let run = drive(
+            wire,
+            path_of(wire, false),
+            &session,
+            TURNS,
+            |_, _| {},
+            |turn, history| searched_or_shelled(wire, turn, history),
+        )
+        .await;
+        assert_folds_took(&run.mock, run.proxy, &session, needle).await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -398,10 +393,19 @@ async fn a_token_count_is_of_the_folded_request_and_keeps_nothing() {
         (Wire::OpenAiResponses, "/v1/responses/input_tokens"),
     ] {
         let session = format!("count-{}", wire.as_str());
-        let (mock, proxy, _dir, history) = drive(wire, &session, 40, |_, _| {}, |_, _| {}).await;
+        let run = drive(
+            wire,
+            path_of(wire, false),
+            &session,
+            40,
+            |_, _| {},
+            |_, _| {},
+        )
+        .await;
+        let (mock, proxy) = (&run.mock, run.proxy);
         let before = state_of(proxy, &session).await;
         assert!(!before.blocks.is_empty(), "{wire}: folding happened");
-        let mut body = request(wire, &history);
+        let mut body = request(wire, &run.history);
         if let Some(o) = body.as_object_mut() {
             // The count endpoints take no output settings.
             o.remove("max_tokens");
