@@ -66,7 +66,13 @@ const MOCK_SIGNATURE: &str = "mocksig_";
 /// thought that came back changed, as Anthropic's signatures do.
 pub fn sign(text: &str) -> String {
     let hex: String = text.bytes().map(|b| format!("{b:02x}")).collect();
-    format!("{MOCK_SIGNATURE}{hex}")
+    let mut signature = format!("{MOCK_SIGNATURE}{hex}");
+    // Whole base64 quanta: the google-genai SDK reads a thought signature as base64 bytes
+    // and refuses one whose last symbol leaves bits over (a text of odd length did).
+    while signature.len() % 4 != 0 {
+        signature.push('A');
+    }
+    signature
 }
 
 /// Messages API: a thinking block the mock signed comes back with the text it was signed
