@@ -9,6 +9,7 @@ use bytes::Bytes;
 use foldwire_core::{CharEstimator, SessionId, TurnOutcome, TurnReport, TurnRequest, Wire};
 use foldwire_stages::ranges_build::CLIENT_TOKENS_COUNTER;
 use foldwire_stages::tool_loop::{ADDED_TOKENS_COUNTER, INJECTED_COUNTER};
+use foldwire_wire::dialect::WireDialect as _;
 use serde_json::json;
 
 use super::AppState;
@@ -261,6 +262,8 @@ async fn count_view(
     let mut request = TurnRequest::new(wire, body.clone());
     request.decoded = decoded;
     request.options.dry_run = true;
+    // A count body that cannot carry tools (Gemini's) is counted without the proxy's.
+    request.options.skip_tool_loop = !wire.dialect().count_takes_tools();
     request.budget = request.budget.with_window(window_for(app, session).await);
     let counted = match app.engine.run_turn(session, request).await {
         Ok(outcome) if outcome.report.fail_open.is_none() && outcome.report.refusal.is_none() => {

@@ -41,7 +41,7 @@ impl Metrics {
             .fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Counts a request forwarded without processing (unknown shape, Gemini countTokens, GET).
+    /// Counts a request forwarded without processing (unknown shape, GET).
     pub fn passthrough(&self) {
         self.passthrough.fetch_add(1, Ordering::Relaxed);
     }

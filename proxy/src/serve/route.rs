@@ -51,8 +51,8 @@ pub fn resolve(
     };
     let path = rest.split('?').next().unwrap_or_default();
     let counts = dialect::count_route(path);
-    let (wire, default_upstream, model) = if let Some(wire) = counts {
-        (Some(wire), provider_upstream(wire, upstreams), None)
+    let (wire, default_upstream, model) = if let Some((wire, model)) = counts.clone() {
+        (Some(wire), provider_upstream(wire, upstreams), model)
     } else if let Some((wire, model)) = dialect::route(path) {
         (Some(wire), provider_upstream(wire, upstreams), model)
     } else {
@@ -182,6 +182,9 @@ mod tests {
             (Some(Wire::OpenAiResponses), true)
         );
         assert!(!resolve("/v1/messages", &u, &h).unwrap().counts);
+        let count = resolve("/v1beta/models/gemini-2.5-pro:countTokens?key=k", &u, &h).unwrap();
+        assert_eq!((count.wire, count.counts), (Some(Wire::Gemini), true));
+        assert_eq!(count.model.as_deref(), Some("gemini-2.5-pro"));
         let nope = resolve("/nope", &u, &h).unwrap();
         assert_eq!(
             (nope.wire, nope.upstream.as_str()),

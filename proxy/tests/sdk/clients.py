@@ -7,9 +7,9 @@ per turn a text answer, a client `bash` call, or text and a call to the proxy's 
 tool. Every turn checks that the SDK parses the answer, that no proxy tool is visible, that
 the text is exact and that client tool calls arrive intact.
 
-The anthropic and openai Responses clients count their last turn's request first (the SDKs'
-count_tokens / input_tokens.count), as a client that checks its size before it sends: the
-row's "counted".
+The anthropic, openai Responses and google-genai clients count their last turn's request
+first (the SDKs' count_tokens / input_tokens.count / count_tokens), as a client that checks its
+size before it sends: the row's "counted".
 
 Usage: clients.py BASE_URL TURNS [ONLY]   (ONLY: e.g. "openai-responses-stream")
 Prints one JSON object: {"rows": [...], "listings": {...}}.
@@ -380,6 +380,10 @@ def run_gemini(base, session, stream, turns):
         if t % SIDE_EVERY == 5:
             side(t)
         history.append(types.Content(role="user", parts=[types.Part(text=user_text(t))]))
+        # The last turn is counted first, as a client that checks its size before it sends.
+        counted = None
+        if t == turns:
+            counted = client.models.count_tokens(model=model, contents=history).total_tokens
         text, calls = ask()
         call = check(t, False, text, calls)
         if call:
@@ -391,6 +395,7 @@ def run_gemini(base, session, stream, turns):
             )
             text, calls = ask()
             check(t, True, text, calls)
+        return counted
 
     return turn
 

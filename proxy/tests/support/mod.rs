@@ -896,6 +896,8 @@ async fn handler(
         Some(json!({"input_tokens": prompt_tokens(&body)}))
     } else if bare.ends_with("/responses/input_tokens") {
         Some(json!({"object": "response.input_tokens", "input_tokens": prompt_tokens(&body)}))
+    } else if bare.ends_with(":countTokens") {
+        Some(json!({"totalTokens": prompt_tokens(&body)}))
     } else {
         None
     };

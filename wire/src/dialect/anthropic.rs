@@ -336,8 +336,8 @@ impl Dialect for Anthropic {
         (path == "/v1/messages").then_some(None)
     }
 
-    fn counts_at(&self, path: &str) -> bool {
-        path == "/v1/messages/count_tokens"
+    fn counts_at(&self, path: &str) -> Option<Option<String>> {
+        (path == "/v1/messages/count_tokens").then_some(None)
     }
 
     fn strip_calls(&self, body: &mut Value, is_proxy: &dyn Fn(&str) -> bool) -> bool {

@@ -308,11 +308,19 @@ impl Dialect for Gemini {
 
     /// `models/{model}:generateContent` or `:streamGenerateContent` anywhere under a version.
     fn claims_path(&self, path: &str) -> Option<Option<String>> {
-        let idx = path.find("/models/")?;
-        let tail = path.get(idx + "/models/".len()..)?;
-        let (model, method) = tail.rsplit_once(':')?;
-        matches!(method, "generateContent" | "streamGenerateContent")
-            .then(|| Some(model.to_owned()))
+        let (model, method) = model_and_method(path)?;
+        matches!(method, "generateContent" | "streamGenerateContent").then_some(Some(model))
+    }
+
+    fn counts_at(&self, path: &str) -> Option<Option<String>> {
+        let (model, method) = model_and_method(path)?;
+        (method == "countTokens").then_some(Some(model))
+    }
+
+    /// `countTokens` takes `contents` alone at its top level (tools and a system
+    /// instruction only inside a whole `generateContentRequest`).
+    fn count_takes_tools(&self) -> bool {
+        false
     }
 
     fn streams_by_path(&self, path_and_query: &str) -> bool {
@@ -459,4 +467,12 @@ fn joins_text(last: &Value, part: &Value) -> bool {
         && plain(part)
         && thought(last) == thought(part)
         && last.get("thoughtSignature").is_none()
+}
+
+/// The model and the method of a `…/models/{model}:{method}` path.
+fn model_and_method(path: &str) -> Option<(String, &str)> {
+    let idx = path.find("/models/")?;
+    let tail = path.get(idx + "/models/".len()..)?;
+    let (model, method) = tail.rsplit_once(':')?;
+    Some((model.to_owned(), method))
 }

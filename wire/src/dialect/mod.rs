@@ -208,9 +208,16 @@ pub trait Dialect: Send + Sync {
     fn claims_path(&self, path: &str) -> Option<Option<String>>;
 
     /// Whether `path` is this wire's token-count endpoint, whose body is a request of the
-    /// wire's own shape (the answer a count, not a model turn).
-    fn counts_at(&self, _path: &str) -> bool {
-        false
+    /// wire's own shape (the answer a count, not a model turn); `Some(model)` carries a
+    /// model named in the path.
+    fn counts_at(&self, _path: &str) -> Option<Option<String>> {
+        None
+    }
+
+    /// Whether this wire's token-count body may carry tools and a system prompt (so the
+    /// proxy's are counted too).
+    fn count_takes_tools(&self) -> bool {
+        true
     }
 
     /// Whether a request to `path_and_query` streams because of its path (not its body).
@@ -380,9 +387,11 @@ pub fn route(path: &str) -> Option<(Wire, Option<String>)> {
         .find_map(|w| dialect(w).claims_path(path).map(|m| (w, m)))
 }
 
-/// The wire whose token-count endpoint `path` is, if any.
-pub fn count_route(path: &str) -> Option<Wire> {
-    Wire::ALL.into_iter().find(|w| dialect(*w).counts_at(path))
+/// The wire whose token-count endpoint `path` is, and the model the path names, if any.
+pub fn count_route(path: &str) -> Option<(Wire, Option<String>)> {
+    Wire::ALL
+        .into_iter()
+        .find_map(|w| dialect(w).counts_at(path).map(|m| (w, m)))
 }
 
 /// Why a loop round could not be appended.

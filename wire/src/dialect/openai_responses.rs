@@ -185,8 +185,8 @@ impl Dialect for OpenAiResponses {
         path.ends_with("/responses").then_some(None)
     }
 
-    fn counts_at(&self, path: &str) -> bool {
-        path.ends_with("/responses/input_tokens")
+    fn counts_at(&self, path: &str) -> Option<Option<String>> {
+        path.ends_with("/responses/input_tokens").then_some(None)
     }
 
     fn strip_calls(&self, body: &mut Value, is_proxy: &dyn Fn(&str) -> bool) -> bool {
