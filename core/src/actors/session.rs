@@ -257,21 +257,11 @@ async fn run_turn(
     let mut defer_writes = true;
     for _ in 0..MAX_SAVE_ATTEMPTS {
         let before = state.clone();
-        let mut turn = Turn::new(session.clone(), request.wire, request.body.clone(), state);
+        // The decoded conversation is used by the first attempt only: a turn run again after
+        // a lost write decodes afresh (the stages changed the conversation they were given).
+        let mut turn = turn_of(&session, &mut request, state);
         turn.defer_writes = defer_writes;
-        turn.budget = request.budget;
-        // The session's calibration (provider counts over foldwire's estimates) applies to
-        // every stage of the turn, not only to the layout that updates it: a fold policy
-        // budgeting at 1.0 leaves requests the layout must then refuse.
-        if turn.state.calibration.is_finite() && turn.state.calibration > 0.0 {
-            turn.budget.calibration = turn.state.calibration;
-        }
-        turn.options = request.options.clone();
-        // Used by the first attempt only: a turn run again after a lost write decodes
-        // afresh (the stages changed the conversation they were given).
-        turn.conversation = request.decoded.take();
         turn.carry = std::mem::take(carry);
-        turn.report.turn = before.turns + 1;
         let (mut next, report, output, conversation, pending) = match chain.run(turn).await {
             Ok(mut turn) => {
                 *carry = std::mem::take(&mut turn.carry);
@@ -337,6 +327,23 @@ async fn run_turn(
     (None, Err(contention(&session)))
 }
 
+/// The turn `request` makes on `state`: its budget, with the session's calibration, its
+/// options, and the conversation the host decoded already, if any (taken).
+fn turn_of(session: &SessionId, request: &mut TurnRequest, state: SessionState) -> Turn {
+    let mut turn = Turn::new(session.clone(), request.wire, request.body.clone(), state);
+    turn.budget = request.budget;
+    // The session's calibration (provider counts over foldwire's estimates) applies to
+    // every stage of the turn, not only to the layout that updates it: a fold policy
+    // budgeting at 1.0 leaves requests the layout must then refuse.
+    if turn.state.calibration.is_finite() && turn.state.calibration > 0.0 {
+        turn.budget.calibration = turn.state.calibration;
+    }
+    turn.options = request.options.clone();
+    turn.conversation = request.decoded.take();
+    turn.report.turn = turn.state.turns + 1;
+    turn
+}
+
 /// A turn on a copy of `state` whose result is not saved, its stages' writes finished in
 /// the turn and nothing carried to the next (`TurnOptions::dry_run`).
 async fn dry_run(
@@ -345,20 +352,8 @@ async fn dry_run(
     state: &SessionState,
     mut request: TurnRequest,
 ) -> Result<TurnOutcome, HostError> {
-    let mut turn = Turn::new(
-        session.clone(),
-        request.wire,
-        request.body.clone(),
-        state.clone(),
-    );
+    let mut turn = turn_of(session, &mut request, state.clone());
     turn.defer_writes = false;
-    turn.budget = request.budget;
-    if state.calibration.is_finite() && state.calibration > 0.0 {
-        turn.budget.calibration = state.calibration;
-    }
-    turn.options = request.options.clone();
-    turn.conversation = request.decoded.take();
-    turn.report.turn = state.turns + 1;
     match chain.run(turn).await {
         Ok(mut turn) => Ok(TurnOutcome {
             output: turn.outgoing(),

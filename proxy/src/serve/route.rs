@@ -51,19 +51,17 @@ pub fn resolve(
     };
     let path = rest.split('?').next().unwrap_or_default();
     let counts = dialect::count_route(path);
-    let (wire, default_upstream, model) = if let Some((wire, model)) = counts.clone() {
-        (Some(wire), provider_upstream(wire, upstreams), model)
-    } else if let Some((wire, model)) = dialect::route(path) {
-        (Some(wire), provider_upstream(wire, upstreams), model)
-    } else {
-        (None, passthrough_upstream(path, headers, upstreams), None)
+    let counts_tokens = counts.is_some();
+    let (wire, default_upstream, model) = match counts.or_else(|| dialect::route(path)) {
+        Some((wire, model)) => (Some(wire), provider_upstream(wire, upstreams), model),
+        None => (None, passthrough_upstream(path, headers, upstreams), None),
     };
     Ok(Route {
         wire,
         upstream: explicit.unwrap_or_else(|| default_upstream.trim_end_matches('/').to_owned()),
         path_and_query: rest,
         model,
-        counts: counts.is_some(),
+        counts: counts_tokens,
     })
 }
 
