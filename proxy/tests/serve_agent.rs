@@ -450,6 +450,18 @@ async fn a_token_count_is_of_the_folded_request_and_keeps_nothing() {
             wire != Wire::Gemini,
             "{wire}: the proxy's tools are counted where the count takes tools"
         );
+        // Gemini's count takes `contents` alone at its top level: nothing is added beside it.
+        let top: Vec<String> = serde_json::from_str::<Value>(&forwarded)
+            .unwrap()
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        let sent_top: Vec<String> = body.as_object().unwrap().keys().cloned().collect();
+        if wire == Wire::Gemini {
+            assert_eq!(top, sent_top, "{wire}: fields added to the count body");
+        }
         let after = state_of(proxy, &session).await;
         assert_eq!(after.turns, before.turns, "{wire}: a count is no turn");
         assert_eq!(after.blocks, before.blocks, "{wire}");
