@@ -837,3 +837,52 @@ fn a_client_marker_on_a_compaction_block_keeps_its_slot_and_no_marker_lands_ther
         "ephemeral"
     );
 }
+
+#[test]
+fn a_message_sent_as_a_plain_string_takes_a_marker_as_its_text_block() {
+    // A client that sends every message as a string: the markers go on the strings' text
+    // blocks (the form the string stands for), the text unchanged; before, such a client got
+    // no marker of foldwire's at all.
+    let messages: Vec<serde_json::Value> = (0..20)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": format!("m{i} {}", "x".repeat(400))})
+        })
+        .collect();
+    let body = serde_json::json!({"model": "m", "system": "sys", "messages": messages});
+    let conv = foldwire_wire::request::decode(Wire::Anthropic, body.to_string().into()).unwrap();
+    let mut t = turn(conv, SessionState::default(), 100_000);
+    let out = lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 1_000)).unwrap();
+    let conv = t.conversation.as_ref().unwrap();
+    assert!(out.markers.placed >= 2, "{:?}", out.markers);
+    assert_eq!(
+        cache_markers::check_rules(conv).unwrap() as u64,
+        out.markers.placed
+    );
+    let sent: serde_json::Value =
+        serde_json::from_slice(&foldwire_wire::request::encode(conv).unwrap()).unwrap();
+    let mut marked = 0;
+    for (i, m) in sent["messages"].as_array().unwrap().iter().enumerate() {
+        let text = &messages[i]["content"];
+        match &m["content"] {
+            serde_json::Value::String(_) => assert_eq!(&m["content"], text),
+            serde_json::Value::Array(blocks) => {
+                assert_eq!(blocks.len(), 1, "{m}");
+                assert_eq!(&blocks[0]["text"], text);
+                assert_eq!(blocks[0]["type"], "text");
+                assert_eq!(blocks[0]["cache_control"]["type"], "ephemeral");
+                marked += 1;
+            }
+            other => panic!("{other}"),
+        }
+    }
+    assert_eq!(marked, out.markers.placed);
+    // A fold archives what the client sent: the string.
+    let unit = conv.messages.iter().find(|u| u.modified).unwrap();
+    assert_eq!(
+        unit.client_bytes().as_ref(),
+        serde_json::to_string(&messages[unit.entry]["content"])
+            .unwrap()
+            .as_bytes()
+    );
+}

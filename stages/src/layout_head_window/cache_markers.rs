@@ -256,13 +256,16 @@ pub fn check_rules(conv: &Conversation) -> Result<usize, MarkerRuleViolation> {
 }
 
 /// True when a unit can carry a marker: an object block that is not reasoning (Anthropic
-/// refuses `cache_control` on thinking blocks) and not a plain-string content.
+/// refuses `cache_control` on thinking blocks), or a message's plain-string content, which
+/// takes one as the single text block the string stands for.
 fn markable(conv: &Conversation, i: usize) -> bool {
     conv.messages.get(i).is_some_and(|m| {
-        m.kind != MessageKind::Reasoning
-            && !is_opaque(m)
-            && m.slot != UnitSlot::StringContent
-            && m.raw.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{')
+        let first = m.raw.iter().find(|b| !b.is_ascii_whitespace());
+        let shape = match m.slot {
+            UnitSlot::StringContent => first == Some(&b'"'),
+            _ => first == Some(&b'{'),
+        };
+        m.kind != MessageKind::Reasoning && !is_opaque(m) && shape
     })
 }
 
@@ -275,8 +278,18 @@ fn rewrite_unit(conv: &mut Conversation, i: usize, marker: Option<Ttl>) -> bool 
     let Some(unit) = conv.messages.get_mut(i) else {
         return false;
     };
-    let Ok(Value::Object(mut block)) = serde_json::from_slice::<Value>(&unit.raw) else {
-        return false;
+    let mut block = match serde_json::from_slice::<Value>(&unit.raw) {
+        Ok(Value::Object(block)) => block,
+        // A message's string content is shorthand for one text block (Anthropic renders
+        // both alike): the marker goes on that block, the text unchanged. The encoder
+        // writes the message's content as the one-block list.
+        Ok(Value::String(text)) if unit.slot == UnitSlot::StringContent && marker.is_some() => {
+            let mut block = Map::new();
+            block.insert("type".into(), Value::String("text".into()));
+            block.insert("text".into(), Value::String(text));
+            block
+        }
+        _ => return false,
     };
     match marker {
         Some(ttl) => {

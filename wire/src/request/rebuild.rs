@@ -206,6 +206,10 @@ fn piece<'m>(
     let raw = Cow::Borrowed(&unit.raw[..]);
     Ok(match (unit.slot, conv.wire) {
         (UnitSlot::Whole, _) => Piece::Item(raw),
+        // A string content a stage turned into its block (to carry a cache marker).
+        (UnitSlot::StringContent, _) if unit.modified && raw.first() == Some(&b'{') => {
+            Piece::Part(raw)
+        }
         (UnitSlot::StringContent, _) => Piece::Str(raw),
         (UnitSlot::ToolCalls(_), Wire::OpenAiChat) => Piece::ToolCall(&unit.raw),
         (UnitSlot::ReasoningField, Wire::OpenAiChat) => Piece::Reasoning(&unit.raw),
