@@ -886,3 +886,53 @@ fn a_message_sent_as_a_plain_string_takes_a_marker_as_its_text_block() {
             .as_bytes()
     );
 }
+
+#[test]
+fn a_folds_summary_at_the_end_of_the_history_takes_the_history_marker() {
+    // Head, the summaries of what was folded, the recent window: the history's marker goes
+    // on its last summary, so the head and the summaries are one cached prefix a later fold
+    // reads back, where it fell back into the head before (summaries have no bytes of their
+    // own until they are written out).
+    let messages: Vec<serde_json::Value> = (0..20)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": [{"type": "text", "text": format!("m{i} {}", "x".repeat(400))}]})
+        })
+        .collect();
+    let body = serde_json::json!({"model": "m", "system": "sys", "messages": messages});
+    let mut conv =
+        foldwire_wire::request::decode(Wire::Anthropic, body.to_string().into()).unwrap();
+    // Messages 2..=11 folded into one summary, in their place: the head holds m0 and m1,
+    // the recent window m12 on, so the summary is the whole history.
+    let text = "[foldwire b1 · setup]\nThe setup, folded.";
+    let entry = conv.push_entry(Role::User);
+    let summary = foldwire_core::Message::synthesized(
+        entry,
+        Role::User,
+        text,
+        foldwire_core::Origin::Summary(foldwire_core::BlockId(1)),
+        bytes::Bytes::new(),
+    );
+    let mut units: Vec<foldwire_core::Message> = conv.messages.drain(..).collect();
+    units.retain(|u| !(2..=11).contains(&u.entry));
+    let at = units.iter().position(|u| u.entry > 11).unwrap();
+    units.insert(at, summary);
+    conv.messages = units;
+    let mut t = turn(conv, SessionState::default(), 100_000);
+    lay_out(&mut t, &StoreOrder, &CharEstimator, &config(300, 1_000)).unwrap();
+    let conv = t.conversation.as_ref().unwrap();
+    cache_markers::check_rules(conv).unwrap();
+    let sent: serde_json::Value =
+        serde_json::from_slice(&foldwire_wire::request::encode(conv).unwrap()).unwrap();
+    let written = sent["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["content"][0]["text"] == text)
+        .unwrap_or_else(|| panic!("no summary in {sent}"));
+    assert_eq!(
+        written["content"][0]["cache_control"]["type"], "ephemeral",
+        "{written}"
+    );
+    assert_eq!(written["content"].as_array().unwrap().len(), 1);
+}

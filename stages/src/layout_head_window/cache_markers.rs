@@ -11,7 +11,7 @@
 use std::sync::LazyLock;
 
 use bytes::Bytes;
-use foldwire_core::{Conversation, FieldOverride, Message, MessageKind, UnitSlot};
+use foldwire_core::{Conversation, FieldOverride, Message, MessageKind, Origin, UnitSlot};
 use memchr::memmem::Finder;
 use serde_json::{Map, Value};
 
@@ -256,17 +256,27 @@ pub fn check_rules(conv: &Conversation) -> Result<usize, MarkerRuleViolation> {
 }
 
 /// True when a unit can carry a marker: an object block that is not reasoning (Anthropic
-/// refuses `cache_control` on thinking blocks), or a message's plain-string content, which
-/// takes one as the single text block the string stands for.
+/// refuses `cache_control` on thinking blocks), a message's plain-string content, which
+/// takes one as the single text block the string stands for, or a fold's summary, which
+/// takes one on the text block it is written as.
 fn markable(conv: &Conversation, i: usize) -> bool {
     conv.messages.get(i).is_some_and(|m| {
         let first = m.raw.iter().find(|b| !b.is_ascii_whitespace());
         let shape = match m.slot {
+            _ if is_summary_text(m) => true,
             UnitSlot::StringContent => first == Some(&b'"'),
             _ => first == Some(&b'{'),
         };
         m.kind != MessageKind::Reasoning && !is_opaque(m) && shape
     })
+}
+
+/// A fold's summary not yet written out: its text becomes one text block at encoding.
+fn is_summary_text(m: &Message) -> bool {
+    matches!(m.origin, Origin::Summary(_))
+        && m.raw.is_empty()
+        && m.kind == MessageKind::Text
+        && m.tool.is_none()
 }
 
 /// An opaque unit reaches the provider byte for byte: no marker is placed on it or taken off.
@@ -278,6 +288,24 @@ fn rewrite_unit(conv: &mut Conversation, i: usize, marker: Option<Ttl>) -> bool 
     let Some(unit) = conv.messages.get_mut(i) else {
         return false;
     };
+    // A summary's text block, as the encoder would write it, with the marker on it (the
+    // text is a pure function of the block, so the bytes stay put from turn to turn).
+    if is_summary_text(unit) {
+        let Some(ttl) = marker else {
+            return false;
+        };
+        let mut block = Map::new();
+        block.insert("type".into(), Value::String("text".into()));
+        block.insert("text".into(), Value::String(unit.text.as_str().to_owned()));
+        block.insert("cache_control".into(), marker_value(ttl));
+        return match serde_json::to_vec(&Value::Object(block)) {
+            Ok(bytes) => {
+                unit.raw = Bytes::from(bytes);
+                true
+            }
+            Err(_) => false,
+        };
+    }
     let mut block = match serde_json::from_slice::<Value>(&unit.raw) {
         Ok(Value::Object(block)) => block,
         // A message's string content is shorthand for one text block (Anthropic renders
@@ -293,12 +321,7 @@ fn rewrite_unit(conv: &mut Conversation, i: usize, marker: Option<Ttl>) -> bool 
     };
     match marker {
         Some(ttl) => {
-            let mut cc = Map::new();
-            cc.insert("type".into(), Value::String("ephemeral".into()));
-            if ttl == Ttl::Hour {
-                cc.insert("ttl".into(), Value::String("1h".into()));
-            }
-            block.insert("cache_control".into(), Value::Object(cc));
+            block.insert("cache_control".into(), marker_value(ttl));
         }
         None => {
             block.shift_remove("cache_control");
@@ -311,6 +334,16 @@ fn rewrite_unit(conv: &mut Conversation, i: usize, marker: Option<Ttl>) -> bool 
         }
         Err(_) => false,
     }
+}
+
+/// A `cache_control` value of `ttl`.
+fn marker_value(ttl: Ttl) -> Value {
+    let mut cc = Map::new();
+    cc.insert("type".into(), Value::String("ephemeral".into()));
+    if ttl == Ttl::Hour {
+        cc.insert("ttl".into(), Value::String("1h".into()));
+    }
+    Value::Object(cc)
 }
 
 fn strip_frame_marker(conv: &mut Conversation, key: &str, value: &mut Option<Value>, index: usize) {
