@@ -288,36 +288,24 @@ fn rewrite_unit(conv: &mut Conversation, i: usize, marker: Option<Ttl>) -> bool 
     let Some(unit) = conv.messages.get_mut(i) else {
         return false;
     };
-    // A summary's text block, as the encoder would write it, with the marker on it (the
-    // text is a pure function of the block, so the bytes stay put from turn to turn).
-    if is_summary_text(unit) {
-        let Some(ttl) = marker else {
+    let mut block = if is_summary_text(unit) {
+        // A summary's text block, as the encoder would write it (its text is a pure
+        // function of the block, so the bytes stay put from turn to turn).
+        if marker.is_none() {
             return false;
-        };
-        let mut block = Map::new();
-        block.insert("type".into(), Value::String("text".into()));
-        block.insert("text".into(), Value::String(unit.text.as_str().to_owned()));
-        block.insert("cache_control".into(), marker_value(ttl));
-        return match serde_json::to_vec(&Value::Object(block)) {
-            Ok(bytes) => {
-                unit.raw = Bytes::from(bytes);
-                true
-            }
-            Err(_) => false,
-        };
-    }
-    let mut block = match serde_json::from_slice::<Value>(&unit.raw) {
-        Ok(Value::Object(block)) => block,
-        // A message's string content is shorthand for one text block (Anthropic renders
-        // both alike): the marker goes on that block, the text unchanged. The encoder
-        // writes the message's content as the one-block list.
-        Ok(Value::String(text)) if unit.slot == UnitSlot::StringContent && marker.is_some() => {
-            let mut block = Map::new();
-            block.insert("type".into(), Value::String("text".into()));
-            block.insert("text".into(), Value::String(text));
-            block
         }
-        _ => return false,
+        text_block(unit.text.as_str().to_owned())
+    } else {
+        match serde_json::from_slice::<Value>(&unit.raw) {
+            Ok(Value::Object(block)) => block,
+            // A message's string content is shorthand for one text block (Anthropic renders
+            // both alike): the marker goes on that block, the text unchanged. The encoder
+            // writes the message's content as the one-block list.
+            Ok(Value::String(text)) if unit.slot == UnitSlot::StringContent && marker.is_some() => {
+                text_block(text)
+            }
+            _ => return false,
+        }
     };
     match marker {
         Some(ttl) => {
@@ -334,6 +322,14 @@ fn rewrite_unit(conv: &mut Conversation, i: usize, marker: Option<Ttl>) -> bool 
         }
         Err(_) => false,
     }
+}
+
+/// A text block holding `text`.
+fn text_block(text: String) -> Map<String, Value> {
+    let mut block = Map::new();
+    block.insert("type".into(), Value::String("text".into()));
+    block.insert("text".into(), Value::String(text));
+    block
 }
 
 /// A `cache_control` value of `ttl`.
