@@ -111,6 +111,35 @@ fn run_on_a_malformed_body_exits_non_zero_naming_the_problem() {
     );
 }
 
+/// A request that continues a conversation the provider keeps holds only what is new:
+/// `run` writes it out as it came (before, pairing repair took the tool output for an
+/// orphan and dropped it), saying why, with the failed stage named once.
+#[test]
+fn run_leaves_a_request_on_a_stored_response_as_it_came() {
+    let dir = tempfile::tempdir().unwrap();
+    let body = br#"{"model":"m","previous_response_id":"resp_9","input":[{"type":"function_call_output","call_id":"call_1","output":"42 files"}]}"#;
+    let out = foldwire(
+        &[
+            "run",
+            "--wire",
+            "openai-responses",
+            "--session",
+            "stored",
+            "--state",
+            dir.path().to_str().unwrap(),
+        ],
+        body,
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(out.stdout, body, "the body is written out as it came");
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("wire.decode: openai-responses request: previous_response_id is \"resp_9\": the request continues a conversation the provider keeps"),
+        "{err}"
+    );
+    assert!(!err.contains("wire.decode: wire.decode"), "{err}");
+}
+
 #[test]
 fn run_refuses_bad_arguments_clearly() {
     let out = foldwire(

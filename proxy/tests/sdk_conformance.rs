@@ -77,9 +77,11 @@ fn forwarded_problems(wire: Wire, window: u64, bodies: &[bytes::Bytes]) -> (Vec<
     (problems, most)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn official_sdks_hold_long_conversations_through_the_proxy_on_every_wire() {
-    let Some(python) = std::env::var_os("FOLDWIRE_SDK_PYTHON") else {
+/// The python with the SDKs, or `None` (said on stderr) when the suite cannot run here;
+/// under CI (env `CI`) that is a failure.
+fn sdk_python() -> Option<std::ffi::OsString> {
+    let python = std::env::var_os("FOLDWIRE_SDK_PYTHON");
+    if python.is_none() {
         if std::env::var_os("CI").is_some() {
             panic!(
                 "FOLDWIRE_SDK_PYTHON is not set: CI must run the SDK conformance suite \
@@ -90,6 +92,42 @@ async fn official_sdks_hold_long_conversations_through_the_proxy_on_every_wire()
             "SDK conformance suite NOT RUN: set FOLDWIRE_SDK_PYTHON to a python with anthropic, \
              openai and google-genai installed (scripts/test does this)"
         );
+    }
+    python
+}
+
+/// Runs tests/sdk/clients.py against the proxy at `base` for `turns` turns of the rows
+/// `only` (comma-separated; the default rows when empty), naming sessions after `prefix`;
+/// its report.
+async fn run_clients(
+    python: std::ffi::OsString,
+    base: String,
+    turns: String,
+    only: String,
+    prefix: String,
+) -> Value {
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(SCRIPT)
+            .args([base, turns, only, prefix])
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("running the SDK client script");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the SDK client script failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("the SDK script's report does not parse: {e}: {stdout}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn official_sdks_hold_long_conversations_through_the_proxy_on_every_wire() {
+    let Some(python) = sdk_python() else {
         return;
     };
     let windows: Vec<u64> = env_or("FOLDWIRE_SDK_WINDOWS", "8000,16000,24000")
@@ -107,29 +145,14 @@ async fn official_sdks_hold_long_conversations_through_the_proxy_on_every_wire()
         let (upstream, mock) = start_mock().await;
         let dir = tempfile::tempdir().unwrap();
         let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = window).await;
-        let (python, base, turns, only) = (
+        let report = run_clients(
             python.clone(),
             format!("http://{proxy}"),
             turns.clone(),
             only.clone(),
-        );
-        let out = tokio::task::spawn_blocking(move || {
-            std::process::Command::new(python)
-                .arg(SCRIPT)
-                .args([base, turns, only, format!("w{window}")])
-                .output()
-        })
-        .await
-        .unwrap()
-        .expect("running the SDK client script");
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "the SDK client script failed: {}\n{stdout}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: Value = serde_json::from_str(stdout.trim())
-            .unwrap_or_else(|e| panic!("the SDK script's report does not parse: {e}: {stdout}"));
+            format!("w{window}"),
+        )
+        .await;
         for (client, listed) in report["listings"].as_object().unwrap() {
             if !listed.is_array() {
                 failures.push(format!("window {window}: {client} models.list: {listed}"));
@@ -254,4 +277,107 @@ async fn official_sdks_hold_long_conversations_through_the_proxy_on_every_wire()
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// A Responses client whose conversation the provider keeps (`previous_response_id`, as the
+/// openai SDK's guide chains it) sends only what is new. foldwire cannot fold a history it is
+/// not sent: it forwards those requests as sent, with no session, no proxy tools, and the
+/// output of the client's tool call kept (pairing repair once took it for an orphan, since
+/// the call is in the stored response, and dropped it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_conversation_the_provider_keeps_is_forwarded_as_sent() {
+    let Some(python) = sdk_python() else {
+        return;
+    };
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |c| c.window = 8000).await;
+    let turns = 12;
+    let report = run_clients(
+        python,
+        format!("http://{proxy}"),
+        turns.to_string(),
+        "openai-responses-chained-json,openai-responses-chained-stream".into(),
+        "held".into(),
+    )
+    .await;
+    let rows = report["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 2, "{report}");
+    let received = mock.received.lock().unwrap().clone();
+    let mut held = 0;
+    for row in rows {
+        let session = row["session"].as_str().unwrap();
+        assert!(row["failure"].is_null(), "{session}: {}", row["failure"]);
+        assert_eq!(row["passed"], turns, "{session}");
+        let bodies: Vec<Value> = received
+            .iter()
+            .filter(|r| r.headers.get("x-sdk-row").is_some_and(|v| v == session))
+            .map(|r| serde_json::from_slice(&r.body).unwrap())
+            .collect();
+        // The first request holds the whole (one-message) conversation and is processed.
+        assert!(bodies[0].get("previous_response_id").is_none(), "{session}");
+        for (i, body) in bodies.iter().enumerate().skip(1) {
+            assert!(
+                body["previous_response_id"].is_string(),
+                "{session}: request {i} names no stored response"
+            );
+            let tools: Vec<&str> = body["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|t| t["name"].as_str())
+                .collect();
+            assert_eq!(
+                tools,
+                ["bash"],
+                "{session}: request {i} got the proxy's tools"
+            );
+            assert!(
+                body["instructions"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("You are")
+                    && body["instructions"].as_str().unwrap().len() < 80,
+                "{session}: request {i} got the proxy's note"
+            );
+        }
+        let outputs = bodies
+            .iter()
+            .filter(|b| b.to_string().contains("function_call_output"))
+            .count();
+        assert!(
+            outputs >= turns / 5,
+            "{session}: {outputs} tool outputs reached the provider"
+        );
+        held += bodies.len() - 1;
+    }
+    assert_eq!(
+        *mock.refused.lock().unwrap(),
+        Vec::<String>::new(),
+        "the provider refused a request"
+    );
+    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(&format!("foldwire_provider_held_total {held}\n")),
+        "{held} requests continued a stored response:\n{metrics}"
+    );
+    // The two first requests made turns; nothing after them did.
+    let sessions: Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let turns_made: u64 = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["turns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(turns_made, 2, "{sessions}");
 }

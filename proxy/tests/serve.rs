@@ -275,6 +275,70 @@ async fn a_malformed_body_fails_open_and_is_counted() {
     );
 }
 
+/// Requests that continue a conversation the provider keeps hold only what is new: a tool
+/// result in them answers a call only the provider holds. They reach the provider as sent
+/// (pairing repair once dropped those results as orphans), make no turn of any session,
+/// named or not, and are counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_on_a_conversation_the_provider_keeps_are_forwarded_as_sent() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let output = r#"{"type":"function_call_output","call_id":"call_7","output":"42 files"}"#;
+    let cases = [
+        (
+            "/v1/responses",
+            format!(r#"{{"model":"m","previous_response_id":"resp_1","input":[{output}]}}"#),
+        ),
+        (
+            "/v1/responses",
+            format!(r#"{{"model":"m","input":[{output}],"conversation":"conv_1"}}"#),
+        ),
+        (
+            "/v1/responses",
+            format!(
+                r#"{{"model":"m","input":[{{"type":"item_reference","id":"fc_7"}},{output}]}}"#
+            ),
+        ),
+        (
+            "/v1beta/models/g:generateContent",
+            r#"{"cachedContent":"cachedContents/c1","contents":[{"role":"user","parts":[{"functionResponse":{"name":"ls","response":{"files":42}}}]}]}"#.to_owned(),
+        ),
+    ];
+    for (i, (path, body)) in cases.iter().enumerate() {
+        let mut request = reqwest::Client::new()
+            .post(format!("http://{proxy}{path}"))
+            .body(body.clone());
+        if i % 2 == 0 {
+            request = request.header("x-foldwire-session", "kept-by-provider");
+        }
+        assert_eq!(request.send().await.unwrap().status(), 200, "{body}");
+        assert_eq!(
+            mock.received.lock().unwrap().pop().unwrap().body,
+            body.as_bytes(),
+            "{body}"
+        );
+    }
+    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("foldwire_provider_held_total 4\n")
+            && metrics.contains("foldwire_fail_open_total 0\n"),
+        "{metrics}"
+    );
+    let sessions: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(sessions["sessions"], serde_json::json!([]), "{sessions}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gzip_bodies_are_decoded_and_oversized_bodies_get_413() {
     let (upstream, mock) = start_mock().await;

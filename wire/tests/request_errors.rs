@@ -226,3 +226,98 @@ fn syntax_errors_name_the_offset_and_expectation() {
         other => panic!("{other:?}"),
     }
 }
+
+/// The path and what stands there, of an error for a request that continues a conversation
+/// the provider keeps.
+fn held(e: &WireError) -> (&str, &str) {
+    match e {
+        WireError::ProviderHeld { path, found, .. } => (path, found),
+        other => panic!("expected a provider-held error, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_request_that_continues_a_conversation_the_provider_keeps_is_not_decoded() {
+    use foldwire_wire::request::{decode_after, provider_held};
+    let output = r#"{"type":"function_call_output","call_id":"call_1","output":"42 files"}"#;
+    let cases: [(Wire, String, (&str, &str)); 5] = [
+        (
+            Wire::OpenAiResponses,
+            format!(r#"{{"model":"m","previous_response_id":"resp_9","input":[{output}]}}"#),
+            ("previous_response_id", r#""resp_9""#),
+        ),
+        // After the input, where a resumed decode reads only the frame.
+        (
+            Wire::OpenAiResponses,
+            format!(r#"{{"model":"m","input":[{output}],"conversation":{{"id":"conv_1"}}}}"#),
+            ("conversation", r#"{"id":"conv_1"}"#),
+        ),
+        (
+            Wire::OpenAiResponses,
+            format!(
+                r#"{{"model":"m","input":[{{"type":"item_reference","id":"fc_1"}},{output}]}}"#
+            ),
+            ("input[0]", r#"an "item_reference" item"#),
+        ),
+        (
+            Wire::Gemini,
+            r#"{"cachedContent":"cachedContents/abc","contents":[{"role":"user","parts":[{"functionResponse":{"name":"ls","response":{"n":42}}}]}]}"#.to_owned(),
+            ("cachedContent", r#""cachedContents/abc""#),
+        ),
+        (
+            Wire::OpenAiResponses,
+            format!(r#"{{"previous_response_id":"{}","input":[]}}"#, "r".repeat(200)),
+            ("previous_response_id", ""),
+        ),
+    ];
+    for (wire, body, (path, found)) in &cases {
+        let e = err(*wire, body.as_bytes());
+        assert_eq!(held(&e).0, *path, "{body}");
+        if found.is_empty() {
+            assert!(held(&e).1.ends_with("(202 bytes)"), "{e}");
+        } else {
+            assert_eq!(held(&e).1, *found, "{body}");
+        }
+        assert!(
+            e.to_string()
+                .contains("continues a conversation the provider keeps"),
+            "{e}"
+        );
+        // The proxy's check before any decode says the same.
+        assert_eq!(provider_held(*wire, body.as_bytes()), Some(e), "{body}");
+    }
+
+    // Set to null, or named only inside a text (or as one), they tie nothing.
+    let free = [
+        (
+            Wire::OpenAiResponses,
+            r#"{"previous_response_id":null,"conversation":null,"input":[{"role":"user","content":"pass \"previous_response_id\", a \"conversation\""},{"role":"user","content":"item_reference"}]}"#.to_owned(),
+        ),
+        (
+            Wire::Gemini,
+            r#"{"cachedContent":null,"contents":[{"role":"user","parts":[{"text":"\"cachedContent\""}]}]}"#.to_owned(),
+        ),
+        // The fields mean nothing on the other wires.
+        (
+            Wire::Anthropic,
+            r#"{"previous_response_id":"resp_9","messages":[{"role":"user","content":"hi"}]}"#.to_owned(),
+        ),
+    ];
+    for (wire, body) in &free {
+        assert!(decode(*wire, Bytes::from(body.clone())).is_ok(), "{body}");
+        assert_eq!(provider_held(*wire, body.as_bytes()), None, "{body}");
+    }
+
+    // A decode resumed from the last request's reads the new frame too.
+    let first = r#"{"model":"m","input":[{"role":"user","content":"hi"}]}"#;
+    let prior = decode(Wire::OpenAiResponses, Bytes::from_static(first.as_bytes())).unwrap();
+    let next =
+        r#"{"model":"m","input":[{"role":"user","content":"hi"}],"previous_response_id":"resp_1"}"#;
+    let e = decode_after(
+        Wire::OpenAiResponses,
+        Bytes::from_static(next.as_bytes()),
+        prior,
+    )
+    .unwrap_err();
+    assert_eq!(held(&e).0, "previous_response_id");
+}

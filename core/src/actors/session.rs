@@ -279,7 +279,7 @@ async fn run_turn(
                     StageError::Refused(refusal) => report.refusal = Some(refusal),
                     other => {
                         tracing::warn!(session = %session, stage = %failed.failure.stage, error = %other, "Pipeline failed; forwarding the request unchanged.");
-                        report.fail_open = Some(format!("{}: {other}", failed.failure.stage));
+                        report.fail_open = Some(fail_open_reason(&failed.failure.stage, &other));
                     }
                 }
                 // A write the failed turn left under way is named by nothing stored.
@@ -365,7 +365,7 @@ async fn dry_run(
             match failed.failure.error {
                 StageError::Refused(refusal) => report.refusal = Some(refusal),
                 other => {
-                    report.fail_open = Some(format!("{}: {other}", failed.failure.stage));
+                    report.fail_open = Some(fail_open_reason(&failed.failure.stage, &other));
                 }
             }
             Ok(TurnOutcome {
@@ -565,5 +565,15 @@ impl Handler<Snapshot> for SessionActor {
                 result
             },
         )))
+    }
+}
+
+/// Why a turn was forwarded unchanged: the failed stage and its error, named once (most
+/// stage errors start with their stage already).
+fn fail_open_reason(stage: &str, error: &StageError) -> String {
+    let text = error.to_string();
+    match text.strip_prefix(stage) {
+        Some(rest) if rest.starts_with(": ") => text,
+        _ => format!("{stage}: {text}"),
     }
 }

@@ -135,6 +135,9 @@ async fn process(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Result<Processed, Box<Response>> {
+    if let Some(held) = foldwire_wire::request::provider_held(wire, &body) {
+        return Ok(provider_held(app, held, body));
+    }
     app.metrics.request(wire);
     let query = route.path_and_query.split_once('?').map(|(_, q)| q);
     let (session, decoded) = identity::resolve_by_history(
@@ -243,6 +246,30 @@ async fn process(
                 looped: None,
             })
         }
+    }
+}
+
+/// A request that continues a conversation the provider keeps: forwarded as sent, with no
+/// session (its history is not here to fold, and each request would otherwise open one) and
+/// no proxy tools (a `compress` call could fold nothing). Said once per process at `warn`,
+/// then at `debug`, and counted.
+fn provider_held(
+    app: &AppState,
+    held: foldwire_wire::request::WireError,
+    body: Bytes,
+) -> Processed {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::debug!(reason = %held, "Forwarding the request unchanged.");
+    } else {
+        tracing::warn!(reason = %held, "Forwarding the request unchanged; foldwire manages the context of clients that send their whole history (this warning is given once).");
+    }
+    app.metrics.provider_held();
+    Processed {
+        body,
+        session: None,
+        estimated: 0,
+        looped: None,
     }
 }
 

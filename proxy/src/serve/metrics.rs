@@ -16,6 +16,7 @@ pub struct Metrics {
     refused: AtomicU64,
     upstream_errors: AtomicU64,
     passthrough: AtomicU64,
+    provider_held: AtomicU64,
     proxy_calls: AtomicU64,
     loop_rounds: AtomicU64,
     stage_micros: DashMap<String, (u64, u64)>,
@@ -44,6 +45,13 @@ impl Metrics {
     /// Counts a request forwarded without processing (unknown shape, GET).
     pub fn passthrough(&self) {
         self.passthrough.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Counts a request forwarded unchanged because it continues a conversation the
+    /// provider keeps (a passthrough too).
+    pub fn provider_held(&self) {
+        self.provider_held.fetch_add(1, Ordering::Relaxed);
+        self.passthrough();
     }
 
     /// Counts a request forwarded unchanged because the pipeline failed.
@@ -113,6 +121,7 @@ impl Metrics {
         }
         for (name, v) in [
             ("foldwire_passthrough_total", &self.passthrough),
+            ("foldwire_provider_held_total", &self.provider_held),
             ("foldwire_fail_open_total", &self.fail_open),
             ("foldwire_refused_total", &self.refused),
             ("foldwire_upstream_errors_total", &self.upstream_errors),

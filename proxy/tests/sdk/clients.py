@@ -11,7 +11,8 @@ The anthropic, openai Responses and google-genai clients count their last turn's
 first (the SDKs' count_tokens / input_tokens.count / count_tokens), as a client that checks its
 size before it sends: the row's "counted".
 
-Usage: clients.py BASE_URL TURNS [ONLY]   (ONLY: e.g. "openai-responses-stream")
+Usage: clients.py BASE_URL TURNS [ONLY]   (ONLY: rows by name, comma-separated, e.g.
+"openai-responses-stream"; the chained Responses rows run only when named)
 Prints one JSON object: {"rows": [...], "listings": {...}}.
 """
 
@@ -34,15 +35,16 @@ def answer(t):
     return f"Answer {t}. " + "lorem ipsum dolor sit amet " * 40
 
 
-def expected(t, after_tool):
-    """The text and client call the mock's `sdk` script gives turn `t`."""
-    if t % 10 == 8:
+def expected(t, after_tool, proxy_tools=True):
+    """The text and client call the mock's `sdk` script gives turn `t` (a request without
+    the proxy's tools gets no call to them)."""
+    if t % 10 == 8 and proxy_tools:
         return "Let me look back. " + answer(t), None
     if t % 5 == 1:
         if after_tool:
             return f"Ran step {t}.", None
         return f"Running step {t}.", ("bash", {"cmd": f"step-{t}-run"})
-    if t % 5 == 3:
+    if t % 5 == 3 and proxy_tools:
         return "Let me tidy up. " + answer(t), None
     return answer(t), None
 
@@ -72,8 +74,8 @@ class Failure(Exception):
     pass
 
 
-def check(t, after_tool, text, calls):
-    want_text, want_call = expected(t, after_tool)
+def check(t, after_tool, text, calls, proxy_tools=True):
+    want_text, want_call = expected(t, after_tool, proxy_tools)
     names = [c[0] for c in calls]
     if PROXY_TOOLS & set(names):
         raise Failure(f"proxy tool visible: {names}")
@@ -317,6 +319,60 @@ def run_responses(base, session, stream, turns):
     return turn
 
 
+def run_responses_chained(base, session, stream, turns):
+    """The openai client as the Responses guide shows it: the provider keeps the
+    conversation (`store` left at its default), and each request names the previous response
+    and sends only what is new. foldwire cannot fold a history it is not sent, so it must
+    forward these requests as sent, a tool call's output included, without its tools; the
+    mock provider reads each request on top of the response it names. No session header:
+    the proxy must not make a session of each request."""
+    import openai
+
+    client = openai.OpenAI(
+        base_url=base + "/v1",
+        api_key="sk-test",
+        max_retries=0,
+        default_headers={"x-mock-script": "sdk", "x-sdk-row": session},
+    )
+    tools = [{"type": "function", "name": "bash", "description": "Run a command.", "parameters": BASH_SCHEMA, "strict": False}]
+    previous = {"id": None}
+
+    def chained(new_items):
+        kwargs = dict(model="m", instructions=SYSTEM, input=new_items, tools=tools)
+        if previous["id"]:
+            kwargs["previous_response_id"] = previous["id"]
+        return kwargs
+
+    def ask(new_items):
+        kwargs = chained(new_items)
+        if stream:
+            with client.responses.stream(**kwargs) as s:
+                for _ in s:
+                    pass
+                response = s.get_final_response()
+        else:
+            response = client.responses.create(**kwargs)
+        previous["id"] = response.id
+        calls = [(i.name, json.loads(i.arguments), i.call_id) for i in response.output if i.type == "function_call"]
+        return response.output_text, calls
+
+    def turn(t):
+        new_items = [{"role": "user", "content": user_text(t)}]
+        # The last turn is counted first, on top of the stored conversation too.
+        counted = None
+        if t == turns:
+            counted = client.responses.input_tokens.count(**chained(new_items)).input_tokens
+        text, calls = ask(new_items)
+        call = check(t, False, text, calls, proxy_tools=t == 1)
+        if call:
+            output = {"type": "function_call_output", "call_id": call[2], "output": f"ran {call[1]['cmd']}"}
+            text, calls = ask([output])
+            check(t, True, text, calls, proxy_tools=False)
+        return counted
+
+    return turn
+
+
 # ---------------------------------------------------------------- google-genai / Gemini
 
 
@@ -405,7 +461,11 @@ RUNS = [
     ("openai", "openai-chat", run_chat),
     ("openai", "openai-responses", run_responses),
     ("google-genai", "gemini", run_gemini),
+    # Run only when ONLY names it: its requests are forwarded as sent, which the suite's
+    # checks of a folded session do not describe (sdk_conformance.rs checks it apart).
+    ("openai", "openai-responses-chained", run_responses_chained),
 ]
+ON_REQUEST = {"openai-responses-chained"}
 
 
 def listings(base):
@@ -442,7 +502,8 @@ def main():
     for client, wire, run in RUNS:
         for stream in (False, True):
             name = f"{wire}-{'stream' if stream else 'json'}"
-            if only and only != name:
+            asked = only.split(",") if only else []
+            if (asked and name not in asked) or (not asked and wire in ON_REQUEST):
                 continue
             session = f"{prefix}-{name}"
             row = {"client": client, "wire": wire, "stream": stream, "session": session, "turns": turns, "passed": 0, "failure": None, "history_chars": 0}

@@ -60,6 +60,9 @@ pub struct Received {
     pub headers: HeaderMap,
 }
 
+/// A Responses answer the provider stored: the whole input it answered, and its output.
+pub type StoredResponse = (Vec<Value>, Vec<Value>);
+
 #[derive(Clone, Default)]
 pub struct Mock {
     pub received: Arc<Mutex<Vec<Received>>>,
@@ -67,6 +70,10 @@ pub struct Mock {
     pub default_script: String,
     /// Why each request the provider's pairing rules refuse was refused.
     pub refused: Arc<Mutex<Vec<String>>>,
+    /// The Responses answers the provider stored (`store` not false), by response id: the
+    /// whole input they answered and their output, which a later request continues by
+    /// naming the id in `previous_response_id`.
+    pub stored: Arc<Mutex<std::collections::HashMap<String, StoredResponse>>>,
 }
 
 impl Mock {
@@ -305,7 +312,8 @@ pub fn sdk_answer(t: usize) -> String {
 /// request; by `N % 5`: 1 a client `bash` call (`Running step N.`), answered with
 /// `Ran step N.` once its result is back; 3 `Let me tidy up. ` and a `compress` call (a
 /// `search_context` call after `Let me look back. ` when `N % 10 == 8`), then the answer
-/// once the proxy's result is back; otherwise the answer.
+/// once the proxy's result is back (when the request offers those tools; else the answer);
+/// otherwise the answer.
 fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
     let t = body
         .match_indices("Turn ")
@@ -329,22 +337,33 @@ fn sdk_turn(wire: Wire, n: usize, body: &str) -> Vec<Piece> {
                 args: json!({ "cmd": step }),
             },
         ],
-        3 if !has_proxy_result(wire, body) => {
+        3 if !has_proxy_result(wire, body) && offers(body, "compress") => {
             vec![
                 Piece::Text("Let me tidy up. ".into()),
                 compress_call(n, body),
             ]
         }
-        8 if !body.contains("fwcall_") && !body.contains(SEARCH_RESULT) => vec![
-            Piece::Text("Let me look back. ".into()),
-            Piece::Call {
-                id: format!("fwcall_{n}"),
-                name: "search_context".into(),
-                args: json!({"query": "step"}),
-            },
-        ],
+        8 if !body.contains("fwcall_")
+            && !body.contains(SEARCH_RESULT)
+            && offers(body, "search_context") =>
+        {
+            vec![
+                Piece::Text("Let me look back. ".into()),
+                Piece::Call {
+                    id: format!("fwcall_{n}"),
+                    name: "search_context".into(),
+                    args: json!({"query": "step"}),
+                },
+            ]
+        }
         _ => vec![Piece::Text(sdk_answer(t))],
     }
+}
+
+/// Whether a request offers the model the tool `name` (as the proxy writes its tools: a
+/// model calls only what it is offered).
+fn offers(body: &str, name: &str) -> bool {
+    body.contains(&format!("\"name\":\"{name}\""))
 }
 
 /// What the CLI script's model writes before its compress call.
@@ -686,8 +705,45 @@ fn chat(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
     out
 }
 
-fn responses(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
-    let items: Vec<Value> = pieces
+/// A Responses request that names a stored response (`previous_response_id`) as the API
+/// reads it: the stored response's input and output, then its own input. The calls the
+/// stored response ended with must be answered in its input. `None` when it names none.
+fn responses_chain(mock: &Mock, body: &Value) -> Option<Result<Value, String>> {
+    let previous = body["previous_response_id"].as_str()?;
+    let Some((input, output)) = mock.stored.lock().unwrap().get(previous).cloned() else {
+        return Some(Err(format!(
+            "Previous response with id '{previous}' not found."
+        )));
+    };
+    let new = match &body["input"] {
+        Value::String(text) => vec![json!({"role": "user", "content": text})],
+        Value::Array(items) => items.clone(),
+        _ => Vec::new(),
+    };
+    let unanswered = output.iter().find(|item| {
+        item["type"] == "function_call"
+            && !new
+                .iter()
+                .any(|i| i["type"] == "function_call_output" && i["call_id"] == item["call_id"])
+    });
+    if let Some(call) = unanswered {
+        return Some(Err(format!(
+            "No tool output found for function call {}.",
+            call["call_id"].as_str().unwrap_or_default()
+        )));
+    }
+    let mut whole = body.clone();
+    whole["input"] = Value::Array(input.into_iter().chain(output).chain(new).collect());
+    whole
+        .as_object_mut()
+        .unwrap()
+        .remove("previous_response_id");
+    Some(Ok(whole))
+}
+
+/// The output items of a Responses answer.
+fn responses_items(pieces: &[Piece], n: usize) -> Vec<Value> {
+    pieces
         .iter()
         .enumerate()
         .map(|(i, p)| match p {
@@ -695,7 +751,11 @@ fn responses(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
             Piece::Thinking { text, signature } => json!({"type": "reasoning", "id": format!("rs_{n}_{i}"), "summary": [{"type": "summary_text", "text": text}], "encrypted_content": signature}),
             Piece::Call { id, name, args } => json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": id, "name": name, "arguments": args.to_string(), "status": "completed"}),
         })
-        .collect();
+        .collect()
+}
+
+fn responses(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
+    let items = responses_items(pieces, n);
     let usage = json!({"input_tokens": prompt, "output_tokens": 9, "total_tokens": prompt + 9});
     let rid = format!("resp_{n}");
     let whole = json!({"id": rid, "object": "response", "created_at": 0, "model": "m", "status": "completed", "output": items, "usage": usage});
@@ -872,7 +932,24 @@ async fn handler(
             .body(Body::from(body))
             .unwrap();
     }
-    let parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut parsed: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let mut text = text;
+    // A Responses request continuing a stored response is read as the whole conversation.
+    match (wire, responses_chain(&mock, &parsed)) {
+        (Wire::OpenAiResponses, Some(Ok(whole))) => {
+            text = whole.to_string();
+            parsed = whole;
+        }
+        (Wire::OpenAiResponses, Some(Err(message))) => {
+            mock.refused.lock().unwrap().push(message.clone());
+            return Response::builder()
+                .status(StatusCode::BAD_REQUEST)
+                .header("content-type", "application/json")
+                .body(Body::from(invalid_request(wire, &message).to_string()))
+                .unwrap();
+        }
+        _ => {}
+    }
     // `x-mock-refuse`: a provider that does not take some field its own answers carry.
     let unaccepted = headers
         .get("x-mock-refuse")
@@ -938,6 +1015,17 @@ async fn handler(
         think_between(&mut pieces, n);
     }
     let prompt = prompt_tokens(text.as_bytes());
+    if wire == Wire::OpenAiResponses && parsed["store"] != json!(false) {
+        let input = parsed["input"]
+            .as_array()
+            .cloned()
+            .unwrap_or_else(|| vec![json!({"role": "user", "content": parsed["input"].clone()})]);
+        let output = responses_items(&pieces, n);
+        mock.stored
+            .lock()
+            .unwrap()
+            .insert(format!("resp_{n}"), (input, output));
+    }
     let out = match wire {
         Wire::Anthropic => anthropic(&pieces, stream, n, prompt),
         Wire::OpenAiChat => chat(&pieces, stream, n, prompt),

@@ -29,6 +29,11 @@ impl Dialect for Gemini {
         "contents"
     }
 
+    /// A context cache holds the contents before the request's.
+    fn provider_held_keys(&self) -> &'static [&'static str] {
+        &["cachedContent"]
+    }
+
     /// One entry holding every declaration.
     fn tool_entries(&self, tools: &[ToolSpec<'_>]) -> Vec<Value> {
         let decls: Vec<Value> = tools

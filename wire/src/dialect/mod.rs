@@ -103,6 +103,20 @@ pub trait Dialect: Send + Sync {
     /// The top-level key of the conversation list (`messages`, `input`, `contents`).
     fn messages_key(&self) -> &'static str;
 
+    /// The top-level fields that make a request continue a conversation the provider keeps
+    /// (Responses' `previous_response_id`, Gemini's `cachedContent`): the body then holds
+    /// only what is new, so there is nothing whole to fold and its calls' results may answer
+    /// calls the body does not hold.
+    fn provider_held_keys(&self) -> &'static [&'static str] {
+        &[]
+    }
+
+    /// The type of a conversation item that stands for one the provider keeps (Responses'
+    /// `item_reference`).
+    fn provider_held_item(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The tool definitions as the wire lists them in its `tools` field.
     fn tool_entries(&self, tools: &[ToolSpec<'_>]) -> Vec<Value>;
 

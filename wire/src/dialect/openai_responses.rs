@@ -26,6 +26,15 @@ impl Dialect for OpenAiResponses {
         "input"
     }
 
+    /// A response stored by the provider, or a conversation object, carries the history.
+    fn provider_held_keys(&self) -> &'static [&'static str] {
+        &["previous_response_id", "conversation"]
+    }
+
+    fn provider_held_item(&self) -> Option<&'static str> {
+        Some("item_reference")
+    }
+
     fn tool_entries(&self, tools: &[ToolSpec<'_>]) -> Vec<Value> {
         tools
             .iter()

@@ -42,6 +42,21 @@ pub enum WireError {
         /// What the body holds instead.
         found: String,
     },
+    /// The request continues a conversation the provider keeps (a stored response, a
+    /// conversation object, a context cache, an item reference): the body holds only what is
+    /// new, so it cannot be folded and calls in it may answer calls it does not hold.
+    #[error(
+        "{wire} request: {path} is {found}: the request continues a conversation the provider \
+         keeps and holds only what is new, so foldwire cannot fold it and leaves it as sent"
+    )]
+    ProviderHeld {
+        /// The wire.
+        wire: Wire,
+        /// The JSON path of the field or item (`previous_response_id`, `input[3]`).
+        path: String,
+        /// What stands there (the field's value, the item's type), shortened.
+        found: String,
+    },
     /// The conversation could not be encoded (a stage left it inconsistent).
     #[error("{wire} encode: at {path}: expected {expected}, found {found}")]
     Encode {

@@ -13,6 +13,7 @@ mod detect;
 mod error;
 pub mod extend;
 mod gemini;
+mod held;
 mod identity;
 mod openai_chat;
 mod openai_responses;
@@ -34,6 +35,7 @@ use foldwire_core::{
 
 pub use detect::detect;
 pub use error::{DetectError, WireError};
+pub use held::provider_held;
 pub use identity::{content_digest, fingerprint};
 pub use rebuild::{MessageSize, encode, frame, message_sizes};
 
@@ -89,6 +91,9 @@ fn decode_split_from(
         ));
     }
     let top = cx.fields(&root, &(start..end))?;
+    if let Some(held) = held::held_field(wire, src, &top) {
+        return Err(held);
+    }
     let key = messages_key(wire);
     let Some(messages) = scan::field(&top, key) else {
         return Err(cx.shape_msg(&root, &format!("a `{key}` field"), "none"));
@@ -261,6 +266,9 @@ fn decode_rest(
     let messages_span = array_start..array_end;
     let (top, _) =
         scan::frame_fields(bytes, scan::skip_ws(bytes, 0), &messages_span).map_err(syntax)?;
+    if let Some(held) = held::held_field(wire, src, &top) {
+        return Err(held);
+    }
     let (model, stream) = model_and_stream(src, &top);
     let (kept_entries, kept_units) = (kept.0.len(), kept.1.len());
     let mut cx = Cx::new(wire, src, body, &tape);

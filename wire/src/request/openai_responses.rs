@@ -1,7 +1,8 @@
 //! OpenAI Responses: each input item is an entry and, except for messages, one whole unit.
 //! A message item's string content is one unit; each content part of an array is a unit.
 //! Compaction items are opaque and protected: they reach the provider unchanged; tool search
-//! calls and outputs are protected too, since they load tools.
+//! calls and outputs are protected too, since they load tools. An `item_reference` stands
+//! for an item the provider keeps, so a request holding one is not decoded (`held.rs`).
 //! `input` given as a plain string is one user entry with one string unit.
 
 use std::ops::Range;
@@ -81,6 +82,9 @@ pub(crate) fn decode_item(
         return Ok(());
     }
     let ty = ty.unwrap_or_default();
+    if crate::dialect::dialect(cx.wire).provider_held_item() == Some(ty.as_ref()) {
+        return Err(super::held::held_item(cx.wire, path.render(), &ty));
+    }
     let str_of = |key: &str| {
         scan::field(&fields, key)
             .filter(|f| cx.bytes().get(f.value.start) == Some(&b'"'))
