@@ -284,6 +284,11 @@ async fn side_requests_are_told_by_their_frame_and_left_alone_on_every_wire() {
             Wire::OpenAiResponses,
             r#"{"model":"m","input":[{"role":"user","content":"q"}],"tool_choice":"none"}"#,
         ),
+        // A background run is polled for by the client: the loop never sees its answer.
+        (
+            Wire::OpenAiResponses,
+            r#"{"model":"m","background":true,"input":[{"role":"user","content":"q"}]}"#,
+        ),
         (
             Wire::Gemini,
             r#"{"contents":[{"role":"user","parts":[{"text":"q"}]}],"generationConfig":{"responseMimeType":"application/json"}}"#,
@@ -302,6 +307,10 @@ async fn side_requests_are_told_by_their_frame_and_left_alone_on_every_wire() {
     assert_eq!(turn.report.counter(INJECTED_COUNTER), 1);
     assert_eq!(turn.report.counter(SIDE_REQUEST_COUNTER), 0);
     assert!(tool_names(Wire::Anthropic, &out).contains(&"compress".to_owned()));
+    let foreground = r#"{"model":"m","background":false,"input":[{"role":"user","content":"q"}]}"#;
+    let (turn, out) = injected(Wire::OpenAiResponses, foreground).await;
+    assert_eq!(turn.report.counter(INJECTED_COUNTER), 1);
+    assert!(tool_names(Wire::OpenAiResponses, &out).contains(&"compress".to_owned()));
 }
 
 #[tokio::test]

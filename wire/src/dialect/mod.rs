@@ -191,7 +191,10 @@ pub trait Dialect: Send + Sync {
     /// or a whole answer body.
     fn observe_answer(&self, _payload: &Value, _into: &mut RoundAnswer) {}
 
-    /// Why a request is a side request (structured output, forced or forbidden tools).
+    /// Why the proxy's tools stay out of a request: a side request (structured output,
+    /// forced or forbidden tools), or one whose answer the proxy never sees whole (a
+    /// Responses `background` run, which the client polls for), so a call to them could not
+    /// be answered.
     fn side_request(&self, body: &Value) -> Option<&'static str>;
 
     /// Headers a request to this provider needs besides the credentials.

@@ -160,6 +160,11 @@ impl Dialect for OpenAiResponses {
     }
 
     fn side_request(&self, body: &Value) -> Option<&'static str> {
+        // The run goes on at the provider after the answer (`queued`); the client reads its
+        // outcome later, past the proxy's loop.
+        if body.get("background") == Some(&Value::Bool(true)) {
+            return Some("background response");
+        }
         let format = body
             .get("text")
             .and_then(|t| t.get("format"))
