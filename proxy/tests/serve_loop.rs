@@ -965,3 +965,68 @@ async fn a_gemini_json_array_stream_runs_the_loop_and_stays_a_json_array() {
         "{state}"
     );
 }
+
+/// The id of a Responses answer as the client got it: from `response.completed` in a
+/// stream, else the body's.
+fn response_id(stream: bool, got: &[u8]) -> String {
+    let text = String::from_utf8_lossy(got);
+    let answer: Value = if stream {
+        text.lines()
+            .filter_map(|l| l.strip_prefix("data: "))
+            .filter_map(|d| serde_json::from_str::<Value>(d).ok())
+            .find(|v| v["type"] == "response.completed")
+            .map(|v| v["response"].clone())
+            .unwrap()
+    } else {
+        serde_json::from_str(&text).unwrap()
+    };
+    answer["id"].as_str().unwrap().to_owned()
+}
+
+/// A Responses client that lets the provider store its responses may go on by naming the
+/// id it was given (`previous_response_id`). After a compress round that id is the first
+/// round's (a stream keeps one id), whose stored output ends in the proxy's call: continuing
+/// it, the provider refused the request ("No tool output found"), and every later one of
+/// the conversation. The proxy sends such a request on to the last round, whose stored input
+/// holds every round; a JSON answer already carries the last round's id.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_chaining_on_a_stitched_answer_continues_from_its_last_round() {
+    let (upstream, mock) = start_mock().await;
+    let dir = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, dir.path(), |_| {}).await;
+    let wire = Wire::OpenAiResponses;
+    for stream in [true, false] {
+        let session = format!("chain-{stream}");
+        let body = history_body(wire, 16, 2400, stream);
+        let (status, got) = post(proxy, wire, stream, &session, "compress", &body).await;
+        assert_eq!(status, 200, "{}", String::from_utf8_lossy(&got));
+        let shown = response_id(stream, &got);
+        let rounds = mock.received.lock().unwrap().len();
+        let last_round = format!("resp_{rounds}");
+        assert!(
+            mock.bodies()
+                .last()
+                .unwrap()
+                .windows(7)
+                .any(|w| w == b"fwcall_"),
+            "stream={stream}: the answer took a compress round"
+        );
+        let next = serde_json::json!({
+            "model": "m",
+            "previous_response_id": shown,
+            "input": [{"role": "user", "content": "And now?"}],
+            "stream": stream,
+        });
+        let (status, got) = post(proxy, wire, stream, &session, "ok", &next).await;
+        assert_eq!(
+            status,
+            200,
+            "stream={stream}: {}",
+            String::from_utf8_lossy(&got)
+        );
+        let sent: Value = serde_json::from_slice(mock.bodies().last().unwrap()).unwrap();
+        assert_eq!(sent["previous_response_id"], last_round.as_str());
+        assert_eq!(sent["input"], next["input"], "the rest goes as sent");
+    }
+    assert!(mock.refused.lock().unwrap().is_empty());
+}

@@ -136,6 +136,7 @@ async fn process(
     body: Bytes,
 ) -> Result<Processed, Box<Response>> {
     if let Some(held) = foldwire_wire::request::provider_held(wire, &body) {
+        let body = on_last_round(app, wire, body);
         return Ok(provider_held(app, held, body));
     }
     app.metrics.request(wire);
@@ -270,6 +271,33 @@ fn provider_held(
         session: None,
         estimated: 0,
         looped: None,
+    }
+}
+
+/// `body`, chaining on the last round of a stitched answer when it names the id that answer
+/// was shown under ([`super::chained_ids`]); as sent otherwise.
+fn on_last_round(app: &AppState, wire: Wire, body: Bytes) -> Bytes {
+    let Some(key) = wire.dialect().chain_key() else {
+        return body;
+    };
+    if app.chained_ids.is_empty() {
+        return body;
+    }
+    let named = serde_json::from_slice::<serde_json::Value>(&body)
+        .ok()
+        .and_then(|v| v.get(key)?.as_str().map(str::to_owned));
+    let Some(shown) = named else {
+        return body;
+    };
+    let Some(last) = app.chained_ids.last_round_of(&shown) else {
+        return body;
+    };
+    match super::chained_ids::with_chained_id(&body, key, &shown, &last) {
+        Some(chained) => {
+            tracing::debug!(shown = %shown, last = %last, "Chaining on the last round of a stitched answer.");
+            Bytes::from(chained)
+        }
+        None => body,
     }
 }
 

@@ -5,6 +5,7 @@ pub mod admin;
 pub mod array_stream;
 pub mod body;
 pub mod calls;
+pub mod chained_ids;
 pub mod config;
 pub mod forward;
 pub mod headers;
@@ -69,6 +70,8 @@ pub struct AppState {
     pub last_requests: crate::offline::LastRequests,
     /// The last decodes of requests that name no session, resumed from by the next one.
     pub recent_decodes: recent_decodes::RecentDecodes,
+    /// The responses stitched answers stand for, for the clients that chain on them.
+    pub chained_ids: chained_ids::ChainedIds,
 }
 
 impl AppState {
@@ -142,6 +145,7 @@ pub async fn app_state(config: ServeConfig) -> Result<Arc<AppState>> {
         windows: DashMap::new(),
         last_requests: crate::offline::LastRequests::new(Arc::clone(&store)),
         recent_decodes: recent_decodes::RecentDecodes::default(),
+        chained_ids: chained_ids::ChainedIds::default(),
         store,
         plugins,
     });

@@ -552,6 +552,11 @@ async fn stream_rounds(
             }
         }
         ex.app.metrics.rounds(round as u64 + 1);
+        if wire.dialect().chain_key().is_some()
+            && let Some((shown, last)) = stitcher.answered_for()
+        {
+            ex.app.chained_ids.record(shown, last);
+        }
         return;
     }
 }

@@ -40,6 +40,8 @@ pub struct Stitcher {
     held: Vec<(bool, Bytes)>,
     /// The response id the client's stream opened with.
     first_id: Option<String>,
+    /// The id a later round's events came with before they took the first round's.
+    last_round_id: Option<String>,
     /// Responses output items the client got completed in earlier rounds.
     earlier_items: Vec<Value>,
     /// Responses output items the client got completed in this round.
@@ -74,6 +76,7 @@ impl Stitcher {
             sent: 0,
             held: Vec::new(),
             first_id: None,
+            last_round_id: None,
             earlier_items: Vec::new(),
             round_items: Vec::new(),
             piece_offset: 0,
@@ -150,6 +153,13 @@ impl Stitcher {
             .collect()
     }
 
+    /// When later rounds answered under the first round's id: that id (the one the client
+    /// was given) and the last round's own. On Responses the provider stored each round as
+    /// a response of its own, and only the last one's input holds every round.
+    pub fn answered_for(&self) -> Option<(&str, &str)> {
+        Some((self.first_id.as_deref()?, self.last_round_id.as_deref()?))
+    }
+
     /// The event's type on wires with typed events: the JSON `type` field, else the SSE
     /// event name.
     fn event_type(&self, event: &ParsedEvent) -> Option<String> {
@@ -221,7 +231,7 @@ impl Stitcher {
 
     /// Shifts positions of a later round's event after the earlier rounds', and gives it
     /// the answer's identity.
-    fn renumber(&self, frame: Bytes) -> Bytes {
+    fn renumber(&mut self, frame: Bytes) -> Bytes {
         let Some(data) = frame_data(&frame) else {
             return frame;
         };
@@ -241,6 +251,9 @@ impl Stitcher {
             && let Some(slot) = d.response_id_mut(&mut value)
             && slot.as_str() != Some(first)
         {
+            if let Some(own) = slot.as_str() {
+                self.last_round_id = Some(own.to_owned());
+            }
             *slot = Value::from(first.as_str());
             changed = true;
         }

@@ -111,6 +111,12 @@ pub trait Dialect: Send + Sync {
         &[]
     }
 
+    /// The top-level field by which a request continues the provider's stored response of
+    /// that id (Responses' `previous_response_id`).
+    fn chain_key(&self) -> Option<&'static str> {
+        None
+    }
+
     /// The type of a conversation item that stands for one the provider keeps (Responses'
     /// `item_reference`).
     fn provider_held_item(&self) -> Option<&'static str> {

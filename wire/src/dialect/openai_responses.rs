@@ -31,6 +31,10 @@ impl Dialect for OpenAiResponses {
         &["previous_response_id", "conversation"]
     }
 
+    fn chain_key(&self) -> Option<&'static str> {
+        Some("previous_response_id")
+    }
+
     fn provider_held_item(&self) -> Option<&'static str> {
         Some("item_reference")
     }
