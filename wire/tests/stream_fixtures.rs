@@ -428,6 +428,19 @@ fn usage_details_are_normalized_per_wire() {
                 total_tokens: Some(522),
             },
         ),
+        // A capture that reports cache writes (none this time) beside cached tokens.
+        (
+            Wire::OpenAiResponses,
+            "stream-reasoning-commentary-phase-function-call.sse",
+            Usage {
+                input_tokens: Some(63),
+                output_tokens: Some(69),
+                cache_read: Some(0),
+                cache_write: Some(0),
+                reasoning_tokens: Some(26),
+                total_tokens: Some(132),
+            },
+        ),
         (
             Wire::Gemini,
             "stream-sse-thinking-thought-parts.sse",

@@ -224,3 +224,24 @@ fn malformed_bodies_are_reported_with_wire_and_place() {
     let err = parse_response(Wire::Anthropic, b"[1,2]").unwrap_err();
     assert!(err.to_string().contains("expected a JSON object"), "{err}");
 }
+
+/// OpenAI reports the prompt tokens a request wrote to its cache beside those it read, on
+/// both of its wires.
+#[test]
+fn openai_cache_writes_are_read_on_both_wires() {
+    let chat = br#"{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"ok"},"finish_reason":"stop"}],"usage":{"prompt_tokens":5000,"completion_tokens":2,"total_tokens":5002,"prompt_tokens_details":{"cached_tokens":3072,"cache_write_tokens":1920}}}"#;
+    let responses = br#"{"id":"r","object":"response","status":"completed","output":[{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":"ok","annotations":[]}]}],"usage":{"input_tokens":5000,"input_tokens_details":{"cached_tokens":3072,"cache_write_tokens":1920},"output_tokens":2,"output_tokens_details":{"reasoning_tokens":0},"total_tokens":5002}}"#;
+    for (wire, body) in [
+        (Wire::OpenAiChat, &chat[..]),
+        (Wire::OpenAiResponses, &responses[..]),
+    ] {
+        let u = summarize(&parse_response(wire, body).unwrap())
+            .usage
+            .unwrap();
+        assert_eq!(
+            (u.input_tokens, u.cache_read, u.cache_write),
+            (Some(5000), Some(3072), Some(1920)),
+            "{wire}"
+        );
+    }
+}

@@ -12,7 +12,8 @@ pub struct Usage {
     pub output_tokens: Option<u64>,
     /// Prompt tokens served from the provider's cache.
     pub cache_read: Option<u64>,
-    /// Prompt tokens written to the provider's cache (Anthropic `cache_creation_input_tokens`).
+    /// Prompt tokens written to the provider's cache (Anthropic `cache_creation_input_tokens`,
+    /// OpenAI `cache_write_tokens`).
     pub cache_write: Option<u64>,
     /// Reasoning / thinking tokens, where reported separately.
     pub reasoning_tokens: Option<u64>,

@@ -14,7 +14,7 @@ fn usage(v: &Value) -> Usage {
         input_tokens: u64_at(v, &["prompt_tokens"]),
         output_tokens: u64_at(v, &["completion_tokens"]),
         cache_read: u64_at(v, &["prompt_tokens_details", "cached_tokens"]),
-        cache_write: None,
+        cache_write: u64_at(v, &["prompt_tokens_details", "cache_write_tokens"]),
         reasoning_tokens: u64_at(v, &["completion_tokens_details", "reasoning_tokens"]),
         total_tokens: u64_at(v, &["total_tokens"]),
     }
