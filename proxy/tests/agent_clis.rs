@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The agent CLIs from npm, in print mode, through the proxy to the scripted mock: Claude
 //! Code (`claude -p`, Anthropic), Codex CLI (`codex exec` with a custom provider, OpenAI
-//! Responses) and Gemini CLI (`gemini -p`, Gemini). Each runs a multi-step session: the
+//! Responses; and on its built-in provider, which asks for a WebSocket first) and Gemini CLI (`gemini -p`, Gemini). Each runs a multi-step session: the
 //! mock's `cli` script calls the CLI's own shell tool six times (only a CLI that ran the
 //! command can move on), calls the proxy's `compress` once a range is offered, then
 //! answers with a fixed text. Each CLI must exit 0 printing exactly that text after exactly
@@ -95,23 +95,11 @@ fn claude(proxy: &str) -> Invocation {
     }
 }
 
-/// Codex CLI's `exec` against a custom Responses provider (set in `config.toml`), its
-/// sandbox and approvals off (it runs in a temporary HOME and work dir). Without the
-/// `[features]` lines it looks up github.com, api.github.com and chatgpt.com at start
-/// (plugin marketplace, remote models).
-fn codex(home: &Path, work: &Path, proxy: &str) -> Invocation {
-    let dir = home.join(".codex");
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = format!(
-        r#"model = "gpt-5-codex"
-model_provider = "foldwire"
+/// What every Codex run here adds to its `config.toml`: without the `[features]` lines it
+/// looks up github.com, api.github.com and chatgpt.com at start (plugin marketplace,
+/// remote models).
+const CODEX_QUIET: &str = r#"
 check_for_update_on_startup = false
-
-[model_providers.foldwire]
-name = "foldwire"
-base_url = "http://{proxy}/v1"
-env_key = "FOLDWIRE_TEST_KEY"
-wire_api = "responses"
 
 [analytics]
 enabled = false
@@ -122,9 +110,20 @@ remote_plugin = false
 plugin_sharing = false
 plugin_discovery_prefetch = false
 remote_models = false
-"#
-    );
-    std::fs::write(dir.join("config.toml"), config).unwrap();
+"#;
+
+/// Codex CLI's `exec` with `provider` (the top of its `config.toml`), the key in `key_env`,
+/// `prompt`, its sandbox and approvals off (it runs in a temporary HOME and work dir).
+fn codex_with(
+    home: &Path,
+    work: &Path,
+    provider: &str,
+    key_env: &'static str,
+    prompt: &str,
+) -> Invocation {
+    let dir = home.join(".codex");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("config.toml"), format!("{provider}{CODEX_QUIET}")).unwrap();
     Invocation {
         program: "codex",
         args: vec![
@@ -135,13 +134,29 @@ remote_models = false
             "never".into(),
             "-C".into(),
             work.display().to_string(),
-            PROMPT.into(),
+            prompt.into(),
         ],
         env: vec![
             ("CODEX_HOME", dir.display().to_string()),
-            ("FOLDWIRE_TEST_KEY", "sk-test".into()),
+            (key_env, "sk-test".into()),
         ],
     }
+}
+
+/// Codex CLI's `exec` against a custom Responses provider (set in `config.toml`).
+fn codex(home: &Path, work: &Path, proxy: &str) -> Invocation {
+    let provider = format!(
+        r#"model = "gpt-5-codex"
+model_provider = "foldwire"
+
+[model_providers.foldwire]
+name = "foldwire"
+base_url = "http://{proxy}/v1"
+env_key = "FOLDWIRE_TEST_KEY"
+wire_api = "responses"
+"#
+    );
+    codex_with(home, work, &provider, "FOLDWIRE_TEST_KEY", PROMPT)
 }
 
 /// Gemini CLI in print mode with an API key, its shell tool allowed by `--yolo`.
@@ -468,4 +483,62 @@ async fn codex_exec_compresses_and_keeps_its_system_prompt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gemini_cli_print_mode_compresses_and_keeps_its_system_prompt() {
     session("gemini", Wire::Gemini, |home, _, proxy| gemini(home, proxy)).await;
+}
+
+/// Codex on its built-in OpenAI provider, pointed at foldwire with `openai_base_url` as the
+/// README shows, asks for the Responses API over a WebSocket first. The proxy answers 426,
+/// on which Codex takes HTTP for the session at once, and the turn goes through foldwire.
+/// Before, the upgrade was forwarded without its headers and refused upstream: Codex tried
+/// five more times with backoff (about six seconds, each printed as an error) before it
+/// fell back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_on_its_built_in_provider_takes_http_at_once() {
+    let Some(dir) = clis_dir() else { return };
+    let (upstream, mock) = start_mock().await;
+    let state = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, state.path(), |c| c.window = WINDOW).await;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let provider = format!("openai_base_url = \"http://{proxy}/v1\"\n");
+    let inv = codex_with(
+        home.path(),
+        work.path(),
+        &provider,
+        "OPENAI_API_KEY",
+        "Say hello.",
+    );
+    let run = spawn(&dir, inv, home.path(), work.path()).await;
+    let output = format!("{}\n{}", run.stdout, run.stderr);
+    assert!(run.status.success(), "{output}");
+    assert_eq!(run.stdout.trim(), "ok", "{output}");
+    for retry in ["Reconnecting", "Falling back from WebSockets"] {
+        assert!(
+            !output.contains(retry),
+            "Codex retried the WebSocket: {output}"
+        );
+    }
+    let through: Vec<Received> = mock
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.path.ends_with("/responses"))
+        .cloned()
+        .collect();
+    assert!(
+        !through.is_empty()
+            && through.iter().all(|r| r.method == "POST"
+                && String::from_utf8_lossy(&r.body).contains("search_context")),
+        "every request reached the provider as a POST through foldwire's pipeline"
+    );
+    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("foldwire_websocket_refused_total 1\n"),
+        "{metrics}"
+    );
 }

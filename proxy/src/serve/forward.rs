@@ -34,6 +34,11 @@ pub async fn handle(
         Ok(r) => r,
         Err(e) => return error(StatusCode::NOT_FOUND, "not_found", &e.to_string()),
     };
+    if route.wire.is_some() && super::websocket::wants_websocket(&headers) {
+        app.metrics.websocket_refused();
+        tracing::debug!(path = %path_and_query, "WebSocket upgrade refused; the client is told to use HTTP.");
+        return super::websocket::refused();
+    }
     let processed = match (route.wire, method == Method::POST) {
         (Some(wire), true) => match process(&app, &route, wire, &headers, body.clone()).await {
             Ok(out) => out,

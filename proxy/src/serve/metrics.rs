@@ -17,6 +17,7 @@ pub struct Metrics {
     upstream_errors: AtomicU64,
     passthrough: AtomicU64,
     provider_held: AtomicU64,
+    websocket_refused: AtomicU64,
     proxy_calls: AtomicU64,
     loop_rounds: AtomicU64,
     stage_micros: DashMap<String, (u64, u64)>,
@@ -52,6 +53,11 @@ impl Metrics {
     pub fn provider_held(&self) {
         self.provider_held.fetch_add(1, Ordering::Relaxed);
         self.passthrough();
+    }
+
+    /// Counts a WebSocket upgrade answered with 426 (the client falls back to HTTP).
+    pub fn websocket_refused(&self) {
+        self.websocket_refused.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts a request forwarded unchanged because the pipeline failed.
@@ -122,6 +128,7 @@ impl Metrics {
         for (name, v) in [
             ("foldwire_passthrough_total", &self.passthrough),
             ("foldwire_provider_held_total", &self.provider_held),
+            ("foldwire_websocket_refused_total", &self.websocket_refused),
             ("foldwire_fail_open_total", &self.fail_open),
             ("foldwire_refused_total", &self.refused),
             ("foldwire_upstream_errors_total", &self.upstream_errors),

@@ -23,6 +23,7 @@ pub mod side;
 pub mod stitch;
 pub mod tools;
 pub mod usage;
+pub mod websocket;
 
 use std::hash::{BuildHasher as _, Hasher as _};
 use std::net::SocketAddr;
