@@ -468,3 +468,54 @@ async fn a_token_count_is_of_the_folded_request_and_keeps_nothing() {
         assert_eq!(after.refs.len(), before.refs.len(), "{wire}");
     }
 }
+
+/// Codex's "Responses lite" requests (its built-in provider, its default model) send no
+/// `tools` and no `instructions`: the model's tools are declared in an `additional_tools`
+/// input item at the start. Before, foldwire read that item as an ordinary foldable one (a
+/// large, old assistant item, first in line for a fold) and added its own `tools` and note
+/// beside it. Now the item is pinned where the client put it, and the request gets none of
+/// the proxy's tools (how the provider takes both at once is not known); folds go on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_declared_in_an_input_item_are_never_folded() {
+    let session = "responses-lite";
+    let namespace = |name: &str| {
+        json!({"type": "namespace", "name": name, "description": "", "tools": [
+            {"type": "custom", "name": format!("{name}_exec"), "description": "Run code. ".repeat(400)},
+            {"type": "function", "name": format!("{name}_wait"), "description": "Wait. ".repeat(200), "parameters": {"type": "object", "properties": {}}},
+        ]})
+    };
+    let declared = json!({"type": "additional_tools", "id": "at_1", "role": "developer",
+        "tools": [namespace("functions"), namespace("collaboration")]});
+    let run = drive(
+        Wire::OpenAiResponses,
+        path_of(Wire::OpenAiResponses, false),
+        session,
+        TURNS,
+        |_, body| {
+            let body = body.as_object_mut().unwrap();
+            body.remove("instructions");
+            body["input"]
+                .as_array_mut()
+                .unwrap()
+                .insert(0, declared.clone());
+        },
+        |_, _| {},
+    )
+    .await;
+    let forwarded = run.mock.bodies();
+    for (i, body) in forwarded.iter().enumerate() {
+        let body: Value = serde_json::from_slice(body).unwrap();
+        assert_eq!(
+            body["input"][0], declared,
+            "request {i} moved or lost the tools"
+        );
+        for added in ["tools", "instructions"] {
+            assert!(
+                body.get(added).is_none(),
+                "request {i} got the proxy's {added}"
+            );
+        }
+    }
+    assert_eq!(forwarded.len(), TURNS, "one round a turn: no proxy calls");
+    assert_folds_took(&run.mock, run.proxy, session, "output of turn").await;
+}

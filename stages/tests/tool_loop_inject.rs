@@ -284,6 +284,11 @@ async fn side_requests_are_told_by_their_frame_and_left_alone_on_every_wire() {
             Wire::OpenAiResponses,
             r#"{"model":"m","input":[{"role":"user","content":"q"}],"tool_choice":"none"}"#,
         ),
+        // Codex's "Responses lite": its tools are declared in an input item.
+        (
+            Wire::OpenAiResponses,
+            r#"{"model":"m","input":[{"type":"additional_tools","id":"at_1","role":"developer","tools":[{"type":"namespace","name":"functions","tools":[]}]},{"role":"user","content":"q"}]}"#,
+        ),
         // A background run is polled for by the client: the loop never sees its answer.
         (
             Wire::OpenAiResponses,

@@ -722,6 +722,27 @@ fn responses_tool_search_items_are_pinned() {
 }
 
 #[test]
+fn a_responses_item_that_declares_the_tools_is_pinned_in_its_role() {
+    // Codex's "Responses lite" requests: no `tools`, an `additional_tools` item instead.
+    let body = r#"{"model":"gpt","input":[
+ {"type":"additional_tools","id":"at_1","role":"developer","tools":[{"type":"namespace","name":"functions","description":"","tools":[{"type":"custom","name":"exec","description":"Run code."}]}]},
+ {"role":"user","content":"hi"}
+]}"#;
+    let c = dec(Wire::OpenAiResponses, body);
+    assert_eq!(
+        pinned(&c, 0),
+        Some("additional_tools item: declares the model's tools")
+    );
+    assert_eq!(c.messages[0].role, foldwire_core::Role::System);
+    assert!(foldwire_wire::request::declares_tools_in_items(&c));
+    let plain = dec(
+        Wire::OpenAiResponses,
+        r#"{"model":"gpt","input":[{"role":"user","content":"additional_tools"}]}"#,
+    );
+    assert!(!foldwire_wire::request::declares_tools_in_items(&plain));
+}
+
+#[test]
 fn responses_built_in_tool_calls_and_their_outputs_are_linked() {
     // The shell and apply_patch tools the client runs, and an MCP approval: each call and
     // its output are other items (no client tool pairing) linked by their id.

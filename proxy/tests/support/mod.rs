@@ -282,7 +282,7 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
                 }
                 _ => body.rfind("fwcall_") > body.rfind("client_"),
             };
-            if turn % 7 == 3 && !last_is_proxy {
+            if turn % 7 == 3 && !last_is_proxy && offers(body, "compress") {
                 out.push(compress_call(n, body));
             } else {
                 out.push(Piece::Text(format!("Step {turn}.")));

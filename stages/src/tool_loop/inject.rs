@@ -11,8 +11,9 @@
 //!
 //! A side request is left as the client made it: one whose output the client constrains
 //! (structured output, a tool forced or tools forbidden, each in its wire's own fields,
-//! [`foldwire_wire::dialect::Dialect::side_request`]) or whose turn sets the option
-//! `skip_tool_loop`. So is a request with a client tool that already uses one of the
+//! [`foldwire_wire::dialect::Dialect::side_request`]), one that declares its tools in an
+//! input item ([`foldwire_wire::request::declares_tools_in_items`]), or one whose turn sets
+//! the option `skip_tool_loop`. So is a request with a client tool that already uses one of the
 //! names. Counters: [`INJECTED_COUNTER`], [`ADDED_TOKENS_COUNTER`], [`SIDE_REQUEST_COUNTER`].
 
 use std::sync::Arc;
@@ -69,10 +70,14 @@ impl Stage for ToolsInject {
         };
         // Read from the frame alone: the decode already knows where the messages are.
         let frame = frame_value_of(conversation);
-        if let Some(why) = frame
+        let why = frame
             .as_ref()
             .and_then(|f| dialect(turn.wire).side_request(f))
-        {
+            .or_else(|| {
+                foldwire_wire::request::declares_tools_in_items(conversation)
+                    .then_some("tools declared in an input item")
+            });
+        if let Some(why) = why {
             tracing::debug!(session = %turn.session, why, "Side request: proxy tools not injected.");
             turn.report.count(SIDE_REQUEST_COUNTER, 1);
             return Ok(());

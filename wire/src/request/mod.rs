@@ -37,6 +37,7 @@ pub use detect::detect;
 pub use error::{DetectError, WireError};
 pub use held::provider_held;
 pub use identity::{content_digest, fingerprint};
+pub use openai_responses::declares_tools_in_items;
 pub use rebuild::{MessageSize, encode, frame, message_sizes};
 
 use scan::{Field, Mode, Syntax};

@@ -11,6 +11,22 @@ use foldwire_core::{MessageKind, Role, Text, ToolLink, UnitSlot};
 
 use super::{Cx, Path, UnitSpec, WireError, scan, text_of_content};
 
+/// The type of an input item that declares the model's tools (Codex's "Responses lite"
+/// requests, which send no `tools`).
+const TOOLS_ITEM: &str = "additional_tools";
+
+/// Why a tools-declaring item is pinned; [`declares_tools_in_items`] reads it.
+const TOOLS_ITEM_PIN: &str = "additional_tools item: declares the model's tools";
+
+/// Whether the conversation declares the model's tools in an input item rather than in the
+/// request's `tools` (Codex's "Responses lite" requests). Such a request takes no tools
+/// beside its own: the provider's handling of both at once is not known.
+pub fn declares_tools_in_items(conv: &foldwire_core::Conversation) -> bool {
+    conv.messages.iter().any(
+        |m| matches!(&m.pin, Some(foldwire_core::Pin::Protected(why)) if why == TOOLS_ITEM_PIN),
+    )
+}
+
 /// Decodes the `input` value at `span` when it is a string (one user text) and says so;
 /// `false` for an array of items (each decoded by [`decode_item`]), an error otherwise.
 pub(crate) fn decode_string_input(
@@ -212,6 +228,25 @@ pub(crate) fn decode_item(
                 span,
             );
             cx.pin_last("Responses compaction item: never modified".to_owned());
+            return Ok(());
+        }
+        // Codex's "Responses lite" requests declare the model's tools in an input item, not
+        // in `tools`: folded, the model would lose every tool it has.
+        TOOLS_ITEM => {
+            let role = match cx.opt_str(path, &fields, "role")? {
+                Some(name) => parse_role(cx, path, &name)?,
+                None => Role::System,
+            };
+            let entry = cx.begin_entry(role, span);
+            cx.whole(
+                entry,
+                role,
+                MessageKind::Other,
+                cx.json_text(span),
+                None,
+                span,
+            );
+            cx.pin_last(TOOLS_ITEM_PIN.to_owned());
             return Ok(());
         }
         // Hosted tool calls, item references and unknown items: kept verbatim, foldable.
