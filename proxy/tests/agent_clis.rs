@@ -526,10 +526,29 @@ async fn codex_on_its_built_in_provider_takes_http_at_once() {
         .cloned()
         .collect();
     assert!(
-        !through.is_empty()
-            && through.iter().all(|r| r.method == "POST"
-                && String::from_utf8_lossy(&r.body).contains("search_context")),
-        "every request reached the provider as a POST through foldwire's pipeline"
+        !through.is_empty() && through.iter().all(|r| r.method == "POST"),
+        "every request reached the provider as a POST"
+    );
+    // Each was a turn of foldwire's pipeline. (Codex's default requests declare their tools
+    // in an input item, so the proxy adds none of its own.)
+    let sessions: Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let turns: u64 = sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["turns"].as_u64().unwrap())
+        .sum();
+    assert_eq!(turns, through.len() as u64, "{sessions}");
+    assert!(
+        through
+            .iter()
+            .all(|r| String::from_utf8_lossy(&r.body).contains("\"type\":\"additional_tools\"")),
+        "Codex's default requests declare their tools in an input item"
     );
     let metrics = reqwest::get(format!("http://{proxy}/metrics"))
         .await
