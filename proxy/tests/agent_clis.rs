@@ -531,31 +531,14 @@ async fn codex_on_its_built_in_provider_takes_http_at_once() {
     );
     // Each was a turn of foldwire's pipeline. (Codex's default requests declare their tools
     // in an input item, so the proxy adds none of its own.)
-    let sessions: Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let turns: u64 = sessions["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["turns"].as_u64().unwrap())
-        .sum();
-    assert_eq!(turns, through.len() as u64, "{sessions}");
+    assert_eq!(turns_made(proxy).await, through.len() as u64);
     assert!(
         through
             .iter()
             .all(|r| String::from_utf8_lossy(&r.body).contains("\"type\":\"additional_tools\"")),
         "Codex's default requests declare their tools in an input item"
     );
-    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(proxy).await;
     assert!(
         metrics.contains("foldwire_websocket_refused_total 1\n"),
         "{metrics}"

@@ -9,6 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::{Value, json};
 use support::cli::foldwire;
+use support::metrics;
 
 /// A request with an inline image, so the session has archived media.
 fn image_request(text: &str) -> Vec<u8> {
@@ -177,12 +178,7 @@ async fn the_server_applies_retention_by_itself() {
     .await;
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     loop {
-        let metrics = reqwest::get(format!("http://{proxy}/metrics"))
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let metrics = metrics(proxy).await;
         if metrics.contains("foldwire_retention_sessions_removed_total 1") {
             break;
         }

@@ -356,28 +356,11 @@ async fn a_conversation_the_provider_keeps_is_forwarded_as_sent() {
         Vec::<String>::new(),
         "the provider refused a request"
     );
-    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(proxy).await;
     assert!(
         metrics.contains(&format!("foldwire_provider_held_total {held}\n")),
         "{held} requests continued a stored response:\n{metrics}"
     );
     // The two first requests made turns; nothing after them did.
-    let sessions: Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let turns_made: u64 = sessions["sessions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|s| s["turns"].as_u64().unwrap())
-        .sum();
-    assert_eq!(turns_made, 2, "{sessions}");
+    assert_eq!(turns_made(proxy).await, 2);
 }

@@ -126,6 +126,16 @@ async fn say_hi(proxy: SocketAddr, session: &str) -> u16 {
         .as_u16()
 }
 
+/// The proxy's `/metrics` text.
+async fn metrics(proxy: SocketAddr) -> String {
+    reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
 /// The admin view of a session.
 async fn session_view(proxy: SocketAddr, session: &str) -> serde_json::Value {
     reqwest::get(format!("http://{proxy}/admin/sessions/{session}"))
@@ -262,12 +272,7 @@ async fn a_malformed_body_fails_open_and_is_counted() {
             body.as_bytes()
         );
     }
-    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(proxy).await;
     assert!(metrics.contains("foldwire_fail_open_total 4"), "{metrics}");
     assert!(
         metrics.contains("foldwire_requests_total{wire=\"openai-chat\"} 4"),
@@ -319,12 +324,7 @@ async fn requests_on_a_conversation_the_provider_keeps_are_forwarded_as_sent() {
             "{body}"
         );
     }
-    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(proxy).await;
     assert!(
         metrics.contains("foldwire_provider_held_total 4\n")
             && metrics.contains("foldwire_fail_open_total 0\n"),

@@ -499,12 +499,7 @@ async fn the_round_cap_finishes_gracefully() {
             assert_forwarded_valid(wire, &bodies);
         }
     }
-    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(proxy).await;
     // Two rounds of calls run per request (the third round's call is only hidden).
     assert!(
         metrics.contains("foldwire_proxy_tool_calls_total 16"),

@@ -53,12 +53,7 @@ async fn an_unreachable_store_opens_the_circuit_and_requests_still_go_through() 
     for (f, s) in forwarded.iter().zip(&sent) {
         assert_eq!(f.as_ref(), s.as_bytes());
     }
-    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(proxy).await;
     assert_eq!(metric(&metrics, "foldwire_store_circuit_open"), 1);
     assert_eq!(metric(&metrics, "foldwire_store_circuit_trips_total"), 1);
     assert!(metric(&metrics, "foldwire_store_calls_skipped_total") >= 3);

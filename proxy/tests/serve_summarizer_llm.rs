@@ -171,12 +171,7 @@ async fn a_failing_side_request_leaves_the_extractive_summary_and_a_warning() {
         reports.contains("strategy_fallback") && reports.contains("summarizer.llm"),
         "{reports}"
     );
-    let metrics = reqwest::get(format!("http://{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics(proxy).await;
     assert!(
         metrics.contains(
             "foldwire_strategy_fallbacks_total{strategy=\"summarizer.llm\",reason=\"unreachable\"}"

@@ -940,14 +940,7 @@ async fn handler(
             text = whole.to_string();
             parsed = whole;
         }
-        (Wire::OpenAiResponses, Some(Err(message))) => {
-            mock.refused.lock().unwrap().push(message.clone());
-            return Response::builder()
-                .status(StatusCode::BAD_REQUEST)
-                .header("content-type", "application/json")
-                .body(Body::from(invalid_request(wire, &message).to_string()))
-                .unwrap();
-        }
+        (Wire::OpenAiResponses, Some(Err(message))) => return refuse(&mock, wire, &path, message),
         _ => {}
     }
     // `x-mock-refuse`: a provider that does not take some field its own answers carry.
@@ -957,14 +950,7 @@ async fn handler(
         .filter(|field| text.contains(&format!("\"{field}\":")))
         .map(|field| format!("messages: {field}: Extra inputs are not permitted"));
     if let Some(message) = unaccepted.or_else(|| provider_rules::refusal(wire, &path, &parsed)) {
-        // What the real provider answers a history it refuses.
-        eprintln!("mock provider: refused {path}: {message}");
-        mock.refused.lock().unwrap().push(message.clone());
-        return Response::builder()
-            .status(StatusCode::BAD_REQUEST)
-            .header("content-type", "application/json")
-            .body(Body::from(invalid_request(wire, &message).to_string()))
-            .unwrap();
+        return refuse(&mock, wire, &path, message);
     }
     // The token-count endpoints answer the count of the body they were sent (the mock's
     // estimate, bytes / 4), in each provider's shape.
@@ -1048,6 +1034,45 @@ async fn handler(
         .header("content-type", content_type)
         .body(Body::from_stream(chunks))
         .unwrap()
+}
+
+/// What the real provider answers a request it refuses (400, its error shape); noted in
+/// `mock.refused`.
+fn refuse(mock: &Mock, wire: Wire, path: &str, message: String) -> Response {
+    eprintln!("mock provider: refused {path}: {message}");
+    let body = invalid_request(wire, &message).to_string();
+    mock.refused.lock().unwrap().push(message);
+    Response::builder()
+        .status(StatusCode::BAD_REQUEST)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .unwrap()
+}
+
+/// The proxy's `/metrics` text.
+pub async fn metrics(proxy: SocketAddr) -> String {
+    reqwest::get(format!("http://{proxy}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// The turns made over every session the proxy served (`/admin/sessions`).
+pub async fn turns_made(proxy: SocketAddr) -> u64 {
+    let sessions: Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    sessions["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["turns"].as_u64().unwrap())
+        .sum()
 }
 
 /// Uneven chunks (1..=97 bytes) that split lines, events and UTF-8 sequences.
