@@ -2,6 +2,8 @@
 //! `foldwire serve` end to end: a real proxy on loopback in front of a mock provider that
 //! speaks the real wire formats, streaming included.
 
+mod support;
+
 use std::io::Write as _;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -124,16 +126,6 @@ async fn say_hi(proxy: SocketAddr, session: &str) -> u16 {
         .unwrap()
         .status()
         .as_u16()
-}
-
-/// The proxy's `/metrics` text.
-async fn metrics(proxy: SocketAddr) -> String {
-    reqwest::get(format!("http://{proxy}/metrics"))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
 }
 
 /// The admin view of a session.
@@ -272,7 +264,7 @@ async fn a_malformed_body_fails_open_and_is_counted() {
             body.as_bytes()
         );
     }
-    let metrics = metrics(proxy).await;
+    let metrics = support::metrics(proxy).await;
     assert!(metrics.contains("foldwire_fail_open_total 4"), "{metrics}");
     assert!(
         metrics.contains("foldwire_requests_total{wire=\"openai-chat\"} 4"),
@@ -324,7 +316,7 @@ async fn requests_on_a_conversation_the_provider_keeps_are_forwarded_as_sent() {
             "{body}"
         );
     }
-    let metrics = metrics(proxy).await;
+    let metrics = support::metrics(proxy).await;
     assert!(
         metrics.contains("foldwire_provider_held_total 4\n")
             && metrics.contains("foldwire_fail_open_total 0\n"),

@@ -244,6 +244,16 @@ def run_chat(base, session, stream, turns):
 # ---------------------------------------------------------------- openai / Responses
 
 
+def responses_answer(client, stream, kwargs):
+    """One Responses answer, streamed (read to its end) or not."""
+    if stream:
+        with client.responses.stream(**kwargs) as s:
+            for _ in s:
+                pass
+            return s.get_final_response()
+    return client.responses.create(**kwargs)
+
+
 def run_responses(base, session, stream, turns):
     import openai
 
@@ -267,13 +277,7 @@ def run_responses(base, session, stream, turns):
             include=["reasoning.encrypted_content"],
             store=False,
         )
-        if stream:
-            with client.responses.stream(**kwargs) as s:
-                for _ in s:
-                    pass
-                response = s.get_final_response()
-        else:
-            response = client.responses.create(**kwargs)
+        response = responses_answer(client, stream, kwargs)
         text = ""
         calls = []
         if not any(item.type == "reasoning" for item in response.output):
@@ -345,13 +349,7 @@ def run_responses_chained(base, session, stream, turns):
 
     def ask(new_items):
         kwargs = chained(new_items)
-        if stream:
-            with client.responses.stream(**kwargs) as s:
-                for _ in s:
-                    pass
-                response = s.get_final_response()
-        else:
-            response = client.responses.create(**kwargs)
+        response = responses_answer(client, stream, kwargs)
         previous["id"] = response.id
         calls = [(i.name, json.loads(i.arguments), i.call_id) for i in response.output if i.type == "function_call"]
         return response.output_text, calls
