@@ -322,12 +322,7 @@ async fn requests_on_a_conversation_the_provider_keeps_are_forwarded_as_sent() {
             && metrics.contains("foldwire_fail_open_total 0\n"),
         "{metrics}"
     );
-    let sessions: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sessions = support::sessions(proxy).await;
     assert_eq!(sessions["sessions"], serde_json::json!([]), "{sessions}");
 }
 
@@ -441,12 +436,7 @@ async fn two_hundred_sessions_in_parallel_all_arrive() {
         t.await.unwrap();
     }
     assert_eq!(mock.received.lock().unwrap().len(), 200);
-    let sessions: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sessions = support::sessions(proxy).await;
     assert_eq!(sessions["sessions"].as_array().unwrap().len(), 200);
 }
 
@@ -502,12 +492,7 @@ async fn anonymous_sessions_keep_their_identity_across_restarts() {
             .await
             .unwrap();
         assert_eq!(resp.status(), 200);
-        let sessions: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let sessions = support::sessions(proxy).await;
         seen.push(sessions["sessions"][0].clone());
     }
     assert_eq!(
@@ -604,12 +589,7 @@ async fn idle_sessions_leave_memory_but_not_the_admin_list_and_come_back_on_thei
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    let listed: serde_json::Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = support::sessions(proxy).await;
     assert_eq!(listed["sessions"][0]["session"], "sleepy");
     assert_eq!(listed["sessions"][0]["turns"], 1);
     assert_eq!(send().await, 200);

@@ -1059,15 +1059,19 @@ pub async fn metrics(proxy: SocketAddr) -> String {
         .unwrap()
 }
 
-/// The turns made over every session the proxy served (`/admin/sessions`).
-pub async fn turns_made(proxy: SocketAddr) -> u64 {
-    let sessions: Value = reqwest::get(format!("http://{proxy}/admin/sessions"))
+/// The proxy's list of the sessions it served (`/admin/sessions`).
+pub async fn sessions(proxy: SocketAddr) -> Value {
+    reqwest::get(format!("http://{proxy}/admin/sessions"))
         .await
         .unwrap()
         .json()
         .await
-        .unwrap();
-    sessions["sessions"]
+        .unwrap()
+}
+
+/// The turns made over every session the proxy served.
+pub async fn turns_made(proxy: SocketAddr) -> u64 {
+    sessions(proxy).await["sessions"]
         .as_array()
         .unwrap()
         .iter()
