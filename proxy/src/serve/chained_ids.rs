@@ -57,13 +57,25 @@ impl ChainedIds {
     }
 }
 
-/// `body` with the JSON string `from` that follows the top-level `key` replaced by `to`
-/// (the other bytes as sent), or `None` when it does not occur there.
+/// `body` with the value of `"key": "from"` replaced by `"to"` (the other bytes as sent),
+/// or `None` when no such pair occurs.
 pub fn with_chained_id(body: &[u8], key: &str, from: &str, to: &str) -> Option<Vec<u8>> {
-    let key_at = memchr::memmem::find(body, format!("\"{key}\"").as_bytes())?;
+    let key = format!("\"{key}\"");
     let quoted = serde_json::to_string(from).ok()?;
-    let after = key_at + key.len() + 2;
-    let at = after + memchr::memmem::find(body.get(after..)?, quoted.as_bytes())?;
+    let skip_ws = |mut at: usize| {
+        while body.get(at).is_some_and(u8::is_ascii_whitespace) {
+            at += 1;
+        }
+        at
+    };
+    // The key's occurrence whose value is the id: a `"key"` inside some text is followed by
+    // something else.
+    let at = memchr::memmem::find_iter(body, key.as_bytes()).find_map(|key_at| {
+        let colon = skip_ws(key_at + key.len());
+        let value = skip_ws(colon + 1);
+        (body.get(colon) == Some(&b':') && body.get(value..)?.starts_with(quoted.as_bytes()))
+            .then_some(value)
+    })?;
     let mut out = Vec::with_capacity(body.len() + to.len());
     out.extend_from_slice(body.get(..at)?);
     out.extend_from_slice(serde_json::to_string(to).ok()?.as_bytes());
@@ -84,12 +96,11 @@ mod tests {
         }
         assert_eq!(ids.last_round_of("resp_0"), None);
         assert_eq!(ids.last_round_of("resp_1").as_deref(), Some("resp_1_last"));
-        let body =
-            br#"{"input":[{"role":"user","content":"resp_1"}],"previous_response_id": "resp_1"}"#;
+        let body = br#"{"input":[{"role":"user","content":"previous_response_id"},{"role":"user","content":"resp_1"}],"previous_response_id" : "resp_1"}"#;
         let out = with_chained_id(body, "previous_response_id", "resp_1", "resp_1_last").unwrap();
         assert_eq!(
             out,
-            br#"{"input":[{"role":"user","content":"resp_1"}],"previous_response_id": "resp_1_last"}"#
+            br#"{"input":[{"role":"user","content":"previous_response_id"},{"role":"user","content":"resp_1"}],"previous_response_id" : "resp_1_last"}"#
         );
         assert_eq!(with_chained_id(body, "conversation", "resp_1", "x"), None);
     }
