@@ -388,7 +388,7 @@ async fn a_token_count_is_of_the_folded_request_and_keeps_nothing() {
     // A client that counts its request before it sends it (the SDKs' count_tokens /
     // input_tokens / countTokens) is told what the model would be sent: the history as
     // folded, the proxy's tools added where the count takes tools (not Gemini's). Counting
-    // is not a turn: the session's state stays as it was.
+    // is not a turn: the session's state stays as it was, but for one calibration sample.
     for (wire, path, answer) in [
         (Wire::Anthropic, "/v1/messages/count_tokens", "input_tokens"),
         (
@@ -462,6 +462,28 @@ async fn a_token_count_is_of_the_folded_request_and_keeps_nothing() {
         if wire == Wire::Gemini {
             assert_eq!(top, sent_top, "{wire}: fields added to the count body");
         }
+        // The provider's count of a body foldwire estimated calibrates its estimator like a
+        // turn's usage: it is the session's newest sample.
+        let reported = counted[answer].as_u64().unwrap();
+        let newest = |v: &Value| {
+            v["state"]["usage"]
+                .as_array()
+                .and_then(|u| u.last())
+                .cloned()
+        };
+        let view = admin_when(proxy, &session, |v| {
+            newest(v).is_some_and(|s| s["reported"] == reported)
+        })
+        .await;
+        let sample = newest(&view).unwrap();
+        assert_eq!(
+            sample["reported"], reported,
+            "{wire}: the count is no sample"
+        );
+        assert!(
+            sample["estimated"].as_u64().unwrap() > reported / 2,
+            "{wire}: {sample}"
+        );
         let after = state_of(proxy, &session).await;
         assert_eq!(after.turns, before.turns, "{wire}: a count is no turn");
         assert_eq!(after.blocks, before.blocks, "{wire}");

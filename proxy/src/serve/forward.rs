@@ -327,7 +327,15 @@ async fn count_view(
     request.budget = request.budget.with_window(window_for(app, session).await);
     let counted = match app.engine.run_turn(session, request).await {
         Ok(outcome) if outcome.report.fail_open.is_none() && outcome.report.refusal.is_none() => {
-            outcome.output
+            // The provider's count of a body foldwire estimated is a calibration sample
+            // like a turn's usage ([`relay`] records it once the count comes back).
+            let (estimated, _) = sent_and_raw_tokens(wire, &outcome, &body);
+            return Processed {
+                body: outcome.output,
+                session: Some((wire, session.clone())),
+                estimated,
+                looped: None,
+            };
         }
         Ok(outcome) => {
             let why = outcome
@@ -342,6 +350,7 @@ async fn count_view(
             body
         }
     };
+    // Counted as sent: no estimate of foldwire's to calibrate against.
     Processed {
         body: counted,
         session: None,

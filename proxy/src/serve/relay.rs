@@ -228,11 +228,15 @@ async fn learn(app: &AppState, session: &SessionId, window: u64) {
 /// a PUT on S3), which the session's actor applies in its turn, retrying a lost race like
 /// any other update.
 fn record_usage(ex: &Exchange, wire: Wire, events: &[StreamEvent]) {
+    if let Some(reported) = usage::last_usage(events).and_then(|u| usage::prompt_tokens(wire, &u)) {
+        record_sample(ex, reported);
+    }
+}
+
+/// Records the provider's count of the forwarded request against foldwire's estimate of it,
+/// off the client's path (see [`record_usage`]).
+fn record_sample(ex: &Exchange, reported: u64) {
     let Some((_, session)) = &ex.session else {
-        return;
-    };
-    let Some(reported) = usage::last_usage(events).and_then(|u| usage::prompt_tokens(wire, &u))
-    else {
         return;
     };
     let estimated = ex.estimated;
@@ -297,6 +301,16 @@ fn tap(
             && let Ok(events) = p.finish()
         {
             usage_events.extend(usage_of(&events));
+        }
+        if ex.route.counts {
+            // A token count: its answer is the provider's count of what was forwarded.
+            let counted = whole
+                .and_then(|w| serde_json::from_slice::<serde_json::Value>(&w).ok())
+                .and_then(|answer| wire.dialect().counted_tokens(&answer));
+            if let Some(reported) = counted {
+                record_sample(&ex, reported);
+            }
+            return;
         }
         if let Some(w) = whole
             && let Ok(events) = parse_response(wire, &w)

@@ -324,6 +324,10 @@ impl Dialect for Gemini {
 
     /// `countTokens` takes `contents` alone at its top level (tools and a system
     /// instruction only inside a whole `generateContentRequest`).
+    fn counted_tokens(&self, answer: &Value) -> Option<u64> {
+        answer.get("totalTokens").and_then(Value::as_u64)
+    }
+
     fn count_takes_tools(&self) -> bool {
         false
     }

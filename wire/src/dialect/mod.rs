@@ -243,6 +243,11 @@ pub trait Dialect: Send + Sync {
         true
     }
 
+    /// The tokens a token-count answer reports (`input_tokens`; Gemini's `totalTokens`).
+    fn counted_tokens(&self, answer: &Value) -> Option<u64> {
+        answer.get("input_tokens").and_then(Value::as_u64)
+    }
+
     /// Whether a request to `path_and_query` streams because of its path (not its body).
     fn streams_by_path(&self, _path_and_query: &str) -> bool {
         false
