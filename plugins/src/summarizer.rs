@@ -10,9 +10,10 @@ use std::collections::HashSet;
 use std::sync::{Arc, LazyLock};
 
 use foldwire_core::{
-    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Message, MessageKind,
+    BuildCx, BuildError, Component, ComponentConfig, ComponentKind, Message, MessageKind, Origin,
     StrategyError, Summarizer, Summary, SummaryRequest, async_trait,
 };
+use foldwire_stages::kernel::render::rendered_topic;
 use foldwire_wire::any_of::AnyOf;
 use serde::{Deserialize, Serialize};
 
@@ -397,12 +398,17 @@ impl Extractive {
         let topic = first_path.or_else(|| {
             units
                 .iter()
-                .find(|u| u.kind == MessageKind::Text && !u.answer_text().trim().is_empty())
-                .map(|u| {
-                    line_of(
-                        u.answer_text().trim().lines().next().unwrap_or_default(),
-                        48,
-                    )
+                .filter(|u| u.kind == MessageKind::Text)
+                .find_map(|u| {
+                    let text = u.answer_text();
+                    let text = text.trim();
+                    // A summary folded again offers its own topic: its header would nest
+                    // (`[foldwire b11 · [foldwire b9 · …`).
+                    if matches!(u.origin, Origin::Summary(_)) {
+                        return rendered_topic(text).map(str::to_owned);
+                    }
+                    let first = text.lines().next().filter(|l| !l.trim().is_empty())?;
+                    Some(line_of(first, 48))
                 })
         });
         Summary::new(text, NAME).with_topic(topic)

@@ -7,8 +7,8 @@ use foldwire_test_kit::conv as support;
 use std::sync::Arc;
 
 use foldwire_core::{
-    Budget, CharEstimator, ComponentKind, FoldDemand, MessageKind, Params, RangeInfo, Ref,
-    Registry, SessionState, Stage, StageCx, SummaryRequest, Wire,
+    BlockId, Budget, CharEstimator, ComponentKind, FoldDemand, Message, MessageKind, Origin,
+    Params, RangeInfo, Ref, Registry, Role, SessionState, Stage, StageCx, SummaryRequest, Wire,
 };
 use foldwire_plugins::summarizer::{Extractive, ExtractiveConfig};
 use foldwire_stages::kernel::pairing_rules::violations;
@@ -87,6 +87,56 @@ fn policies_fold_only_over_the_threshold_in_their_order() {
         r.fold_policy("fold.largest_first", &serde_json::json!({"when": 1}))
             .is_err()
     );
+}
+
+/// A range that starts with an earlier fold's summary names the new block after that
+/// summary's topic, not after its header (which nested: `[foldwire b11 · [foldwire b9 · …`
+/// in a real Codex session whose tool outputs held no paths or words to name it by).
+#[tokio::test]
+async fn a_summary_folded_again_lends_its_topic_not_its_header() {
+    let summary = |block: u32, text: &str| {
+        Message::synthesized(
+            0,
+            Role::User,
+            text.to_owned(),
+            Origin::Summary(BlockId(block)),
+            bytes::Bytes::new(),
+        )
+    };
+    let plain = |text: &str| {
+        Message::synthesized(
+            0,
+            Role::User,
+            text.to_owned(),
+            Origin::Client,
+            bytes::Bytes::new(),
+        )
+    };
+    let s = Extractive(ExtractiveConfig::default());
+    let cases = [
+        (
+            vec![
+                summary(
+                    9,
+                    "[foldwire b9 · setup]\n(extractive summary of 2 messages)",
+                ),
+                plain("1\n2\n3"),
+            ],
+            Some("setup"),
+        ),
+        // A summary without a topic lends none: the next text names the block.
+        (
+            vec![
+                summary(9, "[foldwire b9]\n(extractive summary of 2 messages)"),
+                plain("Ran the numbered steps\n1\n2"),
+            ],
+            Some("Ran the numbered steps"),
+        ),
+    ];
+    for (units, topic) in cases {
+        let got = s.summarize_units(&units, 2000);
+        assert_eq!(got.topic.as_deref(), topic, "{}", got.text);
+    }
 }
 
 #[tokio::test]

@@ -56,6 +56,17 @@ pub fn summary_text(block: &Block) -> String {
     }
 }
 
+/// The topic in the header of a block's rendered text (`[foldwire b3 · auth]` → `auth`), or
+/// `None` when the text is no rendered summary or its block has no topic. A summary that
+/// folds again names its topic by this, never by its header, which would nest.
+pub fn rendered_topic(text: &str) -> Option<&str> {
+    let header = text.lines().next()?.strip_prefix("[foldwire b")?;
+    let (_, rest) = header.split_once(" · ")?;
+    rest.strip_suffix(']')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
 /// The text a block renders as in a request: [`summary_text`] followed by the
 /// [`archived_media_lines`] of the units it covers.
 pub fn rendered_text(block: &Block, state: &SessionState) -> String {
@@ -247,5 +258,15 @@ mod tests {
         assert_eq!(summary_text(&b), "[foldwire b3 · auth]\ndid things");
         b.topic = None;
         assert_eq!(summary_text(&b), "[foldwire b3]\ndid things");
+    }
+
+    #[test]
+    fn a_rendered_summary_gives_back_its_topic() {
+        assert_eq!(
+            rendered_topic("[foldwire b3 · auth]\ndid things"),
+            Some("auth")
+        );
+        assert_eq!(rendered_topic("[foldwire b3]\ndid things"), None);
+        assert_eq!(rendered_topic("plain text · with a dot]"), None);
     }
 }
