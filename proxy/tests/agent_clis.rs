@@ -544,3 +544,77 @@ async fn codex_on_its_built_in_provider_takes_http_at_once() {
         "{metrics}"
     );
 }
+
+/// Codex on its built-in provider, its default model: "Responses lite" requests, whose
+/// tools are declared in an `additional_tools` input item and run through its `exec` tool
+/// (JavaScript that calls the nested `exec_command`). The mock's model runs eight steps
+/// that way, each printing enough that foldwire folds the session at its window. The real
+/// Codex must run every step and finish, and every request must still carry its tools
+/// item, first and unchanged, while the folds took earlier steps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_by_default_keeps_its_tools_through_folds() {
+    let Some(dir) = clis_dir() else { return };
+    let (upstream, mock) = start_mock_scripted("cli-lite").await;
+    let state = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, state.path(), |c| c.window = 40_000).await;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let provider = format!("openai_base_url = \"http://{proxy}/v1\"\n");
+    let inv = codex_with(
+        home.path(),
+        work.path(),
+        &provider,
+        "OPENAI_API_KEY",
+        "Run the numbered steps with exec, then report.",
+    );
+    let run = spawn(&dir, inv, home.path(), work.path()).await;
+    let output = format!("{}\n{}", run.stdout, run.stderr);
+    assert!(run.status.success(), "{output}");
+    assert!(run.stdout.contains(LITE_FINAL), "{output}");
+    assert!(mock.refused.lock().unwrap().is_empty(), "{output}");
+    let bodies: Vec<Value> = mock
+        .received
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|r| r.method == "POST" && r.path.ends_with("/responses"))
+        .map(|r| serde_json::from_slice(&r.body).unwrap())
+        .collect();
+    let declared = bodies[0]["input"][0].clone();
+    assert_eq!(declared["type"], "additional_tools", "{}", bodies[0]);
+    for (i, body) in bodies.iter().enumerate() {
+        assert_eq!(body["input"][0], declared, "request {i} lost Codex's tools");
+        assert!(
+            body.get("tools").is_none(),
+            "request {i} got the proxy's tools"
+        );
+    }
+    let text: Vec<String> = bodies.iter().map(Value::to_string).collect();
+    for k in 1..=LITE_STEPS {
+        assert!(
+            text.iter().any(|t| t.contains(&lite_done(k))),
+            "step {k} never ran: {output}"
+        );
+    }
+    assert!(
+        text.iter().any(|t| t.contains("[foldwire b")),
+        "no fold happened in {} requests",
+        bodies.len()
+    );
+    // The first step stays in the head; a later one left the last request for a summary.
+    let last = text.last().unwrap();
+    assert!(
+        (2..LITE_STEPS).any(|k| !last.contains(&lite_done(k))),
+        "no step's output was folded"
+    );
+    // A summary folded again is named by its topic, not by nested headers.
+    let headers: Vec<&str> = last
+        .split("[foldwire b")
+        .skip(1)
+        .map(|h| h.split("\\n").next().unwrap_or_default())
+        .collect();
+    assert!(
+        !last.contains("· [foldwire b"),
+        "summary headers: {headers:?}"
+    );
+}

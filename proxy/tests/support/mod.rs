@@ -115,6 +115,12 @@ pub enum Piece {
         name: String,
         args: Value,
     },
+    /// A Responses custom tool call (freeform input), as Codex's `exec` takes JavaScript.
+    Custom {
+        id: String,
+        name: String,
+        input: String,
+    },
 }
 
 /// The first `mNNNNN..mNNNNN` span in a text.
@@ -267,6 +273,7 @@ fn script(name: &str, wire: Wire, n: usize, body: &str) -> Vec<Piece> {
             },
         ],
         "cli" => cli_script(wire, n, body),
+        "cli-lite" => lite_script(n, body),
         "agent" => {
             let turn = match wire {
                 Wire::Gemini => body
@@ -368,6 +375,45 @@ fn offers(body: &str, name: &str) -> bool {
 
 /// What the CLI script's model writes before its compress call.
 pub const CLI_BEFORE_COMPRESS: &str = "Tidying up first. ";
+
+/// The steps of a `cli-lite` session.
+pub const LITE_STEPS: usize = 8;
+
+/// The last text of a `cli-lite` session.
+pub const LITE_FINAL: &str = "Finished: eight steps through exec.";
+
+/// What the output of `cli-lite` step `k` holds (the command prints it in capitals, so the
+/// call's own input, in lower case, never matches).
+pub fn lite_done(k: usize) -> String {
+    format!("FW-LITE-{k}-DONE")
+}
+
+/// Codex's default ("Responses lite") session: each step runs through Codex's `exec` tool
+/// (JavaScript calling its nested `exec_command`), with an output large enough that folds
+/// come, then [`LITE_FINAL`]. The next step follows the highest one whose output the
+/// request holds: the latest output is always in the recent window, earlier ones may be
+/// folded.
+fn lite_script(n: usize, body: &str) -> Vec<Piece> {
+    let done = (1..=LITE_STEPS)
+        .filter(|k| body.contains(&lite_done(*k)))
+        .max()
+        .unwrap_or(0);
+    if done == LITE_STEPS {
+        return vec![Piece::Text(LITE_FINAL.into())];
+    }
+    let k = done + 1;
+    let js = format!(
+        "const r = await tools.exec_command({{cmd: \"echo fw-lite-{k}-done | tr a-z A-Z; seq 1 3000\"}});\ntext(typeof r === 'string' ? r : JSON.stringify(r));"
+    );
+    vec![
+        Piece::Text(format!("Running step {k}.")),
+        Piece::Custom {
+            id: format!("client_{n}"),
+            name: "exec".into(),
+            input: js,
+        },
+    ]
+}
 
 /// The last text of a `cli` session.
 pub const CLI_FINAL: &str = "Finished: six shell steps and one compress.";
@@ -526,7 +572,9 @@ fn think_between(pieces: &mut Vec<Piece>, n: usize) {
         signature: provider_rules::sign(&text),
         text,
     };
-    let first_call = pieces.iter().position(|p| matches!(p, Piece::Call { .. }));
+    let first_call = pieces
+        .iter()
+        .position(|p| matches!(p, Piece::Call { .. } | Piece::Custom { .. }));
     if let Some(at) = first_call.filter(|at| *at > 0) {
         pieces.insert(at, thought(format!("Choosing a call for request {n}.")));
     }
@@ -534,7 +582,9 @@ fn think_between(pieces: &mut Vec<Piece>, n: usize) {
 }
 
 fn has_calls(pieces: &[Piece]) -> bool {
-    pieces.iter().any(|p| matches!(p, Piece::Call { .. }))
+    pieces
+        .iter()
+        .any(|p| matches!(p, Piece::Call { .. } | Piece::Custom { .. }))
 }
 
 fn anthropic(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
@@ -554,6 +604,7 @@ fn anthropic(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
                 Piece::Call { id, name, args } => {
                     json!({"type": "tool_use", "id": id, "name": name, "input": args, "caller": {"type": "direct"}})
                 }
+                Piece::Custom { .. } => unreachable!("a custom tool call is a Responses item"),
             })
             .collect();
         return json!({"id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "m", "content": content, "stop_reason": stop, "usage": {"input_tokens": prompt, "output_tokens": 9}}).to_string();
@@ -589,6 +640,7 @@ fn anthropic(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
                     &json!({"type": "content_block_delta", "index": i, "delta": {"type": "signature_delta", "signature": signature}}),
                 );
             }
+            Piece::Custom { .. } => unreachable!("a custom tool call is a Responses item"),
             Piece::Call { id, name, args } => {
                 out += &sse(
                     Some("content_block_start"),
@@ -750,6 +802,7 @@ fn responses_items(pieces: &[Piece], n: usize) -> Vec<Value> {
             Piece::Text(t) => json!({"type": "message", "id": format!("msg_{n}_{i}"), "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": t, "annotations": []}]}),
             Piece::Thinking { text, signature } => json!({"type": "reasoning", "id": format!("rs_{n}_{i}"), "summary": [{"type": "summary_text", "text": text}], "encrypted_content": signature}),
             Piece::Call { id, name, args } => json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": id, "name": name, "arguments": args.to_string(), "status": "completed"}),
+            Piece::Custom { id, name, input } => json!({"type": "custom_tool_call", "id": format!("ctc_{n}_{i}"), "call_id": id, "name": name, "input": input, "status": "completed"}),
         })
         .collect()
 }
@@ -804,6 +857,18 @@ fn responses(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
                     json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "reasoning", "id": format!("rs_{n}_{i}"), "summary": []}}),
                 );
             }
+            Piece::Custom { id, name, input } => {
+                let item_id = format!("ctc_{n}_{i}");
+                out += &ev(
+                    json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "custom_tool_call", "id": item_id, "call_id": id, "name": name, "input": "", "status": "in_progress"}}),
+                );
+                out += &ev(
+                    json!({"type": "response.custom_tool_call_input.delta", "item_id": item_id, "output_index": i, "delta": input}),
+                );
+                out += &ev(
+                    json!({"type": "response.custom_tool_call_input.done", "item_id": item_id, "output_index": i, "input": input}),
+                );
+            }
             Piece::Call { id, name, args } => {
                 out += &ev(
                     json!({"type": "response.output_item.added", "output_index": i, "item": {"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": id, "name": name, "arguments": "", "status": "in_progress"}}),
@@ -835,6 +900,7 @@ fn gemini(pieces: &[Piece], stream: bool, n: usize, prompt: u64) -> String {
                 signed = Some(signature);
                 json!({"text": text, "thought": true})
             }
+            Piece::Custom { .. } => unreachable!("a custom tool call is a Responses item"),
             Piece::Call { name, args, .. } => {
                 let mut part = json!({"functionCall": {"name": name, "args": args}});
                 if let Some(signature) = signed.take() {
