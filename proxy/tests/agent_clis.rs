@@ -485,6 +485,48 @@ async fn gemini_cli_print_mode_compresses_and_keeps_its_system_prompt() {
     session("gemini", Wire::Gemini, |home, _, proxy| gemini(home, proxy)).await;
 }
 
+/// A finished run of the real Codex on its built-in provider, pointed at foldwire with
+/// `openai_base_url` as the README shows.
+struct BuiltIn {
+    /// The mock provider behind the proxy.
+    mock: Mock,
+    /// The proxy's address.
+    proxy: std::net::SocketAddr,
+    /// What the run left.
+    run: Run,
+    /// Its stdout and stderr, for failure messages.
+    output: String,
+    /// The proxy's state and Codex's HOME and work dir, kept while the test reads them.
+    _dirs: [tempfile::TempDir; 3],
+}
+
+/// Runs Codex on its built-in provider with `prompt`, the mock's `script` behind a proxy
+/// laid out for `window`.
+async fn codex_built_in(dir: &Path, script: &str, window: u64, prompt: &str) -> BuiltIn {
+    let (upstream, mock) = start_mock_scripted(script).await;
+    let state = tempfile::tempdir().unwrap();
+    let proxy = start_proxy_with(upstream, state.path(), |c| c.window = window).await;
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let provider = format!("openai_base_url = \"http://{proxy}/v1\"\n");
+    let inv = codex_with(
+        home.path(),
+        work.path(),
+        &provider,
+        "OPENAI_API_KEY",
+        prompt,
+    );
+    let run = spawn(dir, inv, home.path(), work.path()).await;
+    let output = format!("{}\n{}", run.stdout, run.stderr);
+    BuiltIn {
+        mock,
+        proxy,
+        run,
+        output,
+        _dirs: [state, home, work],
+    }
+}
+
 /// Codex on its built-in OpenAI provider, pointed at foldwire with `openai_base_url` as the
 /// README shows, asks for the Responses API over a WebSocket first. The proxy answers 426,
 /// on which Codex takes HTTP for the session at once, and the turn goes through foldwire.
@@ -494,21 +536,13 @@ async fn gemini_cli_print_mode_compresses_and_keeps_its_system_prompt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_on_its_built_in_provider_takes_http_at_once() {
     let Some(dir) = clis_dir() else { return };
-    let (upstream, mock) = start_mock().await;
-    let state = tempfile::tempdir().unwrap();
-    let proxy = start_proxy_with(upstream, state.path(), |c| c.window = WINDOW).await;
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let provider = format!("openai_base_url = \"http://{proxy}/v1\"\n");
-    let inv = codex_with(
-        home.path(),
-        work.path(),
-        &provider,
-        "OPENAI_API_KEY",
-        "Say hello.",
-    );
-    let run = spawn(&dir, inv, home.path(), work.path()).await;
-    let output = format!("{}\n{}", run.stdout, run.stderr);
+    let BuiltIn {
+        mock,
+        proxy,
+        run,
+        output,
+        ..
+    } = codex_built_in(&dir, "", WINDOW, "Say hello.").await;
     assert!(run.status.success(), "{output}");
     assert_eq!(run.stdout.trim(), "ok", "{output}");
     for retry in ["Reconnecting", "Falling back from WebSockets"] {
@@ -554,21 +588,15 @@ async fn codex_on_its_built_in_provider_takes_http_at_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn codex_by_default_keeps_its_tools_through_folds() {
     let Some(dir) = clis_dir() else { return };
-    let (upstream, mock) = start_mock_scripted("cli-lite").await;
-    let state = tempfile::tempdir().unwrap();
-    let proxy = start_proxy_with(upstream, state.path(), |c| c.window = 40_000).await;
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let provider = format!("openai_base_url = \"http://{proxy}/v1\"\n");
-    let inv = codex_with(
-        home.path(),
-        work.path(),
-        &provider,
-        "OPENAI_API_KEY",
+    let BuiltIn {
+        mock, run, output, ..
+    } = codex_built_in(
+        &dir,
+        "cli-lite",
+        40_000,
         "Run the numbered steps with exec, then report.",
-    );
-    let run = spawn(&dir, inv, home.path(), work.path()).await;
-    let output = format!("{}\n{}", run.stdout, run.stderr);
+    )
+    .await;
     assert!(run.status.success(), "{output}");
     assert!(run.stdout.contains(LITE_FINAL), "{output}");
     assert!(mock.refused.lock().unwrap().is_empty(), "{output}");
